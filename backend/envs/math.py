@@ -1,0 +1,133 @@
+"""Math reasoning: reasoning-gym generators, scored by math-verify.
+
+The evaluator extracts an answer leniently (an `<answer>` tag if there is one,
+else the last number in the text) and compares it with the gold answer using
+math-verify, falling back to the dataset's own scorer. The harness cannot
+change any of this; it only decides how rollouts are rewarded.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+import threading
+
+import reasoning_gym
+
+from .base import Task, Verdict
+
+_ANSWER_TAG = re.compile(r"<answer>(.*?)</answer>", re.S | re.I)
+_NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?(?:/\d+)?")
+
+# Difficulty levels map to generator knobs; the harness's curriculum picks a level.
+LEVELS = {
+    "basic_arithmetic": [
+        dict(min_terms=2, max_terms=2, min_digits=1, max_digits=1),
+        dict(min_terms=2, max_terms=3, min_digits=1, max_digits=2),
+        dict(min_terms=3, max_terms=4, min_digits=1, max_digits=2),
+        dict(min_terms=3, max_terms=5, min_digits=2, max_digits=3),
+    ],
+    "chain_sum": [
+        dict(min_terms=2, max_terms=2, min_digits=1, max_digits=1),
+        dict(min_terms=2, max_terms=3, min_digits=1, max_digits=2),
+        dict(min_terms=3, max_terms=4, min_digits=1, max_digits=2),
+        dict(min_terms=3, max_terms=5, min_digits=2, max_digits=3),
+    ],
+}
+
+
+def extract_lenient(text: str) -> str | None:
+    """The evaluator's extraction: last <answer> tag, else the last number."""
+    tags = _ANSWER_TAG.findall(text or "")
+    if tags:
+        return tags[-1].strip()
+    nums = _NUMBER.findall(text or "")
+    return nums[-1].replace(",", "") if nums else None
+
+
+def _verify(gold: str, pred: str) -> bool:
+    from math_verify import parse, verify
+
+    # Off the main thread math-verify's signal-based timeouts cannot work.
+    kw = {} if threading.current_thread() is threading.main_thread() else {"parsing_timeout": None}
+    try:
+        g = parse(gold, **kw)
+        p = parse(pred, **kw)
+        vkw = {} if not kw else {"timeout_seconds": None}
+        return bool(g and p and verify(g, p, **vkw))
+    except Exception:
+        return False
+
+
+def answers_match(gold: str, pred: str | None) -> bool:
+    if pred is None:
+        return False
+    a, b = gold.strip(), pred.strip()
+    if a == b:
+        return True
+    try:
+        return float(a) == float(b)
+    except ValueError:
+        return _verify(a, b)
+
+
+class MathEnv:
+    domain = "math"
+    multi_turn = False
+
+    def __init__(self, datasets: list[str], heldout_seed: int = 99991, heldout_n: int = 32,
+                 heldout_level: int = 1):
+        unknown = [d for d in datasets if d not in reasoning_gym.factory.DATASETS]
+        if unknown:
+            raise ValueError(f"unknown reasoning-gym dataset(s): {', '.join(unknown)}")
+        self.datasets = datasets
+        self.heldout_seed = heldout_seed
+        self.heldout_n = heldout_n
+        self.heldout_level = heldout_level
+        self._heldout: list[Task] | None = None
+
+    def _make(self, name: str, level: int, seed: int, n: int) -> list[Task]:
+        knobs = LEVELS.get(name, [{}])
+        kw = knobs[max(0, min(level, len(knobs) - 1))]
+        ds = reasoning_gym.create_dataset(name, seed=seed, size=n, **kw)
+        out = []
+        for i in range(n):
+            e = ds[i]
+            meta = {k: v for k, v in e["metadata"].items() if isinstance(v, (str, int, float))}
+            meta.update(dataset=name, level=level)
+            out.append(Task(f"{name}:{level}:{seed}:{i}", "math", e["question"], str(e["answer"]), meta))
+        return out
+
+    def sample_tasks(self, n: int, rng: random.Random, curriculum: dict) -> list[Task]:
+        weights = curriculum.get("datasets") or {d: 1.0 for d in self.datasets}
+        names = [d for d in weights if d in self.datasets] or self.datasets
+        level = int(curriculum.get("level", 1))
+        tasks = []
+        for _ in range(n):
+            name = rng.choices(names, weights=[float(weights.get(d, 1.0)) for d in names])[0]
+            # Training seeds live far from the held-out seed: the sets never mix.
+            seed = rng.randrange(1, 2**31 - 1)
+            if seed == self.heldout_seed:
+                seed += 1
+            tasks.append(self._make(name, level, seed, 1)[0])
+        return tasks
+
+    def heldout_tasks(self) -> list[Task]:
+        if self._heldout is None:
+            per = -(-self.heldout_n // len(self.datasets))
+            tasks = [t for d in self.datasets for t in self._make(d, self.heldout_level, self.heldout_seed, per)]
+            self._heldout = tasks[: self.heldout_n]
+        return self._heldout
+
+    def evaluate(self, task: Task, completion: str) -> Verdict:
+        try:
+            pred = extract_lenient(completion)
+            if pred is None:
+                return Verdict(False, 0.0, "no_answer", {"extracted": None})
+            ok = answers_match(task.answer or "", pred)
+            return Verdict(ok, 1.0 if ok else 0.0, "correct" if ok else "wrong", {"extracted": pred})
+        except Exception as e:  # a bad rollout is data, not a crash
+            return Verdict(False, 0.0, "error", {"error": f"{type(e).__name__}: {e}"})
+
+    def observe(self, task: Task, completion: str, verdict: Verdict) -> dict:
+        return {}

@@ -1,0 +1,237 @@
+"""The run store: one SQLite file per run (WAL). The only package with SQL.
+
+    >>> s = Store.open("/tmp/x/run.db")      # migrations applied on open
+    >>> s.log("info", "hello")
+
+Writers (the engine) and readers (the TUI, the CLI) open the same file; the
+TUI writes only `commands`. Each training step is committed in one
+transaction (`Store.commit_step`), so a kill at any point leaves either the
+whole step or none of it.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from contextlib import contextmanager
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Iterable
+
+from sqlite_utils import Database
+
+from .schema import MIGRATIONS, TABLES, known_migrations
+
+
+class StoreError(RuntimeError):
+    """A user-facing store problem (not a run, newer schema, locked, ...)."""
+
+
+def now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+
+
+def dumps(obj: Any) -> str:
+    return json.dumps(obj, default=str, allow_nan=False, separators=(",", ":")) if obj is not None else None
+
+
+def loads(text: str | None, default=None):
+    if not text:
+        return default
+    try:
+        return json.loads(text)
+    except ValueError:
+        return default
+
+
+def _connect(path: Path, readonly: bool) -> sqlite3.Connection:
+    if readonly:
+        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=30, check_same_thread=False)
+    else:
+        conn = sqlite3.connect(str(path), timeout=30, check_same_thread=False, isolation_level=None)
+    conn.row_factory = sqlite3.Row
+    conn.execute("PRAGMA busy_timeout = 30000")
+    if not readonly:
+        conn.execute("PRAGMA journal_mode = WAL")
+        conn.execute("PRAGMA synchronous = NORMAL")
+    conn.execute("PRAGMA foreign_keys = ON")
+    return conn
+
+
+class Store:
+    """A run database. Use `Store.open(path)`; `readonly=True` never writes."""
+
+    def __init__(self, conn: sqlite3.Connection, path: Path):
+        self.conn = conn
+        self.path = path
+        self.db = Database(conn)
+
+    # ------------------------------------------------------------ opening
+    @classmethod
+    def open(cls, path: str | Path, readonly: bool = False, create: bool = True) -> "Store":
+        path = Path(path)
+        if path.is_dir():
+            path = path / "run.db"
+        if not path.exists() and (readonly or not create):
+            raise StoreError(f"not an evotui run: {path} does not exist")
+        try:
+            conn = _connect(path, readonly)
+            store = cls(conn, path)
+            store._check_schema(readonly)
+        except sqlite3.DatabaseError as e:
+            raise StoreError(f"cannot open {path}: {e}") from None
+        return store
+
+    def _check_schema(self, readonly: bool) -> None:
+        applied = [m.name for m in MIGRATIONS.applied(self.db)] if "_sqlite_migrations" in self.db.table_names() else []
+        unknown = [m for m in applied if m not in known_migrations()]
+        if unknown:
+            raise StoreError(
+                f"{self.path} was written by a newer evotui (schema {unknown[-1]}); upgrade evotui to open it"
+            )
+        if readonly:
+            if not applied and self.db.table_names():
+                raise StoreError(f"{self.path} is not an evotui run database")
+            return
+        if not applied and [t for t in self.db.table_names() if t not in TABLES]:
+            raise StoreError(f"{self.path} is not an evotui run database")
+        MIGRATIONS.apply(self.db)
+
+    def close(self) -> None:
+        self.conn.close()
+
+    @contextmanager
+    def tx(self):
+        """One write transaction (BEGIN IMMEDIATE: writers queue instead of failing)."""
+        for attempt in range(50):
+            try:
+                self.conn.execute("BEGIN IMMEDIATE")
+                break
+            except sqlite3.OperationalError as e:
+                if "locked" not in str(e) and "busy" not in str(e):
+                    raise
+                time.sleep(0.05 * (attempt + 1))
+        else:
+            raise StoreError(f"{self.path}: database is locked by another process")
+        try:
+            yield self
+        except BaseException:
+            self.conn.execute("ROLLBACK")
+            raise
+        else:
+            self.conn.execute("COMMIT")
+
+    def data_version(self) -> int:
+        return self.conn.execute("PRAGMA data_version").fetchone()[0]
+
+    # ------------------------------------------------------------ generic
+    def insert(self, table: str, row: dict) -> int:
+        return self.db[table].insert(row).last_pk
+
+    def insert_many(self, table: str, rows: Iterable[dict]) -> None:
+        self.db[table].insert_all(rows, batch_size=500)
+
+    def update(self, table: str, pk, values: dict) -> None:
+        self.db[table].update(pk, values)
+
+    def get(self, table: str, pk) -> dict | None:
+        row = self.conn.execute(f"SELECT * FROM {table} WHERE rowid = ?", (pk,)).fetchone()
+        return dict(row) if row else None
+
+    def rows(self, sql: str, params: Iterable = ()) -> list[dict]:
+        return [dict(r) for r in self.conn.execute(sql, tuple(params)).fetchall()]
+
+    def scalar(self, sql: str, params: Iterable = ()):
+        row = self.conn.execute(sql, tuple(params)).fetchone()
+        return row[0] if row else None
+
+    def count(self, table: str) -> int:
+        return self.scalar(f"SELECT count(*) FROM {table}")
+
+    # ------------------------------------------------------------ run
+    def create_run(self, name: str, config: dict, seed: int, steps: int) -> None:
+        with self.tx():
+            self.insert("runs", {
+                "id": 1, "name": name, "created_at": now(), "updated_at": now(), "status": "created",
+                "domain": config.get("domain"), "seed": seed, "step": 0, "steps_total": steps,
+                "heldout_acc": None, "harness_version": None, "policy_version": None,
+                "auto_promote": int(bool(config.get("evolve", {}).get("auto_promote"))), "paused": 0,
+                "pid": None, "error": None, "config_json": dumps(config),
+            })
+
+    def run(self) -> dict:
+        row = self.get("runs", 1)
+        if row is None:
+            raise StoreError(f"{self.path} holds no run")
+        return row
+
+    def set_run(self, **values) -> None:
+        values["updated_at"] = now()
+        with self.tx():
+            self.update("runs", 1, values)
+
+    def log(self, level: str, message: str, kind: str = "log", step: int | None = None, data=None) -> None:
+        with self.tx():
+            self.insert("events", {"ts": now(), "step": step, "level": level, "kind": kind,
+                                   "message": message, "data_json": dumps(data)})
+
+    # ------------------------------------------------------------ steps
+    def last_step(self) -> int:
+        return self.scalar("SELECT coalesce(max(step), 0) FROM steps") or 0
+
+    def commit_step(self, step: dict, rollouts: list[dict], diagnoses_by_rollout: list[list[dict]],
+                    turns_by_rollout: list[list[dict]] | None = None, policy_version: dict | None = None,
+                    run_values: dict | None = None) -> list[int]:
+        """Write one whole step atomically; returns the rollout ids."""
+        ids: list[int] = []
+        with self.tx():
+            for i, r in enumerate(rollouts):
+                rid = self.db["rollouts"].insert(r).last_pk
+                ids.append(rid)
+                diags = [dict(d, rollout_id=rid) for d in diagnoses_by_rollout[i]]
+                if diags:
+                    self.db["diagnoses"].insert_all(diags)
+                if turns_by_rollout and turns_by_rollout[i]:
+                    self.db["turns"].insert_all([dict(t, rollout_id=rid) for t in turns_by_rollout[i]])
+            if policy_version:
+                self.insert("policy_versions", policy_version)
+            self.insert("steps", step)
+            vals = dict(run_values or {}, step=step["step"], updated_at=now())
+            self.update("runs", 1, vals)
+        return ids
+
+    # ------------------------------------------------------------ versions
+    def add_harness_version(self, code: str, parent: int | None, diff: str, status: str, sha: str,
+                            intervention_id: int | None = None, note: str = "") -> int:
+        with self.tx():
+            return self.insert("harness_versions", {
+                "parent": parent, "created_at": now(), "code": code, "sha": sha, "diff": diff,
+                "status": status, "intervention_id": intervention_id, "note": note,
+            })
+
+    def latest_policy_version(self) -> dict | None:
+        rows = self.rows("SELECT * FROM policy_versions ORDER BY id DESC LIMIT 1")
+        return rows[0] if rows else None
+
+    # ------------------------------------------------------------ commands
+    def send_command(self, verb: str, arg: dict | None = None, source: str = "cli") -> int:
+        with self.tx():
+            return self.insert("commands", {"created_at": now(), "verb": verb, "arg_json": dumps(arg or {}),
+                                            "source": source, "status": "pending", "result": None,
+                                            "acked_at": None})
+
+    def pending_commands(self) -> list[dict]:
+        return self.rows("SELECT * FROM commands WHERE status = 'pending' ORDER BY id")
+
+    def ack_command(self, cid: int, status: str, result: str) -> None:
+        with self.tx():
+            self.update("commands", cid, {"status": status, "result": result, "acked_at": now()})
+
+
+def integrity_ok(path: str | Path) -> bool:
+    conn = sqlite3.connect(str(path))
+    try:
+        return conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    finally:
+        conn.close()

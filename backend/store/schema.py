@@ -1,0 +1,150 @@
+"""The run database schema: append-only numbered migrations (sqlite-utils).
+
+Every open applies pending migrations. A database that carries a migration
+this code does not know comes from a newer evotui and is refused.
+Columns follow the llm logs.db habits: plural tables, `*_json` for structured
+values, `*_ms` for timings.
+"""
+
+from __future__ import annotations
+
+from sqlite_utils import Database
+from sqlite_utils.migrations import Migrations
+
+MIGRATIONS = Migrations("evotui")
+
+TABLES = (
+    "runs", "steps", "rollouts", "turns", "diagnoses", "harness_versions", "policy_versions",
+    "evals", "rounds", "interventions", "backtests", "skills", "commands", "events",
+)
+
+
+@MIGRATIONS(name="m001_initial")
+def m001_initial(db: Database) -> None:
+    db["runs"].create(
+        {
+            "id": int, "name": str, "created_at": str, "updated_at": str, "status": str,
+            "domain": str, "seed": int, "step": int, "steps_total": int, "heldout_acc": float,
+            "harness_version": int, "policy_version": int, "auto_promote": int, "paused": int,
+            "pid": int, "error": str, "config_json": str,
+        },
+        pk="id",
+    )
+    db["steps"].create(
+        {
+            "step": int, "created_at": str, "harness_version": int, "policy_version": int,
+            "n_rollouts": int, "n_groups": int, "reward_mean": float, "reward_std": float,
+            "verdict_acc": float, "agreement": float, "dead_group_frac": float,
+            "frac_reward_zero_std": float, "kept_groups": int, "mean_completion_tokens": float,
+            "truncated_frac": float, "entropy": float, "loss": float, "kl": float,
+            "clip_frac": float, "grad_norm": float, "tokens": int, "tokens_per_s": float,
+            "gen_ms": float, "score_ms": float, "diagnose_ms": float, "train_ms": float,
+            "store_ms": float, "total_ms": float, "metrics_json": str,
+        },
+        pk="step",
+    )
+    db["rollouts"].create(
+        {
+            "id": int, "step": int, "domain": str, "task_id": str, "group_idx": int, "idx": int,
+            "prompt": str, "completion": str, "prompt_tokens": int, "completion_tokens": int,
+            "reward": float, "rewards_json": str, "verdict": str, "correct": int,
+            "verdict_score": float, "verdict_json": str, "finish": str, "status": str,
+            "error": str, "harness_version": int, "policy_version": int, "gen_ms": float,
+            "eval_ms": float, "task_json": str, "obs_json": str, "token_ids_json": str,
+            "labels": str,
+        },
+        pk="id",
+    )
+    db["rollouts"].create_index(["step"])
+    db["rollouts"].create_index(["verdict"])
+    db["rollouts"].create_index(["harness_version"])
+    db["turns"].create(
+        {
+            "id": int, "rollout_id": int, "turn": int, "role": str, "tool": str,
+            "args_json": str, "content": str, "tokens": int, "ms": float,
+        },
+        pk="id",
+        foreign_keys=[("rollout_id", "rollouts", "id")],
+    )
+    db["turns"].create_index(["rollout_id"])
+    db["diagnoses"].create(
+        {
+            "id": int, "rollout_id": int, "step": int, "label": str, "evidence": str,
+            "validity": int, "harness_version": int,
+        },
+        pk="id",
+        foreign_keys=[("rollout_id", "rollouts", "id")],
+    )
+    db["diagnoses"].create_index(["rollout_id"])
+    db["diagnoses"].create_index(["label", "step"])
+    db["harness_versions"].create(
+        {
+            "id": int, "parent": int, "created_at": str, "code": str, "sha": str, "diff": str,
+            "status": str, "intervention_id": int, "note": str,
+        },
+        pk="id",
+    )
+    db["policy_versions"].create(
+        {
+            "id": int, "parent": int, "step": int, "checkpoint": str, "heldout_acc": float,
+            "harness_version": int, "created_at": str,
+        },
+        pk="id",
+    )
+    db["evals"].create(
+        {
+            "id": int, "step": int, "created_at": str, "policy_version": int,
+            "harness_version": int, "n": int, "accuracy": float, "agreement": float,
+            "results_json": str, "ms": float,
+        },
+        pk="id",
+    )
+    db["rounds"].create(
+        {
+            "id": int, "step": int, "created_at": str, "harness_version": int,
+            "failure_table_json": str, "metrics_json": str, "summary": str,
+        },
+        pk="id",
+    )
+    db["interventions"].create(
+        {
+            "id": int, "round_id": int, "created_at": str, "updated_at": str, "kind": str,
+            "target": str, "title": str, "hypothesis": str, "expected": str, "diff": str,
+            "code": str, "parent_version": int, "child_version": int, "proposer": str,
+            "skills_json": str, "status": str, "reason": str, "history_json": str,
+            "params_json": str, "score": float, "promoted_step": int,
+        },
+        pk="id",
+    )
+    db["backtests"].create(
+        {
+            "id": int, "intervention_id": int, "created_at": str, "mode": str,
+            "n_rollouts": int, "metrics_json": str, "verdict": str, "reason": str, "ms": float,
+        },
+        pk="id",
+        foreign_keys=[("intervention_id", "interventions", "id")],
+    )
+    db["skills"].create(
+        {
+            "id": int, "name": str, "domain": str, "created_at": str, "updated_at": str,
+            "trigger_json": str, "change_json": str, "evidence_json": str, "uses": int,
+            "helped": int, "source": str,
+        },
+        pk="id",
+    )
+    db["skills"].create_index(["name"], unique=True)
+    db["commands"].create(
+        {
+            "id": int, "created_at": str, "verb": str, "arg_json": str, "source": str,
+            "status": str, "result": str, "acked_at": str,
+        },
+        pk="id",
+    )
+    db["events"].create(
+        {"id": int, "ts": str, "step": int, "level": str, "kind": str, "message": str, "data_json": str},
+        pk="id",
+    )
+
+
+def known_migrations() -> list[str]:
+    return [m.name for m in MIGRATIONS._migrations]
