@@ -146,5 +146,13 @@ def m001_initial(db: Database) -> None:
     )
 
 
+@MIGRATIONS(name="m002_tui_indexes")
+def m002_tui_indexes(db: Database) -> None:
+    """Indexes the TUI's keyset paging needs: label filter newest-first, failure mix by step."""
+    db["diagnoses"].create_index(["label", "rollout_id"], if_not_exists=True)
+    db["diagnoses"].create_index(["step", "label"], if_not_exists=True)
+    db["rollouts"].create_index(["domain"], if_not_exists=True)
+
+
 def known_migrations() -> list[str]:
     return [m.name for m in MIGRATIONS._migrations]

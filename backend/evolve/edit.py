@@ -1,0 +1,237 @@
+"""Single-factor edits of a harness file, done on its syntax tree.
+
+An intervention changes exactly one top-level name of the harness: it
+replaces one constant assignment or one function, adds a function, or
+removes one. Editing by AST position (not by regex) keeps the rest of the
+file byte-for-byte, so the unified diff shows only the change.
+
+    >>> code = "A = 1\\n\\ndef f(r):\\n    return 1\\n"
+    >>> print(replace_name(code, "A", "A = 2"))
+    A = 2
+    <BLANKLINE>
+    def f(r):
+        return 1
+    <BLANKLINE>
+
+`apply_unified_diff` applies a diff written by someone else (an LLM) and
+`changed_names` checks that the result is still a single-factor change.
+"""
+
+from __future__ import annotations
+
+import ast
+import difflib
+import json
+import re
+from dataclasses import dataclass
+
+
+class EditError(ValueError):
+    """The edit cannot be made; the message says why in one line."""
+
+
+def _parse(code: str, what: str = "harness") -> ast.Module:
+    try:
+        return ast.parse(code)
+    except SyntaxError as e:
+        raise EditError(f"{what} does not parse: line {e.lineno}: {e.msg}") from None
+
+
+def _stmt_name(stmt: ast.stmt) -> str | None:
+    if isinstance(stmt, ast.FunctionDef):
+        return stmt.name
+    if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
+        return stmt.targets[0].id
+    if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name):
+        return stmt.target.id
+    return None
+
+
+def top_level(code: str) -> dict[str, tuple[int, int]]:
+    """Top-level names -> (first line, last line), 1-based and inclusive."""
+    out = {}
+    for stmt in _parse(code).body:
+        name = _stmt_name(stmt)
+        if name:
+            first = min([stmt.lineno] + [d.lineno for d in getattr(stmt, "decorator_list", [])])
+            out[name] = (first, stmt.end_lineno)
+    return out
+
+
+def definition(code: str, name: str) -> str | None:
+    """The source of one top-level definition, or None."""
+    span = top_level(code).get(name)
+    if not span:
+        return None
+    return "\n".join(code.splitlines()[span[0] - 1:span[1]])
+
+
+def _one_definition(source: str, name: str | None) -> str:
+    """Check that `source` defines exactly one top-level name; return it."""
+    tree = _parse(source, "new definition")
+    names = [_stmt_name(s) for s in tree.body if not isinstance(s, ast.Expr)]
+    if len(names) != 1 or names[0] is None:
+        raise EditError(f"new definition must be exactly one assignment or function, got {len(names)} statements")
+    if name and names[0] != name:
+        raise EditError(f"new definition defines '{names[0]}', expected '{name}'")
+    return names[0]
+
+
+def replace_name(code: str, name: str, source: str) -> str:
+    """Replace the definition of `name` with `source` (one definition of the same name)."""
+    _one_definition(source, name)
+    span = top_level(code).get(name)
+    if not span:
+        raise EditError(f"harness has no top-level '{name}' to replace")
+    lines = code.splitlines()
+    new = lines[:span[0] - 1] + source.rstrip("\n").splitlines() + lines[span[1]:]
+    return "\n".join(new) + "\n"
+
+
+def add_definition(code: str, source: str) -> str:
+    """Append a new top-level definition at the end of the file."""
+    name = _one_definition(source, None)
+    if name in top_level(code):
+        raise EditError(f"harness already defines '{name}'")
+    return code.rstrip("\n") + "\n\n\n" + source.strip("\n") + "\n"
+
+
+def remove_name(code: str, name: str) -> str:
+    """Delete one top-level definition (and the blank lines it leaves)."""
+    span = top_level(code).get(name)
+    if not span:
+        raise EditError(f"harness has no top-level '{name}' to remove")
+    lines = code.splitlines()
+    head, tail_ = lines[:span[0] - 1], lines[span[1]:]
+    while head and not head[-1].strip() and tail_ and not tail_[0].strip():
+        tail_ = tail_[1:]  # keep one run of blank lines where the definition was
+    return "\n".join(head + tail_).rstrip("\n") + "\n"
+
+
+def set_definition(code: str, name: str, source: str) -> str:
+    """Replace `name` if it exists, else add it; empty `source` removes it."""
+    if not source.strip():
+        return remove_name(code, name)
+    if name in top_level(code):
+        return replace_name(code, name, source)
+    _one_definition(source, name)
+    return add_definition(code, source)
+
+
+def constant(code: str, name: str):
+    """The literal value of a top-level constant, or None when it is not a literal."""
+    for stmt in _parse(code).body:
+        if _stmt_name(stmt) == name and isinstance(stmt, (ast.Assign, ast.AnnAssign)) and stmt.value:
+            try:
+                return ast.literal_eval(stmt.value)
+            except ValueError:
+                return None
+    return None
+
+
+def literal_source(value, indent: int = 0) -> str:
+    """Python source for a literal, double-quoted like the default harnesses.
+
+    >>> literal_source({"a": 1.0, "b": [True, None]})
+    '{"a": 1.0, "b": [True, None]}'
+    """
+    if isinstance(value, bool) or value is None:
+        return repr(value)
+    if isinstance(value, str):
+        return json.dumps(value)
+    if isinstance(value, (int, float)):
+        return repr(value)
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(literal_source(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{literal_source(k)}: {literal_source(v)}" for k, v in value.items()) + "}"
+    raise EditError(f"cannot write {type(value).__name__} as a harness literal")
+
+
+def set_constant(code: str, name: str, value) -> str:
+    return replace_name(code, name, f"{name} = {literal_source(value)}")
+
+
+def unified_diff(old: str, new: str, old_label: str = "a/harness.py", new_label: str = "b/harness.py") -> str:
+    return "".join(difflib.unified_diff(old.splitlines(keepends=True), new.splitlines(keepends=True),
+                                        old_label, new_label))
+
+
+def changed_names(old: str, new: str) -> list[str]:
+    """Top-level names added, removed or changed between two versions (by AST, so
+    formatting-only changes do not count)."""
+    def dumps(code):
+        return {_stmt_name(s): ast.dump(s) for s in _parse(code).body if _stmt_name(s)}
+    a, b = dumps(old), dumps(new)
+    return sorted(n for n in set(a) | set(b) if a.get(n) != b.get(n))
+
+
+_HUNK = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
+
+
+def _hunks(diff: str) -> list[tuple[int, list[str], list[str]]]:
+    """(old start, old lines, new lines) for each hunk of a unified diff."""
+    hunks, cur = [], None
+    for line in diff.splitlines():
+        m = _HUNK.match(line)
+        if m:
+            cur = (int(m.group(1)), [], [])
+            hunks.append(cur)
+        elif cur is None or line.startswith(("---", "+++")) and not cur[1] and not cur[2]:
+            continue
+        elif line.startswith("+"):
+            cur[2].append(line[1:])
+        elif line.startswith("-"):
+            cur[1].append(line[1:])
+        elif line.startswith(" ") or line == "":
+            cur[1].append(line[1:])
+            cur[2].append(line[1:])
+        elif line.startswith("\\"):
+            continue  # "\ No newline at end of file"
+        else:
+            raise EditError(f"diff line is not context, + or -: {line[:60]!r}")
+    if not hunks:
+        raise EditError("diff has no hunks")
+    return hunks
+
+
+def apply_unified_diff(code: str, diff: str) -> str:
+    """Apply a unified diff. Each hunk must match exactly (trailing spaces aside);
+    it is looked for at its stated line first, then anywhere, because LLMs get
+    line numbers wrong more often than content."""
+    lines = code.splitlines()
+    offset = 0
+    for n, (start, old, new) in enumerate(_hunks(diff), 1):
+        want = [s.rstrip() for s in old]
+        guess = start - 1 + offset
+
+        def at(i):
+            return [s.rstrip() for s in lines[i:i + len(want)]] == want
+        spots = [guess] if 0 <= guess <= len(lines) and at(guess) else \
+            [i for i in range(len(lines) - len(want) + 1) if at(i)]
+        if not spots:
+            raise EditError(f"hunk {n} does not apply: its lines are not in the harness")
+        i = min(spots, key=lambda s: abs(s - guess))
+        lines[i:i + len(old)] = new
+        offset += len(new) - len(old)
+    return "\n".join(lines) + "\n"
+
+
+@dataclass
+class Edit:
+    """One single-factor change: op is replace, add or remove."""
+
+    op: str
+    name: str
+    source: str = ""
+
+    def apply(self, code: str) -> str:
+        if self.op == "replace":
+            return replace_name(code, self.name, self.source)
+        if self.op == "add":
+            return add_definition(code, self.source)
+        if self.op == "remove":
+            return remove_name(code, self.name)
+        if self.op == "set":
+            return set_definition(code, self.name, self.source)
+        raise EditError(f"unknown edit op '{self.op}'")

@@ -1,0 +1,132 @@
+"""Interventions: single-factor harness changes with a hypothesis and a lifecycle.
+
+    proposed -> backtesting -> passed -> approved -> promoted -> rolled_back
+                 |             |  \\-> vetoed        \\-> (promoted stays)
+                 \\-> failed    \\-> promoted (auto mode)
+
+Every transition is appended to `history_json` with its reason, so the
+lineage of a harness version reads as a log of decisions. A proposal that
+never became a candidate (a malformed LLM answer, a diff that does not apply)
+is stored too, straight to `failed`: a bad proposal is data, not a crash.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from backend.store import dumps, loads, now
+
+from .edit import changed_names, unified_diff
+
+TRANSITIONS = {
+    "proposed": {"backtesting", "failed", "vetoed"},
+    "backtesting": {"passed", "failed"},
+    "passed": {"approved", "vetoed", "promoted", "failed"},
+    "approved": {"promoted", "failed"},
+    "promoted": {"rolled_back"},
+    "failed": set(), "vetoed": set(), "rolled_back": set(),
+}
+
+# Which kind of change a top-level name is. Replay judges all kinds except
+# PROBE_KINDS, whose effect only shows in fresh generations.
+NAME_KINDS = {
+    "PROMPT": "prompt", "SAMPLING": "sampling", "CURRICULUM": "curriculum",
+    "ADVANTAGE": "advantage", "FILTERS": "filter", "REWARD_WEIGHTS": "reward", "VALIDITY": "diagnostic",
+}
+PROBE_KINDS = {"prompt", "sampling", "curriculum"}
+
+
+class LifecycleError(ValueError):
+    """A transition the lifecycle does not allow (e.g. approving a failed candidate)."""
+
+
+def kind_of(name: str) -> str:
+    if name in NAME_KINDS:
+        return NAME_KINDS[name]
+    if name.startswith("diagnose_"):
+        return "diagnostic"
+    return "reward"  # reward_* and the helpers they call (extract_answer, ...)
+
+
+@dataclass
+class Candidate:
+    """A proposed harness change before it is stored. `error` set = a failed proposal."""
+
+    title: str
+    code: str
+    parent_version: int
+    parent_code: str
+    proposer: str
+    kind: str = ""
+    target: str = ""
+    hypothesis: str = ""
+    expected: str = ""
+    skills: list[str] = field(default_factory=list)
+    params: dict = field(default_factory=dict)
+    error: str | None = None
+
+    def names(self) -> list[str]:
+        return changed_names(self.parent_code, self.code) if not self.error else []
+
+    def diff(self) -> str:
+        if self.error or not self.code:
+            return ""
+        return unified_diff(self.parent_code, self.code, f"a/harness_v{self.parent_version}.py", "b/candidate.py")
+
+
+def record(store, round_id: int | None, c: Candidate) -> int:
+    """Store a candidate as a `proposed` intervention (or `failed` when it has an error)."""
+    ts = now()
+    names = c.names()
+    if not c.error and len(names) != 1:
+        c.error = f"not a single-factor change: touches {', '.join(names) or 'nothing'}"
+    kind = c.kind or (kind_of(names[0]) if names else "")
+    history = [{"ts": ts, "from": None, "to": "proposed", "reason": f"proposed by {c.proposer}"}]
+    with store.tx():
+        iid = store.insert("interventions", {
+            "round_id": round_id, "created_at": ts, "updated_at": ts, "kind": kind, "target": c.target,
+            "title": c.title, "hypothesis": c.hypothesis, "expected": c.expected, "diff": c.diff(),
+            "code": c.code if not c.error else "", "parent_version": c.parent_version, "child_version": None,
+            "proposer": c.proposer, "skills_json": dumps(c.skills), "status": "proposed",
+            "reason": None, "history_json": dumps(history),
+            "params_json": dumps(dict(c.params, names=names)), "score": None, "promoted_step": None,
+        })
+    if c.error:
+        transition(store, iid, "failed", c.error)
+    return iid
+
+
+def transition(store, iid: int, to: str, reason: str, **data) -> dict:
+    """Move an intervention to `to`, appending the reason (and any data) to its history."""
+    row = store.get("interventions", iid)
+    if row is None:
+        raise LifecycleError(f"no intervention #{iid}")
+    if to not in TRANSITIONS.get(row["status"], set()):
+        raise LifecycleError(f"intervention #{iid} is {row['status']}; it cannot become {to}")
+    history = loads(row["history_json"], [])
+    history.append(dict({"ts": now(), "from": row["status"], "to": to, "reason": reason}, **data))
+    with store.tx():
+        store.update("interventions", iid, {"status": to, "reason": reason, "updated_at": now(),
+                                            "history_json": dumps(history)})
+    return store.get("interventions", iid)
+
+
+def params(row: dict) -> dict:
+    return loads(row.get("params_json"), {}) or {}
+
+
+def set_params(store, iid: int, **values) -> None:
+    row = store.get("interventions", iid)
+    with store.tx():
+        store.update("interventions", iid, {"params_json": dumps(dict(params(row), **values))})
+
+
+def known_codes(store) -> set[str]:
+    """Code of every candidate this run has already proposed (so it is not proposed twice)."""
+    return {r["code"] for r in store.rows("SELECT code FROM interventions WHERE code != ''")}
+
+
+def passed(store) -> list[dict]:
+    """Candidates waiting for a decision, best first."""
+    return store.rows("SELECT * FROM interventions WHERE status IN ('passed', 'approved') "
+                      "ORDER BY coalesce(score, 0) DESC, id")

@@ -1,0 +1,224 @@
+"""The skill library: interventions that were promoted and then helped.
+
+A skill card is plain JSON:
+
+    {"name": "lenient_extraction-no_answer_tag", "domain": "math",
+     "trigger": {"labels": ["no_answer_tag"], "signature": "no_answer_tag 0.94, dead_groups 0.81"},
+     "change": {"op": "replace", "name": "extract_answer", "source": "def extract_answer(r): ...",
+                "kind": "reward", "template": "lenient_extraction", "title": "...", "hypothesis": "..."},
+     "evidence": {"runs": ["run-a"], "deltas": [0.12], "backtests": [{...}]},
+     "uses": 3, "helped": 1}
+
+The proposer retrieves cards whose trigger labels appear in the current
+failure table. Cards travel between runs as files: `export_skills` writes a
+library file (or one file per card into a folder), `import_skills` reads
+either. A global library at $EVOTUI_HOME/skills.json collects every card a
+run learns, when EVOTUI_HOME is set.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from pathlib import Path
+
+from backend.store import dumps, loads, now
+
+FORMAT = 1
+REQUIRED = {"name": str, "trigger": dict, "change": dict}
+CHANGE_OPS = ("replace", "add", "remove", "set")
+
+
+class SkillError(ValueError):
+    """A skill file or card is unusable; one line for the user."""
+
+
+def card_from_row(row: dict) -> dict:
+    return {"name": row["name"], "domain": row["domain"] or "", "trigger": loads(row["trigger_json"], {}),
+            "change": loads(row["change_json"], {}), "evidence": loads(row["evidence_json"], {}),
+            "uses": row["uses"] or 0, "helped": row["helped"] or 0, "source": row["source"] or ""}
+
+
+def cards(store) -> list[dict]:
+    return [card_from_row(r) for r in store.rows("SELECT * FROM skills ORDER BY helped DESC, name")]
+
+
+def validate(card, where: str) -> dict:
+    """Check one card's shape; raise SkillError naming the file and the problem."""
+    if not isinstance(card, dict):
+        raise SkillError(f"{where}: a skill card must be a JSON object")
+    for key, typ in REQUIRED.items():
+        if not isinstance(card.get(key), typ):
+            raise SkillError(f"{where}: skill card lacks '{key}' ({typ.__name__})")
+    ch = card["change"]
+    if ch.get("op") not in CHANGE_OPS or not isinstance(ch.get("name"), str) or not ch["name"]:
+        raise SkillError(f"{where}: skill '{card['name']}' has no valid change (op and name)")
+    if ch["op"] != "remove" and not isinstance(ch.get("source"), str):
+        raise SkillError(f"{where}: skill '{card['name']}' change has no source")
+    labels = card["trigger"].get("labels", [])
+    if not isinstance(labels, list) or not all(isinstance(x, str) for x in labels):
+        raise SkillError(f"{where}: skill '{card['name']}' trigger labels must be a list of strings")
+    return card
+
+
+def _identity(change: dict) -> tuple:
+    return change.get("op"), change.get("name"), re.sub(r"\s+", " ", change.get("source") or "").strip()
+
+
+def _merge_evidence(a: dict, b: dict) -> dict:
+    out = dict(a)
+    for k, v in (b or {}).items():
+        out[k] = (out.get(k) or []) + v if isinstance(v, list) else v
+    return out
+
+
+def upsert(store, card: dict, source: str = "") -> tuple[str, str]:
+    """Insert a card, or merge it into the card with the same change. Returns (name, 'added'|'merged')."""
+    for row in store.rows("SELECT * FROM skills"):
+        old = card_from_row(row)
+        if _identity(old["change"]) == _identity(card["change"]):
+            with store.tx():
+                store.update("skills", row["id"], {
+                    "evidence_json": dumps(_merge_evidence(old["evidence"], card.get("evidence") or {})),
+                    "uses": old["uses"] + int(card.get("uses") or 0),
+                    "helped": old["helped"] + int(card.get("helped") or 0), "updated_at": now()})
+            return old["name"], "merged"
+    taken = {r["name"] for r in store.rows("SELECT name FROM skills")}
+    name, n = card["name"], 2
+    while name in taken:
+        name, n = f"{card['name']}-{n}", n + 1
+    with store.tx():
+        store.insert("skills", {
+            "name": name, "domain": card.get("domain") or card["trigger"].get("domain") or "",
+            "created_at": now(), "updated_at": now(), "trigger_json": dumps(card["trigger"]),
+            "change_json": dumps(card["change"]), "evidence_json": dumps(card.get("evidence") or {}),
+            "uses": int(card.get("uses") or 0), "helped": int(card.get("helped") or 0),
+            "source": source or card.get("source") or ""})
+    return name, "added"
+
+
+def bump(store, names: list[str], uses: int = 0, helped: int = 0, evidence: dict | None = None) -> None:
+    """Count a use of (or a help by) the named skills."""
+    for name in names:
+        row = store.rows("SELECT * FROM skills WHERE name = ?", (name,))
+        if not row:
+            continue
+        r = row[0]
+        values = {"uses": (r["uses"] or 0) + uses, "helped": (r["helped"] or 0) + helped, "updated_at": now()}
+        if evidence:
+            values["evidence_json"] = dumps(_merge_evidence(loads(r["evidence_json"], {}), evidence))
+        with store.tx():
+            store.update("skills", r["id"], values)
+
+
+def retrieve(store, table: list[dict], domain: str, k: int = 4) -> list[dict]:
+    """Cards whose trigger labels show up in the failure table, best match first.
+
+    Match = sum of the shares of the trigger labels present, times a prior from
+    the card's record (helped / uses, smoothed)."""
+    shares = {e["label"]: e["share"] for e in table}
+    scored = []
+    for card in cards(store) + global_cards(exclude=store):
+        if card.get("domain") and domain and card["domain"] != domain:
+            continue
+        match = sum(shares.get(lbl, 0.0) for lbl in card["trigger"].get("labels", []))
+        if match > 0:
+            record = (1 + card.get("helped", 0)) / (2 + card.get("uses", 0) - card.get("helped", 0))
+            scored.append((match * (0.5 + record), card["name"], card))
+    scored.sort(key=lambda t: (-t[0], t[1]))
+    return [c for _, _, c in scored[:k]]
+
+
+# ---------------------------------------------------------------- files
+
+
+def read_file(path: Path) -> list[dict]:
+    """Cards in one JSON file: a library {"evotui_skills": 1, "skills": [...]} or a single card."""
+    try:
+        data = json.loads(Path(path).read_text())
+    except OSError as e:
+        raise SkillError(f"cannot read {path}: {e.strerror or e}") from None
+    except (ValueError, UnicodeDecodeError) as e:
+        raise SkillError(f"{path}: not a valid JSON skill file ({e})") from None
+    if isinstance(data, dict) and "skills" in data:
+        if not isinstance(data["skills"], list):
+            raise SkillError(f"{path}: 'skills' must be a list of cards")
+        return [validate(c, f"{path} card {i + 1}") for i, c in enumerate(data["skills"])]
+    return [validate(data, str(path))]
+
+
+def write_library(path: Path, items: list[dict]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps({"evotui_skills": FORMAT, "skills": items}, indent=2) + "\n")
+    os.replace(tmp, path)  # never leave a half-written library behind
+
+
+def export_skills(store, dest: str | Path) -> list[Path]:
+    """Write every card: into `dest` when it ends in .json, else one file per card in the folder."""
+    dest = Path(dest).expanduser()
+    items = cards(store)
+    if dest.suffix == ".json":
+        write_library(dest, items)
+        return [dest]
+    dest.mkdir(parents=True, exist_ok=True)
+    out = []
+    for c in items:
+        p = dest / (re.sub(r"[^A-Za-z0-9_.-]+", "_", c["name"]) + ".json")
+        p.write_text(json.dumps(c, indent=2) + "\n")
+        out.append(p)
+    return out
+
+
+def import_skills(store, path: str | Path) -> list[tuple[str, str]]:
+    """Import a library file, a card file, or a folder of them. Every file is read and
+    checked before any card is stored, so a corrupt file imports nothing."""
+    path = Path(path).expanduser()
+    if not path.exists():
+        raise SkillError(f"no such skill file or folder: {path}")
+    files = sorted(path.glob("*.json")) if path.is_dir() else [path]
+    if not files:
+        raise SkillError(f"{path}: no .json skill files in this folder")
+    found = [(c, str(f)) for f in files for c in read_file(f)]
+    return [upsert(store, c, source=f"import:{src}") for c, src in found]
+
+
+def global_library() -> Path | None:
+    home = os.environ.get("EVOTUI_HOME")
+    return Path(home).expanduser() / "skills.json" if home else None
+
+
+def global_cards(exclude=None) -> list[dict]:
+    """Cards of the global library (those not already in `exclude`'s store)."""
+    path = global_library()
+    if not path or not path.is_file():
+        return []
+    try:
+        items = read_file(path)
+    except SkillError:
+        return []  # a broken global library must not stop a run
+    have = {_identity(c["change"]) for c in cards(exclude)} if exclude is not None else set()
+    return [c for c in items if _identity(c["change"]) not in have]
+
+
+def save_global(card: dict) -> None:
+    """Merge one card into the global library (best effort)."""
+    path = global_library()
+    if not path:
+        return
+    try:
+        items = read_file(path) if path.is_file() else []
+    except SkillError:
+        items = []
+    for c in items:
+        if _identity(c["change"]) == _identity(card["change"]):
+            c["evidence"] = _merge_evidence(c.get("evidence") or {}, card.get("evidence") or {})
+            c["helped"] = c.get("helped", 0) + card.get("helped", 0)
+            break
+    else:
+        items.append(card)
+    try:
+        write_library(path, items)
+    except OSError:
+        pass

@@ -1,0 +1,272 @@
+"""One run of the method, top to bottom.
+
+Each step: sample tasks through the harness's curriculum, generate a group of
+rollouts per task, score them with the evaluator (truth) and the harness
+(reward), diagnose, filter, compute group-relative advantages, take one GRPO
+update, checkpoint the LoRA adapter, and commit everything for the step in
+one transaction. Every `evolve.every` steps an evolution round diagnoses,
+proposes, backtests and (maybe) promotes a harness change. Every
+`eval.every` steps, and at the start and the end, the frozen held-out set is
+evaluated greedily: that accuracy is the run's headline number.
+
+Run it headless with `evotui run --headless --steps 20`.
+"""
+
+from __future__ import annotations
+
+import random
+import signal
+import time
+from pathlib import Path
+
+import torch
+
+from backend import evolve_hooks as hooks
+from backend.config import RunConfig
+from backend.envs import make_env
+from backend.harness.loader import Harness
+from backend.policy import checkpoint as ckpt
+from backend.policy.generate import make_engine
+from backend.policy.grpo import GRPOTrainer, Sample
+from backend.policy.model import chat_ids, load_policy
+from backend.rollout import (Scored, agreement, diagnosis_rows, from_episode, group_stats,
+                             rollout_row, score_all, turn_rows)
+from backend.store import Store, dumps, now
+from backend.progress import StepProgress
+
+
+class Engine:
+    """Owns the model, the environment, the harness and the store for one run."""
+
+    def __init__(self, run_dir: Path, cfg: RunConfig, store: Store, quiet: bool = False, lm=None):
+        self.run_dir = Path(run_dir)
+        self.cfg = cfg
+        self.store = store
+        self.quiet = quiet
+        self.stop_requested = False
+        self.env = make_env(cfg)
+        self.harness_version = int(store.run()["harness_version"])
+        self.harness = Harness.from_code(store.get("harness_versions", self.harness_version)["code"])
+        self._write_harness_file()
+        pv = store.latest_policy_version()
+        self.policy_version = pv["id"] if pv else 0
+        adapter = pv["checkpoint"] if pv and pv["checkpoint"] else None
+        self.lm = lm if lm is not None and not adapter else load_policy(cfg.model, adapter)
+        self.engine = make_engine(cfg.model.engine, self.lm.model, self.lm.tokenizer, self.lm.device)
+        self.trainer = GRPOTrainer(self.lm.model, self.lm.tokenizer, cfg.train, self.lm.device)
+        if adapter:
+            ckpt.load_trainer_state(Path(adapter), self.trainer.opt)
+
+    # ------------------------------------------------------------ helpers
+    def say(self, msg: str, level: str = "info", step: int | None = None) -> None:
+        self.store.log(level, msg, step=step)
+        if not self.quiet and level in ("warn", "error"):
+            print(f"[{level}] {msg}", flush=True)
+
+    def _write_harness_file(self) -> None:
+        # The current harness as a file: operators read it, and edits to it
+        # come back as interventions (the TUI watches it).
+        p = self.run_dir / "harness.py"
+        if not p.exists() or p.read_text() != self.harness.code:
+            tmp = p.with_suffix(".py.tmp")
+            tmp.write_text(self.harness.code)
+            tmp.replace(p)
+
+    def reload_harness(self) -> None:
+        v = int(self.store.run()["harness_version"])
+        if v != self.harness_version:
+            self.harness_version = v
+            self.harness = Harness.from_code(self.store.get("harness_versions", v)["code"])
+            self._write_harness_file()
+            self.say(f"harness version {v} is now active")
+
+    def max_new_tokens(self) -> int:
+        return min(int(self.harness.sampling.get("max_new_tokens", 128)), self.cfg.train.max_new_tokens_cap)
+
+    def generate_fn(self, prompts, max_new_tokens, temperature, top_p):
+        return self.engine.generate(prompts, max_new_tokens, temperature, top_p)
+
+    def chat_ids_fn(self, messages, add_generation_prompt=True):
+        return chat_ids(self.lm.tokenizer, messages, add_generation_prompt)
+
+    # ------------------------------------------------------------ rollouts
+    def collect(self, tasks, harness: Harness, group_size: int, greedy: bool = False,
+                max_new_tokens: int | None = None) -> tuple[list[Scored], dict]:
+        """Generate `group_size` rollouts per task and score them under `harness`."""
+        s = harness.sampling
+        temp = 0.0 if greedy else float(s.get("temperature", 1.0))
+        top_p = float(s.get("top_p", 1.0))
+        mnt = max_new_tokens or min(int(s.get("max_new_tokens", 128)), self.cfg.train.max_new_tokens_cap)
+        t0 = time.perf_counter()
+        items: list[Scored] = []
+        if getattr(self.env, "multi_turn", False):
+            copies = [t for t in tasks for _ in range(group_size)]
+            episodes = self.env.run_episodes(copies, self.generate_fn, self.chat_ids_fn, harness)
+            for k, (task, ep) in enumerate(zip(copies, episodes)):
+                msgs = harness.messages(task)
+                pids = self.chat_ids_fn(msgs)
+                items.append(from_episode(ep, task, k // group_size, k % group_size,
+                                          self.lm.tokenizer.decode(pids), pids))
+        else:
+            prompts = []
+            for g, task in enumerate(tasks):
+                pids = self.chat_ids_fn(harness.messages(task))
+                text = self.lm.tokenizer.decode(pids)
+                prompts += [(g, i, task, text, pids) for i in range(group_size)]
+            gens = self.engine.generate([p[4] for p in prompts], mnt, temp, top_p)
+            for (g, i, task, text, pids), gen in zip(prompts, gens):
+                items.append(Scored(task=task, group=g, idx=i, prompt_text=text, prompt_ids=pids,
+                                    completion=gen.text, completion_ids=gen.ids, loss_mask=[1] * len(gen.ids),
+                                    finish=gen.finish, verdict=None, obs={}))
+        gen_ms = (time.perf_counter() - t0) * 1000
+        for it in items:
+            it.gen_ms = gen_ms / max(len(items), 1)
+        eval_ms, score_ms, diag_ms = score_all(items, harness, self.env, mnt)
+        return items, {"gen_ms": gen_ms, "score_ms": score_ms + eval_ms, "diagnose_ms": diag_ms}
+
+    # ------------------------------------------------------------ one step
+    def seed_step(self, step: int) -> random.Random:
+        # Per-step seeds make a resumed run sample what the original would have.
+        torch.manual_seed(self.cfg.seed * 1_000_003 + step)
+        return random.Random(self.cfg.seed * 1_000_003 + step)
+
+    def train_step(self, step: int, progress: StepProgress) -> dict:
+        t_start = time.perf_counter()
+        rng = self.seed_step(step)
+        tasks = self.env.sample_tasks(self.cfg.train.tasks_per_step, rng, self.harness.curriculum)
+        progress.phase("generate")
+        items, times = self.collect(tasks, self.harness, self.cfg.train.group_size)
+        progress.phase("filter")
+        gstats = group_stats(items, self.harness)
+        progress.phase("train")
+        t0 = time.perf_counter()
+        samples = [Sample(s.prompt_ids, s.completion_ids, s.loss_mask, s.advantage)
+                   for s in items if s.kept and abs(s.advantage) > 0 and s.completion_ids]
+        tstats = self.trainer.step(samples)
+        train_ms = (time.perf_counter() - t0) * 1000
+        progress.phase("checkpoint")
+        t0 = time.perf_counter()
+        new_pv = None
+        if samples and step % self.cfg.train.checkpoint_every == 0:
+            path = ckpt.save(self.run_dir, step, self.lm.model, self.trainer.opt)
+            new_pv = {"id": self.policy_version + 1, "parent": self.policy_version or None, "step": step,
+                      "checkpoint": str(path), "heldout_acc": None, "harness_version": self.harness_version,
+                      "created_at": now()}
+        progress.phase("store")
+        total_ms = (time.perf_counter() - t_start) * 1000
+        n_tok = sum(len(s.completion_ids) for s in items)
+        pv_for_rows = self.policy_version
+        rows = [rollout_row(s, step, self.harness_version, pv_for_rows, self.max_new_tokens()) for s in items]
+        diags = [diagnosis_rows(s, step, self.harness_version, self.harness.validity) for s in items]
+        turns = [turn_rows(s) for s in items]
+        step_row = {
+            "step": step, "created_at": now(), "harness_version": self.harness_version,
+            "policy_version": new_pv["id"] if new_pv else self.policy_version, "n_rollouts": len(items),
+            **gstats, "entropy": tstats["entropy"], "loss": tstats["loss"], "kl": tstats["kl"],
+            "clip_frac": tstats["clip_frac"], "grad_norm": tstats["grad_norm"], "tokens": n_tok,
+            "tokens_per_s": n_tok / max(times["gen_ms"] / 1000, 1e-9), "gen_ms": times["gen_ms"],
+            "score_ms": times["score_ms"], "diagnose_ms": times["diagnose_ms"], "train_ms": train_ms,
+            "store_ms": 0.0, "total_ms": total_ms,
+            "metrics_json": dumps({"trained_sequences": len(samples), "ckpt_ms": (time.perf_counter() - t0) * 1000}),
+        }
+        t0 = time.perf_counter()
+        run_vals = {"policy_version": new_pv["id"]} if new_pv else {}
+        self.store.commit_step(step_row, rows, diags, turns, new_pv, run_vals)
+        store_ms = (time.perf_counter() - t0) * 1000
+        self.store.update("steps", step, {"store_ms": store_ms, "total_ms": total_ms + store_ms})
+        if new_pv:
+            self.policy_version = new_pv["id"]
+        step_row["store_ms"] = store_ms
+        return step_row
+
+    def restore_policy(self, step: int) -> None:
+        """Load the adapter of the newest checkpoint at or before `step` (rollback)."""
+        from peft import set_peft_model_state_dict
+        from safetensors.torch import load_file
+
+        rows = self.store.rows("SELECT * FROM policy_versions WHERE step <= ? ORDER BY step DESC LIMIT 1", (step,))
+        if rows:
+            f = Path(rows[0]["checkpoint"]) / "adapter_model.safetensors"
+            set_peft_model_state_dict(self.lm.model, load_file(str(f), device=str(self.lm.device)))
+            self.policy_version = rows[0]["id"]
+        else:  # back to the base model: LoRA B matrices to zero
+            for n, p in self.lm.model.named_parameters():
+                if "lora_B" in n:
+                    p.data.zero_()
+            self.policy_version = 0
+        self.store.set_run(policy_version=self.policy_version or None)
+        self.say(f"policy restored to version {self.policy_version} (checkpoint at or before step {step})")
+
+    # ------------------------------------------------------------ held-out
+    def evaluate(self, step: int) -> float:
+        t0 = time.perf_counter()
+        tasks = self.env.heldout_tasks()[: self.cfg.eval.n_tasks]
+        items, _ = self.collect(tasks, self.harness, 1, greedy=True, max_new_tokens=self.cfg.eval.max_new_tokens)
+        acc = sum(s.verdict.correct for s in items) / max(len(items), 1)
+        agr = agreement([s.reward for s in items], [s.verdict.correct for s in items], self.harness.weights)
+        results = [{"task_id": s.task.id, "correct": bool(s.verdict.correct), "status": s.verdict.status,
+                    "reward": s.reward} for s in items]
+        with self.store.tx():
+            self.store.insert("evals", {
+                "step": step, "created_at": now(), "policy_version": self.policy_version,
+                "harness_version": self.harness_version, "n": len(items), "accuracy": acc, "agreement": agr,
+                "results_json": dumps(results), "ms": (time.perf_counter() - t0) * 1000})
+            self.store.update("runs", 1, {"heldout_acc": acc})
+            if self.policy_version:
+                self.store.update("policy_versions", self.policy_version, {"heldout_acc": acc})
+        return acc
+
+    # ------------------------------------------------------------ commands
+    def handle_commands(self, step: int) -> None:
+        for cmd in self.store.pending_commands():
+            verb = cmd["verb"]
+            if verb == "pause":
+                self.store.set_run(paused=1, status="paused")
+                status, result = "applied", "paused"
+            elif verb == "resume":
+                self.store.set_run(paused=0, status="running")
+                status, result = "applied", "resumed"
+            elif verb == "stop":
+                self.stop_requested = True
+                status, result = "applied", "stopping after this step"
+            else:
+                status, result = hooks.apply_command(self, cmd, step)
+            self.store.ack_command(cmd["id"], status, result)
+            self.say(f"command {cmd['id']} {verb}: {status} ({result})", step=step)
+        self.reload_harness()
+
+    def wait_while_paused(self, step: int) -> None:
+        while self.store.run()["paused"] and not self.stop_requested:
+            time.sleep(0.5)
+            self.handle_commands(step)
+
+    # ------------------------------------------------------------ the run
+    def run(self) -> dict:
+        start = self.store.last_step() + 1
+        cfg = self.cfg
+        self.store.set_run(status="running", pid=__import__("os").getpid(), error=None)
+        old = signal.signal(signal.SIGTERM, lambda *a: setattr(self, "stop_requested", True))
+        try:
+            if not self.store.count("evals"):
+                acc = self.evaluate(0)
+                self.say(f"held-out accuracy at start: {acc:.3f}", step=0)
+            progress = StepProgress(cfg.steps, quiet=self.quiet)
+            for step in range(start, cfg.steps + 1):
+                self.handle_commands(step)
+                self.wait_while_paused(step)
+                if self.stop_requested:
+                    break
+                row = self.train_step(step, progress.start(step))
+                progress.done(row)
+                if cfg.evolve.enabled and step % cfg.evolve.every == 0:
+                    hooks.evolution_round(self, step)
+                    self.reload_harness()
+                if step % cfg.eval.every == 0 or step == cfg.steps:
+                    acc = self.evaluate(step)
+                    self.say(f"held-out accuracy at step {step}: {acc:.3f}", step=step)
+                    hooks.after_eval(self, step, acc)
+            final = "stopped" if self.stop_requested and self.store.last_step() < cfg.steps else "finished"
+            self.store.set_run(status=final, pid=None)
+            return {"status": final}
+        finally:
+            signal.signal(signal.SIGTERM, old)

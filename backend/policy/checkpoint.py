@@ -1,0 +1,62 @@
+"""LoRA checkpoints, one per policy version, written atomically.
+
+A checkpoint is a folder `checkpoints/step_000012/` holding the peft adapter,
+the optimizer state and the RNG states. It is written under a temporary name
+and renamed, so a kill never leaves a half-written checkpoint behind a valid
+name; leftovers named `.tmp-*` are removed on the next save.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import shutil
+from pathlib import Path
+
+import torch
+
+
+def checkpoint_dir(run_dir: Path, step: int) -> Path:
+    return Path(run_dir) / "checkpoints" / f"step_{step:06d}"
+
+
+def save(run_dir: Path, step: int, model, optimizer, extra: dict | None = None) -> Path:
+    final = checkpoint_dir(run_dir, step)
+    root = final.parent
+    root.mkdir(parents=True, exist_ok=True)
+    for stale in root.glob(".tmp-*"):
+        shutil.rmtree(stale, ignore_errors=True)
+    tmp = root / f".tmp-{final.name}-{os.getpid()}"
+    model.save_pretrained(str(tmp))
+    torch.save({"optimizer": optimizer.state_dict() if optimizer is not None else None,
+                "torch_rng": torch.get_rng_state(), "py_rng": random.getstate()}, tmp / "trainer_state.pt")
+    (tmp / "meta.json").write_text(json.dumps({"step": step, **(extra or {})}))
+    _fsync_dir(tmp)
+    if final.exists():  # a re-run of a step that never got committed
+        shutil.rmtree(final)
+    os.replace(tmp, final)
+    _fsync_dir(root)
+    return final
+
+
+def load_trainer_state(path: Path, optimizer) -> None:
+    f = Path(path) / "trainer_state.pt"
+    if not f.exists():
+        return
+    state = torch.load(f, weights_only=False)
+    if optimizer is not None and state.get("optimizer"):
+        optimizer.load_state_dict(state["optimizer"])
+    torch.set_rng_state(state["torch_rng"])
+    random.setstate(state["py_rng"])
+
+
+def _fsync_dir(path: Path) -> None:
+    try:
+        fd = os.open(str(path), os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

@@ -1,0 +1,175 @@
+"""GRPO for this loop: group-relative advantages, clipped ratio, optional KL.
+
+For every sampled sequence the trainer gets prompt ids, completion ids, a
+loss mask over the completion (0 on tool output in multi-turn episodes) and a
+scalar advantage. The loss per token is the PPO clipped surrogate
+
+    -min(ratio * A, clip(ratio, 1 - eps, 1 + eps) * A) + beta * k3_kl
+
+averaged over all completion tokens of the step (token-level, so long
+answers are not down-weighted per token). Log-probs are computed in chunks
+of positions through the LM head with activation checkpointing, so the
+batch x length x vocab logits are never held at once.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch.utils.checkpoint import checkpoint
+
+
+@dataclass
+class Sample:
+    prompt_ids: list[int]
+    completion_ids: list[int]
+    mask: list[int]  # per completion token, 1 = trained on
+    advantage: float
+
+
+def backbone_and_head(model):
+    """(transformer body, lm_head) of a peft-wrapped or plain causal LM."""
+    m = model
+    if hasattr(m, "get_base_model"):
+        m = m.get_base_model()
+    return m.model, m.lm_head
+
+
+def _chunk_logprobs(head, h, targets, want_entropy: bool):
+    logits = head(h).float()  # (B, c, V): one chunk only
+    lse = torch.logsumexp(logits, dim=-1)
+    lp = logits.gather(-1, targets.unsqueeze(-1)).squeeze(-1) - lse
+    if want_entropy:
+        p = torch.softmax(logits, dim=-1)
+        ent = lse - (p * logits).sum(-1)
+        return lp, ent
+    return lp, torch.zeros_like(lp)
+
+
+def token_logprobs(model, input_ids, attention_mask, chunk: int = 64, want_entropy: bool = False):
+    """Log-prob of each next token: (B, T-1), plus entropy (B, T-1) if asked.
+
+    Chunks of `chunk` positions go through the LM head one at a time; with
+    grad enabled each chunk is checkpointed, so backward recomputes its logits.
+    """
+    body, head = backbone_and_head(model)
+    pos = (attention_mask.cumsum(-1) - 1).clamp(min=0)
+    hidden = body(input_ids=input_ids, attention_mask=attention_mask, position_ids=pos).last_hidden_state
+    hidden = hidden[:, :-1]  # (B, T-1, H) predicts input_ids[:, 1:]
+    targets = input_ids[:, 1:]
+    lps, ents = [], []
+    for s in range(0, hidden.shape[1], chunk):
+        h, t = hidden[:, s:s + chunk], targets[:, s:s + chunk]
+        if torch.is_grad_enabled():
+            lp, ent = checkpoint(_chunk_logprobs, head, h, t, want_entropy, use_reentrant=False)
+        else:
+            lp, ent = _chunk_logprobs(head, h, t, want_entropy)
+        lps.append(lp)
+        ents.append(ent)
+    return torch.cat(lps, 1), torch.cat(ents, 1)
+
+
+def collate(samples: list[Sample], pad_id: int, device):
+    """Right-padded (B, T) ids, attention mask, loss mask aligned to targets, advantages."""
+    seqs = [s.prompt_ids + s.completion_ids for s in samples]
+    T = max(len(x) for x in seqs)
+    ids = torch.full((len(seqs), T), pad_id, dtype=torch.long)
+    att = torch.zeros((len(seqs), T), dtype=torch.long)
+    loss_mask = torch.zeros((len(seqs), T - 1), dtype=torch.float32)
+    for i, (s, x) in enumerate(zip(samples, seqs)):
+        ids[i, : len(x)] = torch.tensor(x)
+        att[i, : len(x)] = 1
+        p = len(s.prompt_ids)
+        # target position j predicts token j+1; completion token k sits at p+k
+        loss_mask[i, p - 1 : p - 1 + len(s.completion_ids)] = torch.tensor(s.mask, dtype=torch.float32)
+    adv = torch.tensor([s.advantage for s in samples], dtype=torch.float32)
+    return ids.to(device), att.to(device), loss_mask.to(device), adv.to(device)
+
+
+def grpo_loss(new_lp, old_lp, adv, mask, clip_eps: float, ref_lp=None, kl_coef: float = 0.0,
+              denom: float | None = None):
+    """Clipped surrogate summed over masked tokens and divided by `denom`.
+
+    Shapes: new_lp, old_lp, ref_lp, mask (B, T); adv (B,).
+    Returns (loss, stats) where stats has kl and clip_frac (detached floats).
+    """
+    denom = denom or mask.sum().clamp(min=1.0)
+    ratio = torch.exp(new_lp - old_lp)
+    a = adv.unsqueeze(1)
+    surr = torch.minimum(ratio * a, torch.clamp(ratio, 1 - clip_eps, 1 + clip_eps) * a)
+    loss = -(surr * mask).sum() / denom
+    kl = torch.zeros((), device=new_lp.device)
+    if ref_lp is not None and kl_coef > 0:
+        d = ref_lp - new_lp
+        k3 = torch.exp(d) - d - 1  # unbiased, always >= 0
+        kl = (k3 * mask).sum() / denom
+        loss = loss + kl_coef * kl
+    clipped = ((ratio - 1).abs() > clip_eps).float()
+    stats = {"kl": float(kl.detach()), "clip_frac": float((clipped * mask).sum() / mask.sum().clamp(min=1))}
+    return loss, stats
+
+
+class GRPOTrainer:
+    """One optimizer over the LoRA parameters; `step(samples)` does one update."""
+
+    def __init__(self, model, tokenizer, cfg, device):
+        self.model = model
+        self.tok = tokenizer
+        self.cfg = cfg
+        self.device = device
+        params = [p for p in model.parameters() if p.requires_grad]
+        self.opt = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=0.0)
+
+    def _batches(self, samples):
+        mb = self.cfg.micro_batch
+        for i in range(0, len(samples), mb):
+            yield collate(samples[i:i + mb], self.tok.pad_token_id, self.device)
+
+    @torch.no_grad()
+    def _reference(self, samples, with_ref: bool):
+        """Old log-probs (and reference log-probs) per micro-batch, plus entropy."""
+        olds, refs, ent_sum, ent_n = [], [], 0.0, 0.0
+        self.model.eval()
+        for ids, att, m, _ in self._batches(samples):
+            lp, ent = token_logprobs(self.model, ids, att, self.cfg.logprob_chunk, want_entropy=True)
+            olds.append(lp)
+            ent_sum += float((ent * m).sum())
+            ent_n += float(m.sum())
+            if with_ref:
+                with self.model.disable_adapter():
+                    refs.append(token_logprobs(self.model, ids, att, self.cfg.logprob_chunk)[0])
+        return olds, refs, ent_sum / max(ent_n, 1.0)
+
+    def step(self, samples: list[Sample]) -> dict:
+        """One GRPO update over `samples`; returns metrics."""
+        if not samples:
+            return {"loss": 0.0, "kl": 0.0, "clip_frac": 0.0, "grad_norm": 0.0, "entropy": float("nan"), "tokens": 0}
+        with_ref = self.cfg.kl_coef > 0
+        olds, refs, entropy = self._reference(samples, with_ref)
+        total_tokens = float(sum(sum(s.mask) for s in samples)) or 1.0
+        stats = {"loss": 0.0, "kl": 0.0, "clip_frac": 0.0}
+        n_mb = 0
+        self.model.train()
+        for _ in range(self.cfg.ppo_epochs):
+            self.opt.zero_grad(set_to_none=True)
+            for k, (ids, att, m, adv) in enumerate(self._batches(samples)):
+                new_lp, _ = token_logprobs(self.model, ids, att, self.cfg.logprob_chunk)
+                loss, st = grpo_loss(new_lp, olds[k], adv, m, self.cfg.clip_eps,
+                                     refs[k] if with_ref else None, self.cfg.kl_coef, denom=total_tokens)
+                loss.backward()
+                stats["loss"] += float(loss.detach())
+                stats["kl"] += st["kl"]
+                stats["clip_frac"] += st["clip_frac"]
+                n_mb += 1
+            params = [p for p in self.model.parameters() if p.requires_grad]
+            gn = torch.nn.utils.clip_grad_norm_(params, self.cfg.max_grad_norm)
+            self.opt.step()
+        self.model.eval()
+        epochs = self.cfg.ppo_epochs
+        return {"loss": stats["loss"] / epochs, "kl": stats["kl"] / max(n_mb, 1),
+                "clip_frac": stats["clip_frac"] / max(n_mb, 1),
+                "grad_norm": float(gn) if math.isfinite(float(gn)) else float("nan"),
+                "entropy": entropy, "tokens": int(total_tokens)}

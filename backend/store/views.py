@@ -1,0 +1,326 @@
+"""Read queries for the TUI: paged rollouts with filters, run deltas, details.
+
+Everything the TUI shows is read here (no textual import; the only SQL outside
+`backend/store/__init__.py`). Rollouts are paged newest first with keyset
+paging (`id < before`), never loaded whole; `read_delta` returns only rows
+newer than a cursor, so a poll costs the same at step 10 and at step 10 000.
+
+    >>> reader = RunReader.open("runs/x")
+    >>> rows = reader.call(rollout_page, RolloutFilter(verdict="wrong"))
+    >>> delta = reader.call(read_delta, PollCursor())
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from . import Store, loads
+
+PAGE = 50
+MIX_WINDOW = 300  # steps of failure mix kept for the dashboard plot
+EVENTS_BACKLOG = 500
+
+ROLLOUT_COLS = (
+    "r.id, r.step, r.domain, r.task_id, r.group_idx, r.idx, r.reward, r.verdict, r.correct, r.finish, "
+    "r.status, r.harness_version, r.policy_version, r.completion_tokens, r.labels"
+)
+STEP_COLS = (
+    "step, harness_version, policy_version, n_rollouts, reward_mean, reward_std, verdict_acc, "
+    "agreement, dead_group_frac, mean_completion_tokens, truncated_frac, entropy, loss, kl, "
+    "tokens, tokens_per_s, gen_ms, score_ms, diagnose_ms, train_ms, store_ms, total_ms"
+)
+INTERVENTION_COLS = (
+    "id, round_id, created_at, updated_at, kind, target, title, status, score, proposer, "
+    "parent_version, child_version, promoted_step, reason"
+)
+
+
+class RunReader:
+    """One read-only connection with a lock, shared by worker threads.
+
+    `interrupt()` aborts the query in flight (a newer filter supersedes it).
+    """
+
+    def __init__(self, store: Store):
+        self.store = store
+        self._lock = threading.Lock()
+
+    @classmethod
+    def open(cls, run_dir: str | Path) -> "RunReader":
+        return cls(Store.open(Path(run_dir) / "run.db", readonly=True))
+
+    def call(self, fn, *args, **kwargs):
+        with self._lock:
+            return fn(self.store, *args, **kwargs)
+
+    def interrupt(self) -> None:
+        self.store.conn.interrupt()
+
+    def close(self) -> None:
+        with self._lock:
+            self.store.close()
+
+
+# ---------------------------------------------------------------- rollouts
+
+
+@dataclass(frozen=True)
+class RolloutFilter:
+    """What the rollouts table shows; empty fields do not filter."""
+
+    domain: str | None = None
+    label: str | None = None
+    verdict: str | None = None
+    harness_version: int | None = None
+    reward_min: float | None = None
+    reward_max: float | None = None
+    text: str = ""
+
+    def is_empty(self) -> bool:
+        return self == RolloutFilter()
+
+    def sql(self) -> tuple[str, str, list]:
+        """(FROM clause, WHERE conditions, params). A label drives the scan from its index."""
+        source = "rollouts r"
+        conds: list[str] = []
+        params: list = []
+        if self.label:
+            source = "diagnoses d JOIN rollouts r ON r.id = d.rollout_id"
+            conds.append("d.label = ?")
+            params.append(self.label)
+        for col, value in (("domain", self.domain), ("verdict", self.verdict),
+                           ("harness_version", self.harness_version)):
+            if value is not None and value != "":
+                conds.append(f"r.{col} = ?")
+                params.append(value)
+        if self.reward_min is not None:
+            conds.append("r.reward >= ?")
+            params.append(self.reward_min)
+        if self.reward_max is not None:
+            conds.append("r.reward <= ?")
+            params.append(self.reward_max)
+        if self.text.strip():
+            like = "%" + self.text.strip().replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+            conds.append("(r.completion LIKE ? ESCAPE '\\' OR r.prompt LIKE ? ESCAPE '\\' "
+                         "OR r.task_id LIKE ? ESCAPE '\\')")
+            params += [like, like, like]
+        return source, " AND ".join(conds) or "1", params
+
+    def key_col(self) -> str:
+        # Order by the driving table's key so SQLite walks the index and stops at LIMIT.
+        return "d.rollout_id" if self.label else "r.id"
+
+
+def rollout_page(store: Store, flt: RolloutFilter, before: int | None = None,
+                 after: int | None = None, limit: int = PAGE) -> list[dict]:
+    """Rollouts matching `flt`, newest first: older than `before` or newer than `after`."""
+    source, where, params = flt.sql()
+    key = flt.key_col()
+    if before is not None:
+        where += f" AND {key} < ?"
+        params.append(before)
+    if after is not None:
+        where += f" AND {key} > ?"
+        params.append(after)
+    rows = store.rows(f"SELECT {ROLLOUT_COLS} FROM {source} WHERE {where} ORDER BY {key} DESC LIMIT ?",
+                      [*params, limit])
+    seen: set[int] = set()
+    return [r for r in rows if not (r["id"] in seen or seen.add(r["id"]))]
+
+
+def rollout_detail(store: Store, rid: int) -> dict | None:
+    """One rollout with its labels and evidence, its group, and its turns."""
+    row = store.get("rollouts", rid)
+    if row is None:
+        return None
+    row.pop("token_ids_json", None)
+    diagnoses = store.rows("SELECT label, evidence, validity FROM diagnoses WHERE rollout_id = ? ORDER BY id",
+                           (rid,))
+    group = store.rows(
+        "SELECT id, idx, reward, verdict, finish, labels FROM rollouts "
+        "WHERE step = ? AND group_idx = ? AND coalesce(task_id, '') = coalesce(?, '') ORDER BY idx",
+        (row["step"], row["group_idx"], row["task_id"]))
+    turns = store.rows("SELECT turn, role, tool, args_json, content, tokens, ms FROM turns "
+                       "WHERE rollout_id = ? ORDER BY turn, id", (rid,))
+    return {"rollout": row, "diagnoses": diagnoses, "group": group, "turns": turns,
+            "rewards": loads(row.get("rewards_json"), {}) or {},
+            "verdict": loads(row.get("verdict_json"), {}) or {}}
+
+
+def distinct_values(store: Store, table: str, column: str, limit: int = 200) -> list:
+    """Distinct values of an indexed column by skipping through the index (no full scan)."""
+    out: list = []
+    value = store.scalar(f"SELECT min({column}) FROM {table}")
+    while value is not None and len(out) < limit:
+        out.append(value)
+        value = store.scalar(f"SELECT min({column}) FROM {table} WHERE {column} > ?", (value,))
+    return out
+
+
+@dataclass(frozen=True)
+class FilterChoices:
+    domains: list[str] = field(default_factory=list)
+    labels: list[str] = field(default_factory=list)
+    verdicts: list[str] = field(default_factory=list)
+    harness_versions: list[int] = field(default_factory=list)
+
+
+def filter_choices(store: Store) -> FilterChoices:
+    run = store.get("runs", 1) or {}
+    domains = [d.strip() for d in (run.get("domain") or "").split(",") if d.strip()]
+    return FilterChoices(
+        domains=domains or distinct_values(store, "rollouts", "domain", 20),
+        labels=distinct_values(store, "diagnoses", "label"),
+        verdicts=distinct_values(store, "rollouts", "verdict", 50),
+        harness_versions=distinct_values(store, "rollouts", "harness_version"),
+    )
+
+
+# ---------------------------------------------------------------- details
+
+
+def intervention_detail(store: Store, iid: int) -> dict | None:
+    row = store.get("interventions", iid)
+    if row is None:
+        return None
+    row["history"] = loads(row.get("history_json"), []) or []
+    row["skills"] = loads(row.get("skills_json"), []) or []
+    row["params"] = loads(row.get("params_json"), {}) or {}
+    row["backtests"] = [dict(b, metrics=loads(b.get("metrics_json"), {}) or {}) for b in store.rows(
+        "SELECT * FROM backtests WHERE intervention_id = ? ORDER BY id", (iid,))]
+    return row
+
+
+def harness_version(store: Store, vid: int) -> dict | None:
+    return store.get("harness_versions", vid)
+
+
+def harness_code_known(store: Store, code: str) -> bool:
+    """Whether `code` is the text of some stored harness version (not a hand edit)."""
+    return store.scalar("SELECT 1 FROM harness_versions WHERE code = ? LIMIT 1", (code,)) is not None
+
+
+def skills(store: Store, text: str = "") -> list[dict]:
+    """Skill cards, most used first; `text` searches name, domain, trigger, change, evidence."""
+    cols = "id, name, domain, uses, helped, source, created_at, trigger_json, change_json"
+    if not text.strip():
+        return store.rows(f"SELECT {cols} FROM skills ORDER BY uses DESC, name")
+    like = f"%{text.strip()}%"
+    return store.rows(
+        f"SELECT {cols} FROM skills WHERE name LIKE ? OR domain LIKE ? OR trigger_json LIKE ? "
+        "OR change_json LIKE ? OR evidence_json LIKE ? ORDER BY uses DESC, name", [like] * 5)
+
+
+def skill(store: Store, sid: int) -> dict | None:
+    row = store.get("skills", sid)
+    if row:
+        for key in ("trigger", "change", "evidence"):
+            row[key] = loads(row.get(f"{key}_json"), {})
+    return row
+
+
+def label_rollouts(store: Store, label: str, step_lo: int, step_hi: int, limit: int = PAGE) -> list[dict]:
+    """Rollouts of a round's window carrying `label`, newest first."""
+    return store.rows(
+        f"SELECT {ROLLOUT_COLS}, d.evidence FROM diagnoses d JOIN rollouts r ON r.id = d.rollout_id "
+        "WHERE d.label = ? AND d.step BETWEEN ? AND ? ORDER BY d.rollout_id DESC LIMIT ?",
+        (label, step_lo, step_hi, limit))
+
+
+# ---------------------------------------------------------------- polling
+
+
+@dataclass(frozen=True)
+class PollCursor:
+    """What a poll has already seen; `read_delta` returns only what is newer."""
+
+    data_version: int | None = None
+    step: int = 0
+    mix_step: int = 0
+    eval: int = 0
+    event: int = 0
+    round: int = 0
+    version: int = 0
+    command: int = 0
+    pending: tuple[int, ...] = ()
+    interventions_stamp: tuple = ()
+    skills_stamp: tuple = ()
+
+
+@dataclass(frozen=True)
+class RunDelta:
+    """New rows since the last poll (an immutable snapshot for the UI thread)."""
+
+    cursor: PollCursor
+    run: dict
+    steps: list[dict] = field(default_factory=list)
+    mix: list[dict] = field(default_factory=list)
+    evals: list[dict] = field(default_factory=list)
+    events: list[dict] = field(default_factory=list)
+    rounds: list[dict] = field(default_factory=list)
+    versions: list[dict] = field(default_factory=list)
+    commands: list[dict] = field(default_factory=list)
+    interventions: list[dict] | None = None
+    skills_changed: bool = False
+    max_rollout_id: int = 0
+    n_rollouts_hint: int = 0
+
+
+def read_delta(store: Store, cursor: PollCursor, force: bool = False) -> RunDelta | None:
+    """Rows newer than `cursor`; None when nothing was committed since (PRAGMA data_version)."""
+    dv = store.data_version()
+    if dv == cursor.data_version and not force:
+        return None
+    run = store.get("runs", 1) or {}
+    steps = store.rows(f"SELECT {STEP_COLS} FROM steps WHERE step > ? ORDER BY step", (cursor.step,))
+    last_step = steps[-1]["step"] if steps else cursor.step
+    mix_lo = max(cursor.mix_step, last_step - MIX_WINDOW)
+    mix = store.rows("SELECT step, label, count(*) AS n FROM diagnoses WHERE step > ? AND step <= ? "
+                     "GROUP BY step, label ORDER BY step", (mix_lo, last_step))
+    evals = store.rows("SELECT id, step, accuracy, agreement, n, policy_version, harness_version "
+                       "FROM evals WHERE id > ? ORDER BY id", (cursor.eval,))
+    events = store.rows("SELECT * FROM (SELECT id, ts, step, level, kind, message FROM events WHERE id > ? "
+                        "ORDER BY id DESC LIMIT ?) ORDER BY id", (cursor.event, EVENTS_BACKLOG))
+    rounds = store.rows("SELECT * FROM rounds WHERE id > ? ORDER BY id", (cursor.round,))
+    versions = store.rows("SELECT id, parent, created_at, sha, status, intervention_id, note "
+                          "FROM harness_versions WHERE id > ? ORDER BY id", (cursor.version,))
+    marks = ",".join("?" * len(cursor.pending))
+    commands = store.rows(f"SELECT * FROM commands WHERE id > ? OR id IN ({marks}) ORDER BY id",
+                          (cursor.command, *cursor.pending))
+    i_stamp = tuple(store.rows("SELECT count(*) AS n, max(updated_at) AS t FROM interventions")[0].values())
+    s_stamp = tuple(store.rows("SELECT count(*) AS n, max(updated_at) AS t, sum(uses) AS u FROM skills")[0].values())
+    interventions = None
+    if i_stamp != cursor.interventions_stamp:
+        interventions = store.rows(f"SELECT {INTERVENTION_COLS} FROM interventions ORDER BY id DESC")
+    max_id = store.scalar("SELECT max(id) FROM rollouts") or 0
+    new_cursor = replace(
+        cursor, data_version=dv, step=last_step, mix_step=last_step,
+        eval=evals[-1]["id"] if evals else cursor.eval,
+        event=events[-1]["id"] if events else cursor.event,
+        round=rounds[-1]["id"] if rounds else cursor.round,
+        version=versions[-1]["id"] if versions else cursor.version,
+        command=max([cursor.command] + [c["id"] for c in commands]),
+        pending=tuple(c["id"] for c in commands if c["status"] == "pending"),
+        interventions_stamp=i_stamp, skills_stamp=s_stamp)
+    return RunDelta(cursor=new_cursor, run=run, steps=steps, mix=mix, evals=evals, events=events,
+                    rounds=rounds, versions=versions, commands=commands, interventions=interventions,
+                    skills_changed=s_stamp != cursor.skills_stamp, max_rollout_id=max_id)
+
+
+def tail_file(path: str | Path, n: int = 40, max_bytes: int = 64_000) -> list[str]:
+    """The last `n` lines of a text file (reads at most `max_bytes` from its end)."""
+    p = Path(path)
+    try:
+        with p.open("rb") as f:
+            f.seek(0, 2)
+            size = f.tell()
+            f.seek(max(0, size - max_bytes))
+            data = f.read()
+    except OSError:
+        return []
+    lines = data.decode("utf-8", "replace").splitlines()
+    if size > max_bytes and lines:
+        lines = lines[1:]  # the first line is probably cut
+    return lines[-n:]

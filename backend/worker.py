@@ -1,0 +1,211 @@
+"""Starting, resuming and summarising runs: what `evotui run --headless` does.
+
+A run directory holds everything: `run.db`, `config.toml`, `harness.py` (the
+current harness), `checkpoints/`, and `engine.log` when started by the TUI.
+Nothing is written until the config, the harness and the model have loaded,
+so a bad input never leaves a half-made run behind.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from datetime import datetime
+from pathlib import Path
+
+from backend.config import RunConfig, config_from_dict, load_config, to_toml
+from backend.harness.loader import Harness, default_harness_path, sha
+from backend.store import Store, StoreError, loads
+
+
+def home() -> Path:
+    env = os.environ.get("EVOTUI_HOME")
+    if env:
+        return Path(env).expanduser()
+    from platformdirs import user_data_dir
+
+    return Path(user_data_dir("evotui"))
+
+
+def runs_root() -> Path:
+    return home() / "runs"
+
+
+def new_run_dir(cfg: RunConfig) -> Path:
+    stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
+    base = runs_root() / f"{stamp}-{cfg.name or cfg.domain.replace(',', '+')}-s{cfg.seed}"
+    path, k = base, 1
+    while path.exists():
+        k += 1
+        path = Path(f"{base}-{k}")
+    return path
+
+
+def harness_code(cfg: RunConfig) -> str:
+    path = Path(cfg.harness).expanduser() if cfg.harness else default_harness_path(cfg.domains[0])
+    code = path.read_text()
+    h = Harness.from_code(code)  # raises HarnessError with one clear line
+    if h.domain != cfg.domains[0]:
+        from backend.harness.loader import HarnessError
+
+        raise HarnessError(f"harness {path} is for domain '{h.domain}', the run is '{cfg.domains[0]}'")
+    return code
+
+
+def create_run(run_dir: Path, cfg: RunConfig, code: str) -> Store:
+    if (run_dir / "run.db").exists():
+        raise StoreError(f"{run_dir} already holds a run; continue it with --resume {run_dir}")
+    run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / "config.toml").write_text(to_toml(cfg))
+    store = Store.open(run_dir / "run.db")
+    from backend.config import to_dict
+
+    store.create_run(run_dir.name, to_dict(cfg), cfg.seed, cfg.steps)
+    v = store.add_harness_version(code, None, "", "active", sha(code), note="initial harness")
+    store.set_run(harness_version=v)
+    return store
+
+
+def start(cfg: RunConfig, run_dir: Path | None, quiet: bool = False) -> tuple[Path, dict]:
+    """Create a run and train it to the end. Returns (run_dir, summary)."""
+    from backend.loop import Engine
+    from backend.policy.model import load_policy
+
+    code = harness_code(cfg)
+    from backend.envs import make_env
+
+    make_env(cfg)  # surfaces bad domain settings before anything is written
+    lm = load_policy(cfg.model)
+    run_dir = Path(run_dir) if run_dir else new_run_dir(cfg)
+    store = create_run(run_dir, cfg, code)
+    if not quiet:
+        print(f"run dir: {run_dir}", flush=True)
+    return run_dir, _drive(Engine(run_dir, cfg, store, quiet=quiet, lm=lm), store, quiet)
+
+
+def resume(run_dir: Path, steps: int | None = None, overrides: list[str] | None = None,
+           quiet: bool = False) -> tuple[Path, dict]:
+    """Continue a stopped or crashed run from its last completed step."""
+    from backend.loop import Engine
+
+    store = Store.open(run_dir, create=False)
+    run = store.run()
+    data = loads(run["config_json"], {})
+    cfg = config_from_dict(data)
+    if overrides:
+        from backend.config import apply_overrides
+
+        cfg = config_from_dict(apply_overrides(data, overrides))
+    if steps is not None:
+        cfg.steps = steps
+    if run["pid"] and run["status"] == "running" and _alive(run["pid"]) and run["pid"] != os.getpid():
+        raise StoreError(f"{run_dir} is already running (pid {run['pid']})")
+    store.set_run(steps_total=cfg.steps)
+    if not quiet:
+        print(f"resuming {run_dir} after step {store.last_step()}", flush=True)
+    return Path(run_dir), _drive(Engine(Path(run_dir), cfg, store, quiet=quiet), store, quiet)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+        return True
+    except (OSError, TypeError):
+        return False
+
+
+def _drive(engine, store: Store, quiet: bool) -> dict:
+    t0 = time.time()
+    try:
+        engine.run()
+    except KeyboardInterrupt:
+        store.set_run(status="stopped", pid=None)
+        raise
+    except BaseException as e:
+        import traceback
+
+        store.set_run(status="crashed", pid=None, error=f"{type(e).__name__}: {e}"[:2000])
+        store.log("error", traceback.format_exc(), kind="traceback")
+        raise
+    return summary(store, time.time() - t0)
+
+
+def summary(store: Store, seconds: float | None = None) -> dict:
+    run = store.run()
+    evals = store.rows("SELECT step, accuracy FROM evals ORDER BY id")
+    steps = store.rows("SELECT dead_group_frac, agreement, total_ms FROM steps ORDER BY step")
+    s = {
+        "run": run["name"], "status": run["status"], "steps": store.last_step(),
+        "heldout_acc": evals[-1]["accuracy"] if evals else None,
+        "heldout_acc_start": evals[0]["accuracy"] if evals else None,
+        "dead_group_frac_first": steps[0]["dead_group_frac"] if steps else None,
+        "dead_group_frac_last": steps[-1]["dead_group_frac"] if steps else None,
+        "agreement_last": steps[-1]["agreement"] if steps else None,
+        "mean_step_s": (sum(r["total_ms"] for r in steps) / len(steps) / 1000) if steps else None,
+        "rollouts": store.count("rollouts"), "diagnoses": store.count("diagnoses"),
+        "harness_version": run["harness_version"], "policy_version": run["policy_version"],
+        "interventions": store.count("interventions"),
+        "promoted": store.scalar("SELECT count(*) FROM interventions WHERE status = 'promoted'"),
+        "wall_s": seconds,
+    }
+    try:
+        from backend.evolve import lineage
+
+        s["lineage"] = lineage(store, run["harness_version"])
+    except Exception:
+        s["lineage"] = []
+    return s
+
+
+def format_summary(s: dict) -> str:
+    def f(v, fmt="{:.3f}"):
+        return "n/a" if v is None else fmt.format(v)
+
+    lines = ["---",
+             f"run:                {s['run']}",
+             f"status:             {s['status']}",
+             f"steps:              {s['steps']}",
+             f"heldout_acc:        {f(s['heldout_acc'])} (start {f(s['heldout_acc_start'])})",
+             f"dead_group_frac:    {f(s['dead_group_frac_last'])} (first step {f(s['dead_group_frac_first'])})",
+             f"agreement:          {f(s['agreement_last'])}",
+             f"mean_step_s:        {f(s['mean_step_s'], '{:.1f}')}",
+             f"rollouts:           {s['rollouts']}",
+             f"diagnoses:          {s['diagnoses']}",
+             f"interventions:      {s['interventions']} ({s['promoted']} promoted)",
+             f"harness_version:    {s['harness_version']}",
+             f"policy_version:     {s['policy_version']}"]
+    if s.get("wall_s") is not None:
+        lines.append(f"wall_s:             {s['wall_s']:.1f}")
+    for item in s.get("lineage") or []:
+        lines.append(f"lineage:            v{item.get('version')} <- {item.get('title') or item.get('note') or ''}"[:160])
+    return "\n".join(lines)
+
+
+def list_runs() -> list[dict]:
+    out = []
+    root = runs_root()
+    for d in sorted(root.glob("*")) if root.exists() else []:
+        if not (d / "run.db").exists():
+            continue
+        try:
+            st = Store.open(d, readonly=True)
+            r = st.run()
+            status = r["status"]
+            if status == "running" and not _alive(r["pid"]):
+                status = "crashed?"
+            out.append({"dir": str(d), "name": r["name"], "status": status, "step": r["step"],
+                        "steps_total": r["steps_total"], "heldout_acc": r["heldout_acc"], "domain": r["domain"]})
+            st.close()
+        except StoreError as e:
+            out.append({"dir": str(d), "name": d.name, "status": f"unreadable: {e}", "step": None,
+                        "steps_total": None, "heldout_acc": None, "domain": None})
+    return out
+
+
+def load_cli_config(path: str | None, sets: list[str], steps: int | None, seed: int | None) -> RunConfig:
+    extra = list(sets)
+    if steps is not None:
+        extra.append(f"steps={steps}")
+    if seed is not None:
+        extra.append(f"seed={seed}")
+    return load_config(path, extra)

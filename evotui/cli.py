@@ -1,0 +1,191 @@
+"""The `evotui` command line. Never imports torch at module level.
+
+    evotui                          open the TUI and start a new run (supervised)
+    evotui run --headless [...]     run the engine in the foreground
+    evotui run --headless --resume RUN_DIR
+    evotui open RUN_DIR             attach the TUI to a run
+    evotui runs                     list runs with status, step, held-out accuracy
+    evotui approve RUN ID / veto RUN ID --reason TEXT
+    evotui skills list|show|export|import
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+USER_ERRORS = ("ConfigError", "StoreError", "HarnessError", "ModelLoadError", "SkillError", "UserError")
+
+
+class UserError(RuntimeError):
+    pass
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="evotui", description="Co-evolve an LLM policy and its RL harness.")
+    sub = p.add_subparsers(dest="cmd")
+    r = sub.add_parser("run", help="start (or resume) a run")
+    r.add_argument("--headless", action="store_true", help="run in the foreground without the TUI")
+    r.add_argument("--steps", type=int)
+    r.add_argument("--config", help="TOML config file")
+    r.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a config value (repeatable), e.g. --set train.group_size=8")
+    r.add_argument("--run-dir", help="where the run lives (default: a new folder under $EVOTUI_HOME/runs)")
+    r.add_argument("--seed", type=int)
+    r.add_argument("--resume", metavar="RUN_DIR", help="continue a stopped or crashed run")
+    mode = r.add_mutually_exclusive_group()
+    mode.add_argument("--auto-promote", action="store_true", help="promote passed interventions automatically")
+    mode.add_argument("--supervised", action="store_true", help="hold passed interventions for the operator")
+    r.add_argument("--quiet", action="store_true")
+    o = sub.add_parser("open", help="open a run in the TUI")
+    o.add_argument("run_dir")
+    sub.add_parser("runs", help="list runs")
+    for verb in ("approve", "veto"):
+        c = sub.add_parser(verb, help=f"{verb} an intervention of a run")
+        c.add_argument("run_dir")
+        c.add_argument("id", type=int)
+        if verb == "veto":
+            c.add_argument("--reason", default="vetoed from the shell")
+    for verb in ("pause", "resume", "stop"):
+        c = sub.add_parser(verb, help=f"{verb} a running engine")
+        c.add_argument("run_dir")
+    s = sub.add_parser("skills", help="the skill library")
+    s.add_argument("action", choices=["list", "show", "export", "import"])
+    s.add_argument("args", nargs="*", help="show: RUN NAME; list: [RUN]; export: RUN PATH; import: RUN PATH")
+    sub.add_parser("doctor", help="which fast paths are active and why not the others")
+    b = sub.add_parser("bench", help="speed benchmarks against baselines (prints a table)")
+    b.add_argument("--quick", action="store_true")
+    b.add_argument("rest", nargs=argparse.REMAINDER)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        return _dispatch(args)
+    except KeyboardInterrupt:
+        print("interrupted; resume with `evotui run --headless --resume RUN_DIR`", file=sys.stderr)
+        return 130
+    except Exception as e:  # user errors: one line, exit 2
+        if type(e).__name__ in USER_ERRORS or isinstance(e, (UserError, FileNotFoundError, PermissionError)):
+            print(f"evotui: error: {e}", file=sys.stderr)
+            return 2
+        if os.environ.get("EVOTUI_DEBUG"):
+            raise
+        print(f"evotui: crashed: {type(e).__name__}: {e} (set EVOTUI_DEBUG=1 for the traceback; "
+              "the run's events table has it)", file=sys.stderr)
+        return 1
+
+
+def _dispatch(args) -> int:
+    if args.cmd is None:
+        return _tui_new_run([])
+    if args.cmd == "run":
+        return _run(args)
+    if args.cmd == "open":
+        from evotui.launch import open_tui
+
+        return open_tui(_run_dir(args.run_dir))
+    if args.cmd == "runs":
+        return _runs()
+    if args.cmd in ("approve", "veto", "pause", "resume", "stop"):
+        return _command(args)
+    if args.cmd == "skills":
+        from evotui.skills_cli import skills
+
+        return skills(args.action, args.args)
+    if args.cmd == "doctor":
+        from backend.doctor import main as doctor
+
+        return doctor()
+    if args.cmd == "bench":
+        from backend.bench import main as bench
+
+        return bench(args.rest, quick=args.quick)
+    return 2
+
+
+def _run_dir(path: str) -> Path:
+    p = Path(path).expanduser()
+    if not (p / "run.db").is_file():
+        raise UserError(f"not an evotui run directory: {p} (no run.db)")
+    return p
+
+
+def _run(args) -> int:
+    if not args.headless:
+        extra = [a for a in sys.argv[2:] if a not in ("--headless",)]
+        if args.resume:
+            from evotui.launch import open_tui
+
+            return open_tui(_run_dir(args.resume))
+        return _tui_new_run(extra)
+    from backend import worker
+
+    if args.resume:
+        sets = list(args.sets)
+        if args.auto_promote or args.supervised:
+            sets.append(f"evolve.auto_promote={'true' if args.auto_promote else 'false'}")
+        run_dir, s = worker.resume(_run_dir(args.resume), args.steps, sets or None, quiet=args.quiet)
+    else:
+        sets = list(args.sets)
+        # Headless runs are autonomous unless told otherwise; the TUI starts them supervised.
+        sets.append(f"evolve.auto_promote={'false' if args.supervised else 'true'}")
+        cfg = worker.load_cli_config(args.config, sets, args.steps, args.seed)
+        run_dir, s = worker.start(cfg, Path(args.run_dir).expanduser() if args.run_dir else None, quiet=args.quiet)
+    print(worker.format_summary(s), flush=True)
+    return 0 if s["status"] in ("finished", "stopped") else 1
+
+
+def _tui_new_run(extra: list[str]) -> int:
+    from backend.config import load_config
+    from evotui.launch import start_and_open
+
+    # Validate what we can before starting a background process.
+    ns = _parser().parse_args(["run", *extra])
+    load_config(ns.config, ns.sets)
+    if ns.run_dir:
+        run_dir = Path(ns.run_dir).expanduser()
+    else:
+        from backend.worker import runs_root  # torch-free import
+        from datetime import datetime
+
+        run_dir = runs_root() / f"{datetime.now():%Y%m%d-%H%M%S}-tui"
+    args = [a for a in extra if a != "--run-dir" and a != ns.run_dir]
+    if "--auto-promote" not in args and "--supervised" not in args:
+        args.append("--supervised")
+    return start_and_open(run_dir, args)
+
+
+def _runs() -> int:
+    from backend.worker import list_runs, runs_root
+
+    rows = list_runs()
+    if not rows:
+        print(f"no runs under {runs_root()}")
+        return 0
+    print(f"{'status':<10} {'step':>9} {'heldout':>8}  {'domain':<6} dir")
+    for r in rows:
+        step = f"{r['step']}/{r['steps_total']}" if r["step"] is not None else "-"
+        acc = f"{r['heldout_acc']:.3f}" if r["heldout_acc"] is not None else "-"
+        print(f"{r['status']:<10} {step:>9} {acc:>8}  {r['domain'] or '-':<6} {r['dir']}")
+    return 0
+
+
+def _command(args) -> int:
+    from backend.store import Store
+
+    store = Store.open(_run_dir(args.run_dir), create=False)
+    if args.cmd in ("approve", "veto"):
+        if store.get("interventions", args.id) is None:
+            raise UserError(f"run has no intervention {args.id}")
+        arg = {"id": args.id}
+        if args.cmd == "veto":
+            arg["reason"] = args.reason
+        cid = store.send_command(args.cmd, arg, source="cli")
+    else:
+        cid = store.send_command(args.cmd, {}, source="cli")
+    print(f"command {cid} queued: {args.cmd}; the engine applies it at the next step boundary")
+    return 0

@@ -1,0 +1,122 @@
+"""What the TUI knows about the run: deltas from polls folded into one state.
+
+Owned by the UI thread; workers never touch it. `apply` returns the topics that
+changed so each screen redraws only what it shows, and the commands the engine
+acknowledged since the last poll.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+
+from backend.store import loads
+from backend.store.views import MIX_WINDOW, RunDelta
+
+TOPICS = frozenset({"run", "steps", "mix", "evals", "events", "rounds", "versions", "commands",
+                    "interventions", "skills", "rollouts", "engine", "log"})
+EVENTS_KEPT = 2000
+
+
+@dataclass
+class RunState:
+    run: dict = field(default_factory=dict)
+    steps: list[dict] = field(default_factory=list)
+    mix: dict[int, dict[str, int]] = field(default_factory=dict)
+    evals: list[dict] = field(default_factory=list)
+    events: deque = field(default_factory=lambda: deque(maxlen=EVENTS_KEPT))
+    rounds: list[dict] = field(default_factory=list)
+    versions: list[dict] = field(default_factory=list)
+    commands: dict[int, dict] = field(default_factory=dict)
+    interventions: list[dict] = field(default_factory=list)
+    max_rollout_id: int = 0
+    skills_version: int = 0
+    log_lines: list[str] = field(default_factory=list)
+    loaded: bool = False
+
+    def apply(self, delta: RunDelta) -> tuple[set[str], list[dict]]:
+        """Fold a delta in; returns (changed topics, newly acknowledged commands)."""
+        changed: set[str] = set()
+        if delta.run != self.run:
+            self.run = delta.run
+            changed.add("run")
+        if delta.steps:
+            self.steps.extend(delta.steps)
+            changed.add("steps")
+        if delta.mix:
+            for row in delta.mix:
+                self.mix.setdefault(row["step"], {})[row["label"]] = row["n"]
+            for old in sorted(self.mix)[:-MIX_WINDOW]:
+                del self.mix[old]
+            changed.add("mix")
+        for name in ("evals", "rounds", "versions"):
+            rows = getattr(delta, name)
+            if rows:
+                getattr(self, name).extend(rows)
+                changed.add(name)
+        if delta.events:
+            self.events.extend(delta.events)
+            changed.add("events")
+        if delta.interventions is not None:
+            self.interventions = delta.interventions
+            changed.add("interventions")
+        if delta.skills_changed:
+            self.skills_version += 1
+            changed.add("skills")
+        if delta.max_rollout_id != self.max_rollout_id:
+            self.max_rollout_id = delta.max_rollout_id
+            changed.add("rollouts")
+        acked = self._merge_commands(delta.commands)
+        if delta.commands:
+            changed.add("commands")
+        self.loaded = True
+        return changed, acked
+
+    def _merge_commands(self, rows: list[dict]) -> list[dict]:
+        acked = []
+        for row in rows:
+            before = self.commands.get(row["id"])
+            if before is not None and before["status"] == "pending" and row["status"] != "pending":
+                acked.append(row)
+            self.commands[row["id"]] = row
+        return acked
+
+    # ------------------------------------------------------------ derived
+    @property
+    def current_version(self) -> int | None:
+        return self.run.get("harness_version")
+
+    def pending_for(self, verb: str, iid: int | None = None) -> list[dict]:
+        """Pending commands of a verb (for one intervention when `iid` is given)."""
+        out = []
+        for c in self.commands.values():
+            if c["verb"] == verb and c["status"] == "pending":
+                if iid is None or (loads(c.get("arg_json"), {}) or {}).get("id") == iid:
+                    out.append(c)
+        return out
+
+    def recent_commands(self, n: int = 4) -> list[dict]:
+        return [self.commands[k] for k in sorted(self.commands)[-n:]]
+
+    def series(self, column: str) -> tuple[list[int], list[float]]:
+        """(steps, values) of a steps column, skipping missing values."""
+        xs, ys = [], []
+        for row in self.steps:
+            v = row.get(column)
+            if v is not None:
+                xs.append(row["step"])
+                ys.append(float(v))
+        return xs, ys
+
+    def mix_shares(self, top: int = 5) -> tuple[list[int], dict[str, list[float]]]:
+        """Failure mix as share of labelled rollouts per step, for the most frequent labels."""
+        steps = sorted(self.mix)
+        totals: dict[str, int] = {}
+        for counts in self.mix.values():
+            for label, n in counts.items():
+                totals[label] = totals.get(label, 0) + n
+        labels = sorted(totals, key=lambda k: (-totals[k], k))[:top]
+        shares = {}
+        for label in labels:
+            shares[label] = [self.mix[s].get(label, 0) / max(1, sum(self.mix[s].values())) for s in steps]
+        return steps, shares

@@ -1,0 +1,31 @@
+"""Shared fixtures: every test gets its own EVOTUI_HOME; the dequantized
+default model is cached once per session so real-model tests stay quick."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+MODEL_CACHE = ROOT / ".pytest_cache" / "evotui-models"
+
+# Tiny but real: the embedded default model, a few rollouts, short completions.
+TINY = [
+    "train.tasks_per_step=2", "train.group_size=2", "train.max_new_tokens_cap=24",
+    "eval.n_tasks=2", "eval.max_new_tokens=16", "eval.every=100", "train.micro_batch=4",
+]
+
+
+@pytest.fixture(autouse=True)
+def _isolated_home(tmp_path, monkeypatch):
+    monkeypatch.setenv("EVOTUI_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("EVOTUI_MODEL_CACHE", str(MODEL_CACHE))
+    monkeypatch.setenv("TOKENIZERS_PARALLELISM", "false")
+    yield
+
+
+@pytest.fixture
+def tiny_overrides():
+    return list(TINY)

@@ -1,0 +1,73 @@
+"""The store: migrations on a blank database, the schema, atomic steps, errors."""
+
+import sqlite3
+
+import pytest
+
+from backend.store import Store, StoreError, integrity_ok
+from backend.store.schema import TABLES
+
+
+def test_blank_database_migrates_to_full_schema(tmp_path):
+    s = Store.open(tmp_path / "run.db")
+    names = set(s.db.table_names())
+    assert set(TABLES) <= names
+    cols = {c.name for c in s.db["rollouts"].columns}
+    for c in ("task_id", "group_idx", "prompt", "completion", "prompt_tokens", "completion_tokens", "reward",
+              "rewards_json", "verdict", "correct", "finish", "harness_version", "policy_version", "gen_ms"):
+        assert c in cols
+    step_cols = {c.name for c in s.db["steps"].columns}
+    for c in ("gen_ms", "score_ms", "diagnose_ms", "train_ms", "store_ms", "dead_group_frac", "agreement"):
+        assert c in step_cols
+    assert s.conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    # opening again applies nothing new and keeps the data
+    s.create_run("r", {"domain": "math"}, 0, 3)
+    s.close()
+    s2 = Store.open(tmp_path / "run.db")
+    assert s2.run()["name"] == "r"
+
+
+def test_newer_schema_is_refused(tmp_path):
+    s = Store.open(tmp_path / "run.db")
+    s.db["_sqlite_migrations"].insert({"migration_set": "evotui", "name": "m999_future", "applied_at": "x"})
+    s.close()
+    with pytest.raises(StoreError, match="newer evotui"):
+        Store.open(tmp_path / "run.db")
+
+
+def test_foreign_database_is_refused(tmp_path):
+    conn = sqlite3.connect(tmp_path / "other.db")
+    conn.execute("create table invoices (id int)")
+    conn.commit()
+    conn.close()
+    with pytest.raises(StoreError, match="not an evotui run"):
+        Store.open(tmp_path / "other.db")
+
+
+def test_missing_run_is_clear(tmp_path):
+    with pytest.raises(StoreError, match="does not exist"):
+        Store.open(tmp_path / "nope", create=False)
+
+
+def test_commit_step_is_atomic(tmp_path):
+    s = Store.open(tmp_path / "run.db")
+    s.create_run("r", {"domain": "math"}, 0, 3)
+    step = {"step": 1, "n_rollouts": 1}
+    rows = [{"step": 1, "completion": "x", "reward": 1.0}]
+    ids = s.commit_step(step, rows, [[{"step": 1, "label": "no_answer_tag", "evidence": "e"}]])
+    assert s.count("rollouts") == 1 and s.count("diagnoses") == 1 and s.last_step() == 1
+    assert s.get("diagnoses", 1)["rollout_id"] == ids[0]
+    # a failing step (duplicate step row) leaves nothing of itself behind
+    with pytest.raises(sqlite3.IntegrityError):
+        s.commit_step(step, rows, [[]])
+    assert s.count("rollouts") == 1
+    assert integrity_ok(tmp_path / "run.db")
+
+
+def test_commands_roundtrip(tmp_path):
+    s = Store.open(tmp_path / "run.db")
+    cid = s.send_command("approve", {"id": 3})
+    assert [c["verb"] for c in s.pending_commands()] == ["approve"]
+    s.ack_command(cid, "applied", "ok")
+    assert s.pending_commands() == []
+    assert s.get("commands", cid)["status"] == "applied"
