@@ -6,11 +6,10 @@ writing thousands of rows a second produces one poll, not thousands.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from textual.message import Message
 
 from backend.store.views import FilterChoices, RolloutFilter, RunDelta
+from evotui.launch import EngineHealth
 
 
 class DataChanged(Message):
@@ -25,17 +24,6 @@ class HarnessFileChanged(Message):
 
     def can_replace(self, message: Message) -> bool:
         return isinstance(message, HarnessFileChanged)
-
-
-@dataclass(frozen=True)
-class EngineHealth:
-    """Whether the engine process is alive, and what to say if it is not."""
-
-    dead: bool = False
-    message: str = ""
-    detail: tuple[str, ...] = ()
-    memory: str = ""
-    resumable: bool = False
 
 
 class RunUpdated(Message):

@@ -1,0 +1,32 @@
+"""What the loop hands to an evolution round: the store, the config, where the run is.
+
+The loop owns the policy; evolution reaches it only through `probe`, which
+generates a few groups under a given harness and returns rollout rows (the
+same columns as the `rollouts` table, `id` optional). `log(level, message)`
+writes an event.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+from backend.config import RunConfig
+from backend.harness.loader import Harness
+from backend.store import Store
+
+
+@dataclass
+class EvolveContext:
+    store: Store
+    cfg: RunConfig
+    step: int
+    harness_version: int
+    harness: Harness
+    probe: Callable[[Harness, int], list[dict]] | None = None
+    log: Callable[[str, str], None] = lambda level, message: None
+    cache: dict = field(default_factory=dict)
+    """Per-round memo (the incumbent's probe rollouts); the loop may pass a fresh context each round."""
+
+    def auto_promote(self) -> bool:
+        return bool(self.store.run().get("auto_promote"))

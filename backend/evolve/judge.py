@@ -1,0 +1,214 @@
+"""Backtest metrics and the pass/fail rule, as pure functions over replay results.
+
+Names used below (all per harness, on the same replayed rows):
+
+- `agreement`: share of rollouts where "reward above half the best total"
+  matches the evaluator's verdict (the same definition as steps.agreement).
+- `auc`: P(a correct rollout outscores a wrong one); 0.5 = blind.
+- `dead_frac`: share of groups whose rewards all tie (GRPO learns nothing).
+- `adv_agreement`: in groups with mixed verdicts, share of kept rollouts whose
+  advantage sign matches the verdict.
+- invalid-high: rollouts a validity diagnostic flags (under either harness:
+  a candidate cannot escape a guard by deleting it) that still score high.
+"""
+
+from __future__ import annotations
+
+import statistics
+
+from backend.harness.loader import advantages
+
+from .aggregate import auc
+
+BLOCK_SHARE = 0.25
+"""A candidate whose reward scores more than this share of invalid rollouts high is blocked..."""
+BLOCK_MARGIN = 0.05
+"""...when that is also this much above the incumbent, and at least BLOCK_MIN rollouts."""
+BLOCK_MIN = 2
+MAX_ERROR_SHARE = 0.05
+MAX_FALSE_FIRE = 0.2
+MIN_KEPT = 0.2
+
+
+def threshold(weights: dict) -> float:
+    """'The harness says right' = above half the best possible total (as backend.rollout)."""
+    return 0.5 * sum(w for w in weights.values() if w > 0)
+
+
+def view(rows: list[dict], res: dict) -> dict:
+    """Per-harness replay summary."""
+    rewards = [float(x[0]) for x in res["rows"]]
+    labels = [set(x[1]) for x in res["rows"]]
+    correct = [bool(r["correct"]) for r in rows]
+    thr = threshold(res.get("weights") or {})
+    high = [x > thr for x in rewards]
+    groups: dict[tuple, list[int]] = {}
+    for i, r in enumerate(rows):
+        groups.setdefault((r["step"], r["group_idx"]), []).append(i)
+    dead = {g for g, ix in groups.items() if len(ix) > 1 and max(rewards[i] for i in ix) - min(rewards[i] for i in ix) < 1e-9}
+    kept, adv = _filter(rows, rewards, labels, groups, dead, res)
+    mixed = [i for g, ix in groups.items() if len({correct[i] for i in ix}) > 1 for i in ix if kept[i]]
+    kept_ix = [i for i in range(len(rows)) if kept[i]]
+    kept_groups = {g for g, ix in groups.items() if any(kept[i] for i in ix)}
+    return {
+        "rewards": rewards, "labels": labels, "high": high, "kept": kept,
+        "validity": set(res.get("validity") or ()), "dead": dead, "groups": groups,
+        "agreement": _mean([h == c for h, c in zip(high, correct)]),
+        "auc": auc(rewards, correct),
+        "dead_frac": len(dead) / len(groups) if groups else 0.0,
+        "kept_frac": len(kept_ix) / len(rows) if rows else 0.0,
+        "kept_dead_frac": len(kept_groups & dead) / len(kept_groups) if kept_groups else 0.0,
+        "kept_agreement": _mean([high[i] == correct[i] for i in kept_ix]),
+        "adv_agreement": _mean([(adv[i] > 0) == correct[i] for i in mixed if adv[i] != 0]),
+        "error_share": _mean([bool(x[2]) for x in res["rows"]]),
+    }
+
+
+def _filter(rows, rewards, labels, groups, dead, res):
+    """Kept mask and advantages under the harness's FILTERS and ADVANTAGE (as the loop applies them)."""
+    f, a = res.get("filters") or {}, res.get("advantage") or {}
+    invalid = set(res.get("validity") or ())
+    kept = [True] * len(rows)
+    adv = [0.0] * len(rows)
+    for g, ix in groups.items():
+        for i in ix:
+            if (f.get("drop_truncated") and rows[i]["finish"] == "length") or \
+                    (f.get("drop_invalid") and labels[i] & invalid) or (f.get("drop_dead_groups") and g in dead):
+                kept[i] = False
+        live = [i for i in ix if kept[i]]
+        if len(live) < 2:
+            for i in live:
+                kept[i] = False
+            continue
+        for i, v in zip(live, advantages([rewards[i] for i in live], a.get("rule", "group_std"),
+                                         float(a.get("eps", 1e-6)))):
+            adv[i] = v
+    return kept, adv
+
+
+def _mean(xs) -> float:
+    xs = list(xs)
+    return statistics.fmean(xs) if xs else 0.0
+
+
+def validity_check(rows, old: dict, new: dict) -> tuple[str | None, dict]:
+    """(blocking label or None, per-label counts). Flags come from both harnesses."""
+    per = {}
+    blocked = None
+    for label in sorted(old["validity"] | new["validity"]):
+        ix = [i for i in range(len(rows)) if label in old["labels"][i] or label in new["labels"][i]]
+        if not ix:
+            continue
+        hi_new = [rows[i]["id"] for i in ix if new["high"][i]]
+        hi_old = [rows[i]["id"] for i in ix if old["high"][i]]
+        e = {"n": len(ix), "high_new": len(hi_new), "high_old": len(hi_old), "examples": hi_new[:8]}
+        per[label] = e
+        share_new, share_old = len(hi_new) / len(ix), len(hi_old) / len(ix)
+        if blocked is None and len(hi_new) >= BLOCK_MIN and share_new > BLOCK_SHARE \
+                and share_new > share_old + BLOCK_MARGIN:
+            blocked = label
+    return blocked, per
+
+
+def regressions(rows, old: dict, new: dict, fixed_ids: set) -> list[int]:
+    """Rollouts an earlier promotion fixed that the incumbent judges right and the candidate does not."""
+    out = []
+    for i, r in enumerate(rows):
+        c = bool(r["correct"])
+        if r["id"] in fixed_ids and old["high"][i] == c and new["high"][i] != c:
+            out.append(r["id"])
+    return out
+
+
+def fixed_by(rows, old: dict, new: dict) -> list[int]:
+    """Rollouts the candidate judges right and the incumbent did not (kept to guard later changes)."""
+    return [r["id"] for i, r in enumerate(rows) if old["high"][i] != bool(r["correct"]) == new["high"][i]]
+
+
+def _diagnostic_gain(rows, old, new, names, min_gain) -> tuple[bool, str, float, dict]:
+    wrong = [i for i, r in enumerate(rows) if not r["correct"]]
+    unl = [i for i in wrong if not (old["labels"][i] - {"diagnostic_error"})]
+    out = {"unlabeled_old": len(unl)}
+    for name in names:
+        label = name[len("diagnose_"):] if name.startswith("diagnose_") else None
+        if label is None:
+            continue
+        fires_old = [i for i in range(len(rows)) if label in old["labels"][i]]
+        fires_new = [i for i in range(len(rows)) if label in new["labels"][i]]
+        false_old = _mean([rows[i]["correct"] for i in fires_old]) if fires_old else 0.0
+        false_new = _mean([rows[i]["correct"] for i in fires_new]) if fires_new else 0.0
+        out.update(label=label, fires_old=len(fires_old), fires_new=len(fires_new),
+                   false_fire_old=false_old, false_fire_new=false_new)
+        if not fires_new:  # retired (or silenced) diagnostic
+            if not fires_old or false_old >= 0.5:
+                why = "never fired" if not fires_old else f"fired on evaluator-correct rollouts {false_old:.0%} of the time"
+                return True, f"retires '{label}': it {why}", 0.05, out
+            return False, f"'{label}' still explains {len(fires_old)} rollouts; keep it", 0.0, out
+        covered = sum(1 for i in unl if new["labels"][i] - {"diagnostic_error"})
+        coverage = covered / len(wrong) if wrong else 0.0
+        out.update(newly_labeled=covered, coverage=coverage)
+        if false_new > MAX_FALSE_FIRE:
+            return False, f"'{label}' fires on evaluator-correct rollouts {false_new:.0%} of the time", 0.0, out
+        if coverage >= min_gain or false_old - false_new >= min_gain:
+            return True, f"'{label}' explains {covered} of {len(unl)} unlabeled failures", \
+                coverage + false_old - false_new, out
+        return False, f"'{label}' explains too few failures ({covered} of {len(unl)} unlabeled)", 0.0, out
+    return False, "no diagnostic changed", 0.0, out
+
+
+def judge(kind: str, names: list[str], rows: list[dict], old_res: dict, new_res: dict,
+          fixed_ids: set, min_gain: float) -> tuple[str, str, dict, float]:
+    """(verdict 'passed'|'failed', reason, metrics, score) for a replayed candidate."""
+    if new_res.get("error"):
+        return "failed", f"candidate crashed in replay: {new_res['error']}", {}, 0.0
+    if old_res.get("error"):
+        return "failed", f"incumbent replay failed: {old_res['error']}", {}, 0.0
+    old, new = view(rows, old_res), view(rows, new_res)
+    m = {"n_rollouts": len(rows), "n_groups": len(old["groups"])}
+    for k in ("agreement", "auc", "dead_frac", "kept_frac", "kept_dead_frac", "kept_agreement",
+              "adv_agreement", "error_share"):
+        m[f"{k}_old"], m[f"{k}_new"] = old[k], new[k]
+    revived = sorted(old["dead"] - new["dead"])
+    m["revived"], m["killed"] = len(revived), len(new["dead"] - old["dead"])
+    m["revived_examples"] = [list(g) for g in revived[:8]]
+    blocked, m["invalid"] = validity_check(rows, old, new)
+    m["regressions"] = regressions(rows, old, new, fixed_ids)
+    m["fixed_checked"] = sum(1 for r in rows if r["id"] in fixed_ids)
+    m["fixed_ids"] = fixed_by(rows, old, new)[:64]
+    if new["error_share"] > MAX_ERROR_SHARE:
+        return "failed", f"reward components crashed on {new['error_share']:.0%} of rollouts", m, 0.0
+    if blocked:
+        e = m["invalid"][blocked]
+        m["blocked"] = {"label": blocked, "examples": e["examples"]}
+        return "failed", (f"blocked by validity diagnostic {blocked}: {e['high_new']} of {e['n']} rollouts it "
+                          f"flags score high (incumbent: {e['high_old']})"), m, 0.0
+    if m["regressions"]:
+        return "failed", f"regresses {len(m['regressions'])} rollouts fixed by earlier promotions", m, 0.0
+    if kind == "diagnostic":
+        ok, why, score, extra = _diagnostic_gain(rows, old, new, names, min_gain)
+        m.update(extra)
+        return ("passed" if ok else "failed"), why, m, score
+    return _gain(kind, m, min_gain)
+
+
+def _gain(kind: str, m: dict, min_gain: float) -> tuple[str, str, dict, float]:
+    d = {k: m[f"{k}_new"] - m[f"{k}_old"] for k in ("agreement", "kept_agreement", "adv_agreement")}
+    d["auc"] = (m["auc_new"] or 0.5) - (m["auc_old"] or 0.5)
+    d["dead"] = m["dead_frac_old"] - m["dead_frac_new"]
+    d["kept_dead"] = m["kept_dead_frac_old"] - m["kept_dead_frac_new"]
+    m["deltas"] = d
+    if d["agreement"] < -min_gain:
+        return "failed", f"lowers agreement with the evaluator ({m['agreement_old']:.2f} -> {m['agreement_new']:.2f})", m, 0.0
+    if d["auc"] < -min_gain:
+        return "failed", f"reward ranks correct rollouts lower (auc {d['auc']:+.2f})", m, 0.0
+    if kind == "filter":
+        if m["kept_frac_new"] < MIN_KEPT:
+            return "failed", f"filter keeps only {m['kept_frac_new']:.0%} of rollouts", m, 0.0
+        gain = max(d["kept_dead"], d["kept_agreement"])
+    else:
+        gain = max(d["agreement"], d["auc"], d["dead"], d["adv_agreement"])
+    score = d["agreement"] + 0.5 * d["auc"] + 0.5 * max(d["dead"], d["kept_dead"]) + 0.25 * d["adv_agreement"]
+    if gain < min_gain:
+        return "failed", f"no measurable gain (best {gain:+.3f} < {min_gain})", m, 0.0
+    best = max(d, key=lambda k: d[k])
+    return "passed", f"{best} {d[best]:+.2f}; {m['revived']} dead groups revived", m, round(score, 4)

@@ -1,0 +1,194 @@
+"""The evotui Textual app: watch a run live, review interventions, browse skills.
+
+    EvoApp(run_dir).run()            # or: evotui open RUN_DIR
+
+The app reads the run database and writes only operator commands. Data comes
+in through `SyncMixin` (watchfiles + PRAGMA data_version, one poll at a time,
+only rows newer than what it has); each poll posts `RunUpdated`, which is
+folded into `RunState` here and pushed down to the screens. Tests inject a
+`probe` (engine liveness, memory) and a `spawn` (resume) and pass
+`watch=False`, then drive polls themselves.
+"""
+
+from __future__ import annotations
+
+from functools import partial
+from pathlib import Path
+from typing import Callable, Iterable
+
+from textual.app import App, SystemCommand
+from textual.binding import Binding
+from textual.screen import Screen
+
+from evotui.components.run_screen import RunScreen
+from evotui.components.run_state import RunState
+from evotui.components.screens import MODES, SCREEN_TITLES
+from evotui.components.sync import SyncMixin
+from evotui.launch import EngineHealth, EngineProbe, resume_engine
+from evotui.messages import CommandAcknowledged, CommandSent, LabelChosen, RunUpdated
+
+
+class EvoApp(SyncMixin, App[int]):
+    """The run's dashboard, rollouts, diagnoses, interventions, harness, skills and log."""
+
+    CSS_PATH = "app.tcss"
+    TITLE = "evotui"
+    MODES = MODES
+    DEFAULT_MODE = "dashboard"
+    HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (100, "-wide")]
+    BINDINGS = [
+        *(Binding(str(i), f"show('{mode}')", title, tooltip=f"Show the {title} screen")
+          for i, (mode, title) in enumerate(SCREEN_TITLES.items(), 1)),
+        Binding("question_mark", "help", "Help", key_display="?"),
+        Binding("q", "quit", "Quit"),
+        Binding("R", "resume_engine", "Resume engine", tooltip="Start the engine again on this run"),
+        Binding("P", "toggle_pause", "Pause/resume", show=False, tooltip="Pause or resume training"),
+        Binding("S", "stop_run", "Stop run", show=False, tooltip="Ask the engine to stop after this step"),
+        Binding("f5", "refresh", "Refresh", show=False, tooltip="Read the database now"),
+    ]
+
+    def __init__(self, run_dir: Path, *, owns_engine: bool = False, watch: bool = True,
+                 probe: EngineProbe | None = None, spawn: Callable[[Path], object] = resume_engine) -> None:
+        super().__init__()
+        self.run_dir = Path(run_dir)
+        self.owns_engine = owns_engine
+        self.watch = watch
+        self.probe = probe or EngineProbe()
+        self.spawn = spawn
+        self.state = RunState()
+        self.health = EngineHealth()
+        self.stop_requested = False
+        self.engine_dead_on_exit = False
+        self._init_sync()
+
+    def on_mount(self) -> None:
+        self.start_sync(self.watch)
+
+    def on_unmount(self) -> None:
+        self.close_sync()
+
+    # ------------------------------------------------------------ data in
+    def on_run_updated(self, message: RunUpdated) -> None:
+        changed: set[str] = set()
+        if message.delta is not None:
+            self._cursor = message.delta.cursor
+            changed, acked = self.state.apply(message.delta)
+            for command in acked:
+                self.post_message(CommandAcknowledged(command))
+        if message.health != self.health:
+            self.health = message.health
+            changed.add("engine")
+            self.refresh_bindings()
+        if message.log_lines is not None:
+            self._log_size, self.state.log_lines = message.log_lines
+            changed.add("log")
+        self._push(changed)
+
+    def _push(self, changed: set[str]) -> None:
+        for screen in self.screen_stack:
+            if isinstance(screen, RunScreen):
+                screen.refresh_state(changed)
+
+    def on_command_sent(self, message: CommandSent) -> None:
+        self.state.commands[message.cid] = {"id": message.cid, "verb": message.verb, "status": "pending",
+                                            "arg_json": _json(message.arg), "result": None}
+        self.notify(f"{_describe(message.verb, message.arg)}: sent, waiting for the engine",
+                    title=f"Command #{message.cid}")
+        self._push({"commands"})
+        self.request_poll()
+
+    def on_command_acknowledged(self, message: CommandAcknowledged) -> None:
+        c = message.command
+        arg = _loads(c.get("arg_json"))
+        self.notify(f"{_describe(c['verb'], arg)}: {c['status']} ({c.get('result') or ''})",
+                    title=f"Command #{c['id']}", severity="information" if c["status"] == "applied" else "warning")
+
+    def on_label_chosen(self, message: LabelChosen) -> None:
+        self.switch_mode("rollouts")
+        self.screen.filter_by_label(message.label)
+
+    # ------------------------------------------------------------ actions
+    def action_show(self, mode: str) -> None:
+        self.switch_mode(mode)
+
+    def action_help(self) -> None:
+        from evotui.components.help_screen import HelpScreen
+
+        self.push_screen(HelpScreen(self.screen))
+
+    def action_refresh(self) -> None:
+        self.request_poll(force=True)
+
+    def action_toggle_pause(self) -> None:
+        paused = self.state.run.get("status") == "paused" or bool(self.state.run.get("paused"))
+        self.send_command("resume" if paused else "pause")
+
+    def action_stop_run(self) -> None:
+        self.send_command("stop")
+
+    def action_resume_engine(self) -> None:
+        proc = self.spawn(self.run_dir)
+        self.owns_engine = True
+        self.notify(f"engine starting again (pid {getattr(proc, 'pid', '?')}); "
+                    "its output goes to engine.log", title="Resume")
+
+    def check_action(self, action: str, parameters: tuple) -> bool | None:
+        if action == "resume_engine":
+            return True if self.health.resumable else None
+        return True
+
+    async def action_quit(self) -> None:
+        engine_running = self.state.run.get("status") in ("running", "paused", "created") and not self.health.dead
+        if not (self.owns_engine and engine_running):
+            self.engine_dead_on_exit = self.health.dead
+            self.exit(0)
+            return
+        from evotui.components.quit_modal import QuitModal
+
+        self.push_screen(QuitModal(), self._quit_chosen)
+
+    def _quit_chosen(self, choice: str | None) -> None:
+        if choice == "stop":
+            self.stop_requested = True
+            self._write_command("stop", {})
+        if choice in ("stop", "leave"):
+            self.exit(0)
+
+    # ------------------------------------------------------------ palette
+    def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
+        """Every key's action is also a palette entry (screens first, then this screen's keys)."""
+        for mode, title in SCREEN_TITLES.items():
+            yield SystemCommand(f"Show {title}", f"Switch to the {title} screen", partial(self.switch_mode, mode))
+        seen = set()
+        for binding in [*getattr(screen, "BINDINGS", []), *self.BINDINGS]:
+            if not isinstance(binding, Binding) or not binding.description or binding.action.startswith("show("):
+                continue
+            if binding.action in seen or (binding.action == "resume_engine" and not self.health.resumable):
+                continue
+            seen.add(binding.action)
+            namespace = screen if binding in getattr(screen, "BINDINGS", []) else self
+            yield SystemCommand(binding.description, binding.tooltip or f"key: {binding.key}",
+                                partial(self.run_action, binding.action, namespace))
+        yield from super().get_system_commands(screen)
+
+
+def _json(obj) -> str:
+    import json
+
+    return json.dumps(obj)
+
+
+def _loads(text):
+    from backend.store import loads
+
+    return loads(text, {}) or {}
+
+
+def _describe(verb: str, arg: dict) -> str:
+    if "id" in arg:
+        return f"{verb} intervention {arg['id']}"
+    if verb == "auto_promote":
+        return f"auto-promote {'on' if arg.get('on') else 'off'}"
+    if verb == "propose_edit":
+        return "propose the edited harness.py"
+    return verb

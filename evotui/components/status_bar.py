@@ -1,0 +1,50 @@
+"""The one-line run summary at the top of every screen."""
+
+from __future__ import annotations
+
+from textual.content import Content
+from textual.widgets import Static
+
+from evotui.launch import EngineHealth
+
+STATUS_STYLE = {
+    "running": "$text-success", "paused": "$text-warning", "created": "$text-accent",
+    "finished": "$text-primary", "stopped": "$text-warning", "crashed": "$text-error",
+}
+
+
+def fmt(value, spec: str = ".3f", missing: str = "–") -> str:
+    """A number for display; missing values show as a dash."""
+    if value is None:
+        return missing
+    try:
+        return format(value, spec)
+    except (TypeError, ValueError):
+        return str(value)
+
+
+class RunStatusBar(Static):
+    """Status, step, policy and harness versions, held-out accuracy, auto-promote, memory."""
+
+    DEFAULT_CSS = """
+    RunStatusBar { height: 1; background: $panel; padding: 0 1; }
+    """
+
+    def show(self, run: dict, health: EngineHealth) -> None:
+        status = run.get("status") or "loading"
+        if health.dead:
+            status = "dead" if status != "crashed" else status
+        style = STATUS_STYLE.get(status, "$text-error")
+        parts: list[Content | str] = [
+            Content.styled(f"● {status}", f"bold {style}"),
+            f"  {run.get('name') or ''}",
+            f"  step {run.get('step') or 0}/{run.get('steps_total') or '?'}",
+            f"  policy v{fmt(run.get('policy_version'), 'd')}",
+            f"  harness v{fmt(run.get('harness_version'), 'd')}",
+            f"  held-out {fmt(run.get('heldout_acc'))}",
+            Content.styled(f"  auto-promote {'on' if run.get('auto_promote') else 'off'}",
+                           "$text-warning" if run.get("auto_promote") else "$text-muted"),
+        ]
+        if health.memory:
+            parts.append(f"  {health.memory}")
+        self.update(Content.assemble(*parts))

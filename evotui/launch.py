@@ -1,0 +1,190 @@
+"""Starting, resuming and attaching to the engine process; the TUI's entry points.
+
+    open_tui(run_dir)                   attach to a running or finished run (never kills it)
+    start_and_open(run_dir, extra)      start `evotui run --headless`, open the TUI, and on
+                                        quit ask whether to stop the run or leave it running
+
+The engine always runs in its own session (`start_new_session=True`) with its
+output appended to `RUN_DIR/engine.log`, so closing the terminal or the TUI
+leaves it running; `evotui open RUN_DIR` attaches again later.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from backend.store.views import tail_file
+
+START_TIMEOUT_S = 600.0  # the engine loads the model before it creates run.db
+
+
+@dataclass(frozen=True)
+class EngineHealth:
+    """Whether the engine process is alive, and what to say if it is not."""
+
+    dead: bool = False
+    message: str = ""
+    detail: tuple[str, ...] = ()
+    memory: str = ""
+    resumable: bool = False
+
+
+class EngineProbe:
+    """Looks at the engine process from outside: alive? how much memory? (tests pass a fake)."""
+
+    def alive(self, pid: int | None) -> bool:
+        if not pid:
+            return False
+        try:
+            os.kill(int(pid), 0)
+        except PermissionError:
+            return True  # exists, owned by someone else
+        except (OSError, OverflowError, ValueError):
+            return False
+        return True
+
+    def memory(self, pid: int | None) -> str:
+        return gpu_memory(pid) or rss_memory(pid)
+
+
+def gpu_memory(pid: int | None) -> str:
+    """GPU memory via nvidia-ml-py when it is installed and a GPU is present, else ''."""
+    try:
+        import pynvml  # optional: the `gpu` extra
+    except ImportError:
+        return ""
+    try:
+        pynvml.nvmlInit()
+        handle = pynvml.nvmlDeviceGetHandleByIndex(0)
+        info = pynvml.nvmlDeviceGetMemoryInfo(handle)
+        used = info.used
+        for proc in pynvml.nvmlDeviceGetComputeRunningProcesses(handle):
+            if pid and proc.pid == pid and proc.usedGpuMemory:
+                used = proc.usedGpuMemory
+        return f"GPU {used / 2**30:.1f}/{info.total / 2**30:.0f} GiB"
+    except Exception:  # no driver, no device: fall back to RSS
+        return ""
+
+
+def rss_memory(pid: int | None) -> str:
+    """Resident memory of a process from /proc (Linux), else ''."""
+    if not pid:
+        return ""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return f"RSS {int(line.split()[1]) / 2**20:.2f} GiB"
+    except (OSError, ValueError, IndexError):
+        pass
+    return ""
+
+
+def engine_health(run: dict, run_dir: Path, probe: EngineProbe) -> EngineHealth:
+    """Dead when the run says crashed, or says running/paused but its pid is gone."""
+    status, pid = run.get("status"), run.get("pid")
+    alive = probe.alive(pid) if pid else False
+    memory = probe.memory(pid) if alive else ""
+    if status == "crashed":
+        message = "The engine crashed."
+    elif status in ("running", "paused") and pid and not alive:
+        message = f"The engine (pid {pid}) is gone: the run says {status} but no process runs it."
+    else:
+        return EngineHealth(memory=memory, resumable=status == "stopped")
+    tail = tuple(tail_file(Path(run_dir) / "engine.log", 6))
+    if run.get("error"):
+        tail = tail + (f"runs.error: {run['error']}",)
+    return EngineHealth(dead=True, message=message, detail=tail[-6:], resumable=True)
+
+
+# ---------------------------------------------------------------- processes
+
+
+def _spawn(run_dir: Path, args: list[str]) -> subprocess.Popen:
+    run_dir.mkdir(parents=True, exist_ok=True)
+    log = open(run_dir / "engine.log", "ab")
+    try:
+        return subprocess.Popen([sys.executable, "-m", "evotui", "run", "--headless", *args],
+                                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                start_new_session=True)
+    finally:
+        log.close()
+
+
+def start_engine(run_dir: Path, extra_args: list[str]) -> subprocess.Popen:
+    """A new run in the background; output appended to run_dir/engine.log."""
+    return _spawn(Path(run_dir), ["--run-dir", str(run_dir), *extra_args])
+
+
+def resume_engine(run_dir: Path) -> subprocess.Popen:
+    """Continue a stopped or crashed run in the background."""
+    return _spawn(Path(run_dir), ["--resume", str(run_dir)])
+
+
+def _run_ready(run_dir: Path) -> bool:
+    from backend.store import Store, StoreError
+
+    if not (run_dir / "run.db").exists():
+        return False
+    try:
+        store = Store.open(run_dir / "run.db", readonly=True)
+        try:
+            return store.get("runs", 1) is not None
+        finally:
+            store.close()
+    except (StoreError, Exception):  # half-created: try again
+        return False
+
+
+def wait_for_run(run_dir: Path, proc: subprocess.Popen, timeout: float = START_TIMEOUT_S) -> int | None:
+    """Block until the engine has created the run; returns its exit code if it died first."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if _run_ready(run_dir):
+            return None
+        code = proc.poll()
+        if code is not None:
+            return code
+        time.sleep(0.2)
+    return None
+
+
+# ---------------------------------------------------------------- entry points
+
+
+def open_tui(run_dir: Path, owns_engine: bool = False) -> int:
+    """Attach the TUI to a run (running, paused, finished or crashed). Never stops it."""
+    from evotui.app import EvoApp
+
+    app = EvoApp(Path(run_dir), owns_engine=owns_engine)
+    app.run()
+    if app.stop_requested:
+        print(f"stop requested; the engine stops after its current step ({run_dir})", file=sys.stderr)
+    elif owns_engine and not app.engine_dead_on_exit:
+        print(f"the run goes on in the background; attach with: evotui open {run_dir}", file=sys.stderr)
+    return app.return_code or 0
+
+
+def start_and_open(run_dir: Path, extra_args: list[str]) -> int:
+    """Start a new run in the background and open the TUI on it."""
+    run_dir = Path(run_dir)
+    proc = start_engine(run_dir, extra_args)
+    print(f"starting the engine (pid {proc.pid}); log: {run_dir / 'engine.log'}", file=sys.stderr)
+    print("waiting for it to load the model and create the run ...", file=sys.stderr)
+    try:
+        code = wait_for_run(run_dir, proc)
+    except KeyboardInterrupt:
+        os.killpg(proc.pid, signal.SIGINT)
+        print("interrupted before the run started; the engine was asked to stop", file=sys.stderr)
+        return 130
+    if code is not None or not (run_dir / "run.db").exists():
+        print("the engine exited before the run started:", file=sys.stderr)
+        for line in tail_file(run_dir / "engine.log", 15):
+            print("  " + line, file=sys.stderr)
+        return code or 1
+    return open_tui(run_dir, owns_engine=True)

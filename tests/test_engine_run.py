@@ -1,0 +1,68 @@
+"""Real runs of the embedded default model (tiny sizes): a short run, and a
+kill -9 mid-step followed by --resume with no duplicate or missing steps."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from backend.store import Store, integrity_ok
+
+
+def evotui(*args, **kw):
+    return subprocess.run([sys.executable, "-m", "evotui", *args], capture_output=True, text=True, **kw)
+
+
+def test_short_real_run(tmp_path, tiny_overrides):
+    run = Path(os.environ["EVOTUI_HOME"]) / "runs" / "first"
+    sets = [x for o in tiny_overrides for x in ("--set", o)]
+    p = evotui("run", "--headless", "--steps", "2", "--run-dir", str(run), *sets,
+               "--set", "evolve.enabled=false", timeout=600)
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert "heldout_acc:" in p.stdout and "status:             finished" in p.stdout
+    s = Store.open(run, readonly=True)
+    assert [r["step"] for r in s.rows("SELECT step FROM steps ORDER BY step")] == [1, 2]
+    assert s.count("rollouts") == 2 * 2 * 2
+    assert s.count("diagnoses") > 0
+    assert [r["step"] for r in s.rows("SELECT step FROM evals ORDER BY id")] == [0, 2]
+    row = s.rows("SELECT * FROM rollouts LIMIT 1")[0]
+    assert row["completion_tokens"] > 0 and row["verdict"] in ("correct", "wrong", "no_answer")
+    step = s.rows("SELECT * FROM steps WHERE step = 1")[0]
+    assert step["gen_ms"] > 0 and step["total_ms"] >= step["gen_ms"]
+    assert (run / "config.toml").exists() and (run / "harness.py").exists()
+    listed = evotui("runs", timeout=60)
+    assert "finished" in listed.stdout and str(run) in listed.stdout and "2/2" in listed.stdout
+
+
+def test_kill_mid_step_then_resume(tmp_path, tiny_overrides):
+    run = tmp_path / "run"
+    sets = [x for o in tiny_overrides for x in ("--set", o)]
+    proc = subprocess.Popen([sys.executable, "-m", "evotui", "run", "--headless", "--steps", "3", "--run-dir",
+                             str(run), *sets, "--set", "evolve.enabled=false", "--quiet"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 300
+    while time.time() < deadline:
+        if (run / "run.db").exists():
+            try:
+                if Store.open(run, readonly=True).last_step() >= 1:
+                    break
+            except Exception:
+                pass
+        time.sleep(0.2)
+    else:
+        proc.kill()
+        raise AssertionError("step 1 never committed")
+    os.kill(proc.pid, signal.SIGKILL)  # mid step 2 (or just before it)
+    proc.wait()
+    assert integrity_ok(run / "run.db")
+    p = evotui("run", "--headless", "--resume", str(run), "--quiet", timeout=600)
+    assert p.returncode == 0, p.stderr[-2000:]
+    s = Store.open(run, readonly=True)
+    steps = [r["step"] for r in s.rows("SELECT step FROM steps ORDER BY step")]
+    assert steps == [1, 2, 3]
+    per_step = s.rows("SELECT step, count(*) n FROM rollouts GROUP BY step ORDER BY step")
+    assert [r["n"] for r in per_step] == [4, 4, 4]
+    assert s.run()["status"] == "finished"
+    assert integrity_ok(run / "run.db")
