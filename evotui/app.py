@@ -28,6 +28,9 @@ from evotui.launch import EngineHealth, EngineProbe, resume_engine
 from evotui.messages import CommandAcknowledged, CommandSent, LabelChosen, RunUpdated
 
 
+SCREENS = Binding.Group("screens", compact=True)
+
+
 class EvoApp(SyncMixin, App[int]):
     """The run's dashboard, rollouts, diagnoses, interventions, harness, skills and log."""
 
@@ -37,7 +40,7 @@ class EvoApp(SyncMixin, App[int]):
     DEFAULT_MODE = "dashboard"
     HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (100, "-wide")]
     BINDINGS = [
-        *(Binding(str(i), f"show('{mode}')", title, tooltip=f"Show the {title} screen")
+        *(Binding(str(i), f"show('{mode}')", title, tooltip=f"Show the {title} screen", group=SCREENS)
           for i, (mode, title) in enumerate(SCREEN_TITLES.items(), 1)),
         Binding("question_mark", "help", "Help", key_display="?"),
         Binding("q", "quit", "Quit"),
@@ -134,7 +137,7 @@ class EvoApp(SyncMixin, App[int]):
 
     def check_action(self, action: str, parameters: tuple) -> bool | None:
         if action == "resume_engine":
-            return True if self.health.resumable else None
+            return self.health.resumable
         return True
 
     async def action_quit(self) -> None:

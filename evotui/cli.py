@@ -54,6 +54,16 @@ def _parser() -> argparse.ArgumentParser:
     s = sub.add_parser("skills", help="the skill library")
     s.add_argument("action", choices=["list", "show", "export", "import"])
     s.add_argument("args", nargs="*", help="show: RUN NAME; list: [RUN]; export: RUN PATH; import: RUN PATH")
+    cmp_ = sub.add_parser("compare", help="static vs co-evolution vs budget-matched control, several seeds")
+    cmp_.add_argument("--config")
+    cmp_.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE")
+    cmp_.add_argument("--steps", type=int)
+    cmp_.add_argument("--seeds", default="0,1,2", help="comma-separated seeds (default 0,1,2)")
+    cmp_.add_argument("--out", help="folder for the arms' runs and the report (default under $EVOTUI_HOME)")
+    cmp_.add_argument("--quiet", action="store_true")
+    rep = sub.add_parser("report", help="write a Markdown report with plots for runs")
+    rep.add_argument("runs", nargs="+", help="run directories, or a compare folder")
+    rep.add_argument("--out", help="report folder (default: REPORT next to the first run)")
     sub.add_parser("doctor", help="which fast paths are active and why not the others")
     b = sub.add_parser("bench", help="speed benchmarks against baselines (prints a table)")
     b.add_argument("--quick", action="store_true")
@@ -96,6 +106,10 @@ def _dispatch(args) -> int:
         from evotui.skills_cli import skills
 
         return skills(args.action, args.args)
+    if args.cmd == "compare":
+        return _compare(args)
+    if args.cmd == "report":
+        return _report(args)
     if args.cmd == "doctor":
         from backend.doctor import main as doctor
 
@@ -188,4 +202,43 @@ def _command(args) -> int:
     else:
         cid = store.send_command(args.cmd, {}, source="cli")
     print(f"command {cid} queued: {args.cmd}; the engine applies it at the next step boundary")
+    return 0
+
+
+def _compare(args) -> int:
+    from datetime import datetime
+
+    from backend import worker
+    from backend.compare import run_compare
+    from backend.report import write_report
+
+    try:
+        seeds = [int(x) for x in args.seeds.split(",") if x.strip()]
+    except ValueError:
+        raise UserError(f"--seeds expects comma-separated integers, got '{args.seeds}'") from None
+    cfg = worker.load_cli_config(args.config, args.sets, args.steps, None)
+    out = Path(args.out).expanduser() if args.out else worker.home() / "compare" / f"{datetime.now():%Y%m%d-%H%M%S}"
+    rows = run_compare(cfg, seeds, out, quiet=args.quiet)
+    path, text = write_report([Path(r["run_dir"]) for r in rows], out / "report")
+    print(text)
+    print(f"report: {path}")
+    return 0
+
+
+def _report(args) -> int:
+    from backend.report import write_report
+
+    dirs: list[Path] = []
+    for r in args.runs:
+        p = Path(r).expanduser()
+        if (p / "run.db").is_file():
+            dirs.append(p)
+        elif p.is_dir() and any((d / "run.db").is_file() for d in p.iterdir() if d.is_dir()):
+            dirs += sorted(d for d in p.iterdir() if (d / "run.db").is_file())
+        else:
+            raise UserError(f"not an evotui run directory or compare folder: {p}")
+    out = Path(args.out).expanduser() if args.out else dirs[0].parent / "report"
+    path, text = write_report(dirs, out)
+    print(text)
+    print(f"report: {path}")
     return 0

@@ -27,7 +27,7 @@ from pathlib import Path
 from backend.sandbox import run_many
 
 from .base import Task, Verdict
-from .code_facts import code_facts, examples_from_prompt, extract_code
+from .code_facts import code_facts, examples_from_prompt, extract_code, strip_docs
 
 MARK = "@@evotui-result@@"
 _DRIVER = r'''
@@ -168,7 +168,8 @@ class CodeEnv:
 
     def observe(self, task: Task, completion: str, verdict: Verdict) -> dict:
         """Evidence for the harness: the test result, the extracted code, static
-        facts about it (signature, prints, returns, `def check`) and the
+        facts about it (signature, prints, returns, `def check`), the code
+        without docstrings and comments (`code_body`) and the
         docstring's examples (to spot hard-coded answers)."""
         try:
             prob = load_problems()[task.id]
@@ -177,6 +178,7 @@ class CodeEnv:
             tests = {k: d.get(k) for k in ("status", "failed_assert", "error_type", "error", "stage", "line")}
             tests["status"] = verdict.status
             return {"tests": tests, "code": code[:4000], "code_block": fenced,
+                    "code_body": strip_docs(code)[:4000],
                     "facts": code_facts(code, prob["prompt"], prob["entry_point"]),
                     "examples": examples_from_prompt(prob["prompt"], prob["entry_point"]),
                     "stdout": d.get("stdout", "")}
@@ -193,12 +195,12 @@ def _verdict(res, nonce: str) -> Verdict:
     stdout = "\n".join(ln for ln in lines if not ln.startswith(MARK)).strip()[:1000]
     base = {"stdout": stdout, "duration_ms": res.duration_ms}
     if not found:
-        status = res.status if res.status in ("timeout", "memory", "crashed") else "error"
-        detail = dict(base, error_type=res.detail.get("error_type") or "NoResult",
-                      error=res.detail.get("error") or "the program ended before the tests ran")
-        if res.status in ("timeout", "crashed"):
-            detail.update({k: v for k, v in res.detail.items() if k in ("limit", "signal", "sandbox_error")})
-        return Verdict(False, 0.0, status, detail)
+        if res.status in ("timeout", "memory", "crashed"):
+            keep = ("limit", "signal", "sandbox_error", "error_type", "error")
+            return Verdict(False, 0.0, res.status, dict(base, **{k: v for k, v in res.detail.items() if k in keep}))
+        # exited (os._exit, a crash in the driver's output) before the tests reported
+        return Verdict(False, 0.0, "error", dict(base, error_type=res.detail.get("error_type") or "NoResult",
+                                                 error=res.detail.get("error") or "exited before the tests ran"))
     try:
         r = json.loads(found[-1][len(marker):])
     except ValueError:

@@ -24,7 +24,7 @@ def fmt(value, spec: str = ".3f", missing: str = "–") -> str:
 
 
 class RunStatusBar(Static):
-    """Status, step, policy and harness versions, held-out accuracy, auto-promote, memory."""
+    """Status, step, policy and harness versions, held-out accuracy, auto-promote."""
 
     DEFAULT_CSS = """
     RunStatusBar { height: 1; background: $panel; padding: 0 1; }
@@ -45,6 +45,4 @@ class RunStatusBar(Static):
             Content.styled(f"  auto-promote {'on' if run.get('auto_promote') else 'off'}",
                            "$text-warning" if run.get("auto_promote") else "$text-muted"),
         ]
-        if health.memory:
-            parts.append(f"  {health.memory}")
         self.update(Content.assemble(*parts))

@@ -1,0 +1,184 @@
+"""The gate: operator decisions, promotion, rollback, and learning skills.
+
+Supervised mode holds passed candidates for the operator (approve / veto
+commands); auto-promote mode promotes the best passed candidate of a round.
+A promotion records the held-out accuracy it started from; the next held-out
+evaluation judges it: a drop beyond `rollback_drop` rolls the harness back to
+the version it replaced (and asks the loop to restore the policy checkpoint
+from the promotion step); a gain turns the intervention into a skill card.
+"""
+
+from __future__ import annotations
+
+from backend.harness.loader import Harness, sha
+from backend.store import dumps, loads, now
+
+from . import interventions as iv
+from . import skills as sk
+from .aggregate import failure_table
+from .edit import definition
+
+
+def _latest_accuracy(store) -> float | None:
+    row = store.rows("SELECT accuracy FROM evals ORDER BY step DESC, id DESC LIMIT 1")
+    return row[0]["accuracy"] if row else store.run().get("heldout_acc")
+
+
+def promote(ctx, intervention_id: int, reason: str) -> int:
+    """Make a passed (or approved) candidate the active harness; returns the new version id."""
+    store = ctx.store
+    row = store.get("interventions", intervention_id)
+    if row is None or row["status"] not in ("passed", "approved"):
+        raise iv.LifecycleError(f"intervention #{intervention_id} is {row['status'] if row else 'missing'}; "
+                                "only passed candidates can be promoted")
+    harness = Harness.from_code(row["code"])  # raises HarnessError before anything is written
+    replaced = store.run()["harness_version"]
+    with store.tx():
+        store.conn.execute("UPDATE harness_versions SET status = 'superseded' WHERE status = 'active'")
+        vid = store.insert("harness_versions", {
+            "parent": row["parent_version"], "created_at": now(), "code": row["code"], "sha": sha(row["code"]),
+            "diff": row["diff"], "status": "active", "intervention_id": intervention_id, "note": row["title"]})
+        store.update("interventions", intervention_id, {"child_version": vid, "promoted_step": ctx.step})
+        store.update("runs", 1, {"harness_version": vid, "updated_at": now()})
+    iv.set_params(store, intervention_id, watch={"baseline_acc": _latest_accuracy(store), "replaced": replaced,
+                                                 "judged": False})
+    iv.transition(store, intervention_id, "promoted", reason, version=vid, replaced=replaced, step=ctx.step)
+    ctx.harness_version, ctx.harness = vid, harness
+    ctx.log("info", f"promoted intervention #{intervention_id} as harness v{vid} ({reason})")
+    return vid
+
+
+def promote_best(ctx, ids: list[int] | None = None) -> int | None:
+    """Auto mode: promote the highest-scoring passed candidate (of `ids` when given)."""
+    for row in iv.passed(ctx.store):
+        if ids is None or row["id"] in ids:
+            return promote(ctx, row["id"], f"auto-promoted (score {row['score'] or 0:+.3f})")
+    return None
+
+
+def rollback(ctx, intervention_id: int, reason: str) -> dict:
+    """Return to the version a promotion replaced; record it. Returns the loop's instructions."""
+    store = ctx.store
+    row = store.get("interventions", intervention_id)
+    watch = iv.params(row).get("watch", {})
+    back_to = watch.get("replaced") or row["parent_version"]
+    with store.tx():
+        store.update("harness_versions", row["child_version"], {"status": "rolled_back"})
+        store.conn.execute("UPDATE harness_versions SET status = 'superseded' WHERE status = 'active'")
+        store.update("harness_versions", back_to, {"status": "active"})
+        store.update("runs", 1, {"harness_version": back_to, "updated_at": now()})
+    iv.transition(store, intervention_id, "rolled_back", reason, version=back_to,
+                  restore_policy_step=row["promoted_step"])
+    back = store.get("harness_versions", back_to)
+    ctx.harness_version, ctx.harness = back_to, Harness.from_code(back["code"])
+    ctx.log("warning", f"rolled back intervention #{intervention_id} to harness v{back_to}: {reason}")
+    return {"rollback_to_harness": back_to, "restore_policy_step": row["promoted_step"]}
+
+
+def learn_skill(ctx, row: dict, delta: float) -> str:
+    """Turn a promoted intervention that helped into a skill card (or credit the cards that shaped it)."""
+    store = ctx.store
+    p = iv.params(row)
+    bt = store.rows("SELECT mode, metrics_json FROM backtests WHERE intervention_id = ? ORDER BY id DESC LIMIT 1",
+                    (row["id"],))
+    m = loads(bt[0]["metrics_json"], {}) if bt else {}
+    summary = {k: m.get(k) for k in ("agreement_old", "agreement_new", "dead_frac_old", "dead_frac_new", "revived")
+               if k in m} or m.get("deltas", {})
+    run_name = store.run().get("name") or str(store.path.parent)
+    evidence = {"runs": [run_name], "deltas": [round(delta, 4)], "backtests": [summary],
+                "interventions": [row["id"]]}
+    table = failure_table(store, range(max(1, (row["promoted_step"] or 1) - ctx.cfg.evolve.window + 1),
+                                       (row["promoted_step"] or 1) + 1))
+    used = loads(row["skills_json"], []) or []
+    if used:  # it came from skills: credit them instead of writing a near-copy
+        sk.bump(store, used, helped=1, evidence=evidence)
+        ctx.log("info", f"skills {', '.join(used)} helped again (held-out {delta:+.3f})")
+        return used[0]
+    name = p.get("name") or (p.get("names") or [""])[0]
+    op = p.get("op") or "set"
+    change = {"op": op, "name": name, "source": "" if op == "remove" else definition(row["code"], name) or "",
+              "kind": row["kind"], "template": p.get("template"), "title": row["title"],
+              "hypothesis": row["hypothesis"], "expected": row["expected"]}
+    card = {"name": p.get("template") or f"{row['kind']}-{row['target'] or 'general'}",
+            "domain": ctx.harness.domain,
+            "trigger": {"labels": [row["target"]] if row["target"] else [],
+                        "signature": ", ".join(f"{e['label']} {e['share']:.2f}" for e in table[:4]),
+                        "domain": ctx.harness.domain},
+            "change": change, "evidence": evidence, "uses": 0, "helped": 1}
+    name, action = sk.upsert(store, card, source=f"run:{run_name}")
+    sk.save_global(dict(card, name=name))
+    ctx.log("info", f"skill '{name}' {action} from intervention #{row['id']} (held-out {delta:+.3f})")
+    return name
+
+
+def after_eval(ctx, accuracy: float) -> dict | None:
+    """Judge promotions made since the last evaluation against this held-out accuracy."""
+    store, cfg = ctx.store, ctx.cfg.evolve
+    out = None
+    for row in store.rows("SELECT * FROM interventions WHERE status = 'promoted' AND promoted_step <= ? "
+                          "ORDER BY id DESC", (ctx.step,)):
+        watch = iv.params(row).get("watch") or {}
+        if watch.get("judged"):
+            continue
+        if row["promoted_step"] == ctx.step:
+            # evaluated before any training under the new harness: a fresher baseline, not a verdict
+            iv.set_params(store, row["id"], watch=dict(watch, baseline_acc=accuracy))
+            continue
+        base = watch.get("baseline_acc")
+        delta = None if base is None else accuracy - base
+        iv.set_params(store, row["id"], watch=dict(watch, judged=True, accuracy=accuracy, delta=delta,
+                                                   eval_step=ctx.step))
+        active = store.run()["harness_version"] == row["child_version"]
+        if delta is not None and -delta > cfg.rollback_drop and active and out is None:
+            out = rollback(ctx, row["id"], f"held-out accuracy fell {base:.3f} -> {accuracy:.3f} "
+                                           f"(more than rollback_drop {cfg.rollback_drop})")
+        elif delta is not None and delta > 0:
+            learn_skill(ctx, store.get("interventions", row["id"]), delta)
+    return out
+
+
+def apply_command(ctx, cmd: dict) -> tuple[str, str]:
+    """Handle approve / veto / auto_promote from the commands table and acknowledge it.
+    Other verbs are left to the loop: ('rejected', 'unknown verb'), not acknowledged."""
+    verb = (cmd.get("verb") or "").strip().lower()
+    if verb not in ("approve", "veto", "auto_promote"):
+        return "rejected", "unknown verb"
+    arg = loads(cmd.get("arg_json"), {}) or {}
+    try:
+        status, result = _apply(ctx, verb, arg)
+    except Exception as e:  # a bad command is answered, never raised into the loop
+        status, result = "rejected", f"{type(e).__name__}: {e}" if not isinstance(e, ValueError) else str(e)
+    if cmd.get("id") is not None:
+        ctx.store.ack_command(cmd["id"], status, result)
+    return status, result
+
+
+def _intervention_id(arg: dict) -> int:
+    raw = arg.get("id", arg.get("intervention_id", arg.get("arg")))
+    try:
+        return int(str(raw).lstrip("#"))
+    except (TypeError, ValueError):
+        raise ValueError(f"expected an intervention id, got {raw!r}") from None
+
+
+def _apply(ctx, verb: str, arg: dict) -> tuple[str, str]:
+    store = ctx.store
+    if verb == "auto_promote":
+        raw = arg.get("on", arg.get("value", arg.get("enabled", arg.get("arg"))))
+        on = raw if isinstance(raw, bool) else str(raw).strip().lower() in ("on", "true", "1", "yes")
+        store.set_run(auto_promote=int(on))
+        vid = promote_best(ctx) if on else None
+        return "applied", f"auto-promote {'on' if on else 'off'}" + (f"; promoted harness v{vid}" if vid else "")
+    iid = _intervention_id(arg)
+    row = store.get("interventions", iid)
+    if row is None:
+        return "rejected", f"no intervention #{iid}"
+    if verb == "veto":
+        reason = (arg.get("reason") or "").strip() or "vetoed by the operator"
+        iv.transition(store, iid, "vetoed", reason, by=arg.get("by", "operator"))
+        return "applied", f"vetoed #{iid}: {reason}"
+    if row["status"] != "passed":
+        return "rejected", f"intervention #{iid} is {row['status']}; only passed candidates can be approved"
+    iv.transition(store, iid, "approved", arg.get("reason") or "approved by the operator")
+    vid = promote(ctx, iid, "approved by the operator")
+    return "applied", f"promoted #{iid} as harness v{vid}"

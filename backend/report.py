@@ -1,0 +1,161 @@
+"""`evotui report RUN...`: a self-contained Markdown report with SVG plots.
+
+Runs are grouped into arms by their config name (`compare` names them
+static / coevolve / control); several seeds of an arm are summarised as mean
+and min-max spread per step. The report shows held-out accuracy, dead-group
+fraction and reward-evaluator agreement over steps, the lineage of promoted
+interventions with hypotheses and backtests, interventions blocked by
+validity diagnostics (with evidence), and skills created.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+from pathlib import Path
+
+from backend.store import Store, loads
+
+COLORS = {"static": "#888888", "coevolve": "#1f77b4", "control": "#ff7f0e"}
+
+
+def _arm(store: Store) -> str:
+    cfg = loads(store.run()["config_json"], {})
+    return cfg.get("name") or ("coevolve" if cfg.get("evolve", {}).get("enabled") else "static")
+
+
+def collect(run_dirs: list[Path]) -> dict[str, list[dict]]:
+    arms: dict[str, list[dict]] = {}
+    for d in run_dirs:
+        s = Store.open(d, readonly=True)
+        run = s.run()
+        arms.setdefault(_arm(s), []).append({
+            "dir": str(d), "seed": run["seed"], "status": run["status"],
+            "evals": s.rows("SELECT step, accuracy, agreement FROM evals ORDER BY step"),
+            "steps": s.rows("SELECT step, dead_group_frac, agreement, reward_mean, total_ms FROM steps ORDER BY step"),
+            "promoted": s.rows("SELECT i.*, b.metrics_json AS bt_metrics, b.verdict AS bt_verdict FROM interventions i "
+                               "LEFT JOIN backtests b ON b.intervention_id = i.id "
+                               "WHERE i.status IN ('promoted', 'rolled_back') ORDER BY i.id"),
+            "blocked": s.rows("SELECT * FROM interventions WHERE status = 'failed' AND reason LIKE '%validity%' "
+                              "ORDER BY id"),
+            "interventions": s.scalar("SELECT count(*) FROM interventions"),
+            "skills": s.rows("SELECT name, domain, trigger_json, evidence_json FROM skills ORDER BY id"),
+        })
+        s.close()
+    return arms
+
+
+def _series(runs: list[dict], table: str, key: str) -> list[tuple[int, float, float, float]]:
+    by_step: dict[int, list[float]] = {}
+    for r in runs:
+        for row in r[table]:
+            if row[key] is not None:
+                by_step.setdefault(row["step"], []).append(row[key])
+    return [(st, statistics.fmean(v), min(v), max(v)) for st, v in sorted(by_step.items())]
+
+
+def svg_plot(series: dict[str, list[tuple]], title: str, ylabel: str, w: int = 640, h: int = 320) -> str:
+    """A line plot (mean) with a shaded min-max band per arm, as standalone SVG."""
+    pts = [p for s in series.values() for p in s]
+    if not pts:
+        return f'<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="40"><text x="10" y="25">{title}: no data</text></svg>'
+    x0, x1 = min(p[0] for p in pts), max(p[0] for p in pts) or 1
+    y0, y1 = 0.0, max(1.0, max(p[3] for p in pts))
+    L, R, T, B = 50, 110, 30, 40
+    sx = lambda x: L + (x - x0) / max(x1 - x0, 1) * (w - L - R)  # noqa: E731
+    sy = lambda y: h - B - (y - y0) / (y1 - y0) * (h - T - B)  # noqa: E731
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" font-family="sans-serif" font-size="11">',
+           '<rect width="100%" height="100%" fill="white"/>',
+           f'<text x="{w / 2}" y="18" text-anchor="middle" font-size="13">{title}</text>',
+           f'<line x1="{L}" y1="{h - B}" x2="{w - R}" y2="{h - B}" stroke="black"/>',
+           f'<line x1="{L}" y1="{T}" x2="{L}" y2="{h - B}" stroke="black"/>',
+           f'<text x="{(w - R + L) / 2}" y="{h - 8}" text-anchor="middle">step</text>',
+           f'<text x="12" y="{h / 2}" transform="rotate(-90 12 {h / 2})" text-anchor="middle">{ylabel}</text>']
+    for k in range(5):
+        y = y0 + (y1 - y0) * k / 4
+        out.append(f'<text x="{L - 5}" y="{sy(y) + 4}" text-anchor="end">{y:.2f}</text>')
+        out.append(f'<line x1="{L}" y1="{sy(y)}" x2="{w - R}" y2="{sy(y)}" stroke="#eee"/>')
+    for k in range(5):
+        x = x0 + (x1 - x0) * k / 4
+        out.append(f'<text x="{sx(x)}" y="{h - B + 14}" text-anchor="middle">{x:.0f}</text>')
+    for i, (arm, s) in enumerate(series.items()):
+        c = COLORS.get(arm, ["#2ca02c", "#d62728", "#9467bd"][i % 3])
+        if len(s) > 1:
+            band = [f"{sx(p[0]):.1f},{sy(p[3]):.1f}" for p in s] + [f"{sx(p[0]):.1f},{sy(p[2]):.1f}" for p in reversed(s)]
+            out.append(f'<polygon points="{" ".join(band)}" fill="{c}" fill-opacity="0.15" stroke="none"/>')
+        line = " ".join(f"{sx(p[0]):.1f},{sy(p[1]):.1f}" for p in s)
+        out.append(f'<polyline points="{line}" fill="none" stroke="{c}" stroke-width="2"/>')
+        for p in s:
+            out.append(f'<circle cx="{sx(p[0]):.1f}" cy="{sy(p[1]):.1f}" r="2.5" fill="{c}"/>')
+        out.append(f'<rect x="{w - R + 10}" y="{T + 18 * i}" width="12" height="3" fill="{c}"/>')
+        out.append(f'<text x="{w - R + 26}" y="{T + 18 * i + 5}">{arm}</text>')
+    out.append("</svg>")
+    return "\n".join(out)
+
+
+def _fmt(v, f="{:.3f}"):
+    return "n/a" if v is None else f.format(v)
+
+
+def summary_table(arms: dict[str, list[dict]]) -> list[dict]:
+    rows = []
+    for arm, runs in arms.items():
+        finals = [r["evals"][-1]["accuracy"] for r in runs if r["evals"]]
+        starts = [r["evals"][0]["accuracy"] for r in runs if r["evals"]]
+        dead = [statistics.fmean([s["dead_group_frac"] for s in r["steps"]]) for r in runs if r["steps"]]
+        rows.append({"arm": arm, "seeds": len(runs),
+                     "final_mean": statistics.fmean(finals) if finals else None,
+                     "final_min": min(finals) if finals else None, "final_max": max(finals) if finals else None,
+                     "start_mean": statistics.fmean(starts) if starts else None,
+                     "dead_mean": statistics.fmean(dead) if dead else None,
+                     "promoted": sum(len(r["promoted"]) for r in runs),
+                     "blocked": sum(len(r["blocked"]) for r in runs)})
+    return rows
+
+
+def write_report(run_dirs: list[Path], out: Path) -> tuple[Path, str]:
+    """Write OUT/report.md and plots; return (path, plain-text summary)."""
+    arms = collect(run_dirs)
+    out.mkdir(parents=True, exist_ok=True)
+    plots = {
+        "heldout.svg": ("Held-out accuracy (mean, min-max over seeds)", "accuracy", "evals", "accuracy"),
+        "dead_groups.svg": ("Dead-group fraction", "fraction", "steps", "dead_group_frac"),
+        "agreement.svg": ("Reward-evaluator agreement", "agreement", "steps", "agreement"),
+    }
+    for fname, (title, ylabel, table, key) in plots.items():
+        (out / fname).write_text(svg_plot({a: _series(r, table, key) for a, r in arms.items()}, title, ylabel))
+    table = summary_table(arms)
+    md = ["# evotui report", "", f"Runs: {sum(len(r) for r in arms.values())} in {len(arms)} arm(s).", "",
+          "| arm | seeds | held-out start | held-out final (mean) | min | max | mean dead-group frac | promoted | blocked |",
+          "|---|---|---|---|---|---|---|---|---|"]
+    for t in table:
+        md.append(f"| {t['arm']} | {t['seeds']} | {_fmt(t['start_mean'])} | {_fmt(t['final_mean'])} | "
+                  f"{_fmt(t['final_min'])} | {_fmt(t['final_max'])} | {_fmt(t['dead_mean'])} | {t['promoted']} | "
+                  f"{t['blocked']} |")
+    md += ["", "![held-out](heldout.svg)", "", "![dead groups](dead_groups.svg)", "", "![agreement](agreement.svg)", ""]
+    md += ["## Promoted interventions (lineage)", ""]
+    for arm, runs in arms.items():
+        for r in runs:
+            for i in r["promoted"]:
+                bt = loads(i.get("bt_metrics"), {}) or {}
+                keys = ", ".join(f"{k}={v:.3f}" if isinstance(v, float) else f"{k}={v}"
+                                 for k, v in list(bt.items())[:6])
+                md.append(f"- **{arm} s{r['seed']}** #{i['id']} `{i['kind']}` {i['title'] or ''} "
+                          f"(status {i['status']}, step {i['promoted_step']}): {i['hypothesis'] or ''} "
+                          f"Backtest: {i.get('bt_verdict') or 'n/a'} {keys}")
+    md += ["", "## Blocked by validity diagnostics", ""]
+    blocked = [(arm, r, i) for arm, runs in arms.items() for r in runs for i in r["blocked"]]
+    md += [f"- **{arm} s{r['seed']}** #{i['id']} {i['title'] or ''}: {i['reason']}" for arm, r, i in blocked] or ["- none"]
+    md += ["", "## Skills created", ""]
+    skills = [(arm, sk) for arm, runs in arms.items() for r in runs for sk in r["skills"]]
+    md += [f"- **{arm}** {sk['name']} ({sk['domain']}): trigger {sk['trigger_json']}" for arm, sk in skills] or ["- none"]
+    md += ["", "## Runs", ""] + [f"- {arm}: `{r['dir']}` ({r['status']})" for arm, runs in arms.items() for r in runs]
+    path = out / "report.md"
+    path.write_text("\n".join(md) + "\n")
+    (out / "report.json").write_text(json.dumps(table, indent=2))
+    text = ["arm        seeds  start   final  (min-max)        dead   promoted blocked"]
+    for t in table:
+        text.append(f"{t['arm']:<10} {t['seeds']:>5}  {_fmt(t['start_mean'])}  {_fmt(t['final_mean'])}  "
+                    f"({_fmt(t['final_min'])}-{_fmt(t['final_max'])})  {_fmt(t['dead_mean'], '{:.2f}')}  "
+                    f"{t['promoted']:>8} {t['blocked']:>7}")
+    return path, "\n".join(text)

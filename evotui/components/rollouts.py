@@ -1,0 +1,5 @@
+from evotui.components.run_screen import RunScreen
+
+
+class RolloutsScreen(RunScreen):
+    pass
