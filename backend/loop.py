@@ -45,6 +45,7 @@ class Engine:
         self.quiet = quiet
         self.stop_requested = False
         self.env = make_env(cfg)
+        store.fail_interrupted()
         self.harness_version = int(store.run()["harness_version"])
         self.harness = Harness.from_code(store.get("harness_versions", self.harness_version)["code"])
         self._write_harness_file()

@@ -53,17 +53,26 @@ def harness_code(cfg: RunConfig) -> str:
 
 
 def create_run(run_dir: Path, cfg: RunConfig, code: str) -> Store:
+    """Make the run directory atomically: built under a temporary name, then renamed."""
     if (run_dir / "run.db").exists():
         raise StoreError(f"{run_dir} already holds a run; continue it with --resume {run_dir}")
-    run_dir.mkdir(parents=True, exist_ok=True)
-    (run_dir / "config.toml").write_text(to_toml(cfg))
-    store = Store.open(run_dir / "run.db")
+    if run_dir.exists() and any(run_dir.iterdir()):
+        raise StoreError(f"{run_dir} exists and is not empty; pick another --run-dir")
     from backend.config import to_dict
 
+    run_dir.parent.mkdir(parents=True, exist_ok=True)
+    tmp = run_dir.parent / f".{run_dir.name}.creating-{os.getpid()}"
+    tmp.mkdir()
+    (tmp / "config.toml").write_text(to_toml(cfg))
+    store = Store.open(tmp / "run.db")
     store.create_run(run_dir.name, to_dict(cfg), cfg.seed, cfg.steps)
     v = store.add_harness_version(code, None, "", "active", sha(code), note="initial harness")
     store.set_run(harness_version=v)
-    return store
+    store.close()
+    if run_dir.exists():
+        run_dir.rmdir()
+    os.replace(tmp, run_dir)
+    return Store.open(run_dir / "run.db", create=False)
 
 
 def start(cfg: RunConfig, run_dir: Path | None, quiet: bool = False) -> tuple[Path, dict]:

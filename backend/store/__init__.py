@@ -214,6 +214,14 @@ class Store:
         rows = self.rows("SELECT * FROM policy_versions ORDER BY id DESC LIMIT 1")
         return rows[0] if rows else None
 
+    def fail_interrupted(self) -> int:
+        """Interventions left mid-flight by a killed engine are marked failed on restart."""
+        with self.tx():
+            cur = self.conn.execute(
+                "UPDATE interventions SET status = 'failed', reason = 'interrupted: the engine stopped during its "
+                "backtest', updated_at = ? WHERE status IN ('proposed', 'backtesting')", (now(),))
+            return cur.rowcount
+
     # ------------------------------------------------------------ commands
     def send_command(self, verb: str, arg: dict | None = None, source: str = "cli") -> int:
         with self.tx():
