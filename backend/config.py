@@ -90,6 +90,9 @@ class LLMProposerConfig:
     """Empty: read from the environment variable named by `api_key_env`."""
     api_key_env: str = "OPENAI_API_KEY"
     timeout_s: float = 60.0
+    temperature: float = 0.7
+    max_tokens: int = 2048
+    """Longest answer the proposer may write (one JSON object with up to `candidates` changes)."""
 
 
 @dataclass
@@ -126,17 +129,35 @@ class MathConfig:
 @dataclass
 class CodeConfig:
     heldout_fraction: float = 0.25
+    """Share of HumanEval held out, chosen by a hash of the task id (never mixes)."""
     timeout_s: float = 5.0
+    """Wall and CPU limit for one completion's test run in the sandbox."""
     memory_mb: int = 512
+    """Address-space limit for one test run."""
 
 
 @dataclass
 class SweConfig:
     max_turns: int = 8
+    """Assistant messages per episode; the episode ends with finish=turns after the last."""
     max_tokens_per_turn: int = 192
+    """Cap on one assistant message (the harness's max_new_tokens is capped by it)."""
     max_episode_tokens: int = 2048
+    """Cap on everything after the prompt (policy and tool tokens): finish=tokens."""
     n_tasks: int = 0
     """0 = all generated tasks."""
+    heldout_fraction: float = 0.25
+    """Share of tasks held out, chosen by a hash of the task id (never mixes)."""
+    max_tool_chars: int = 2000
+    """Tool output longer than this is cut (the agent can read line ranges)."""
+    min_turn_tokens: int = 16
+    """An episode with less token budget left than this ends (finish=tokens)."""
+    tool_role: str = "user"
+    """Chat role of tool results; "user" works with every chat template."""
+    test_timeout_s: float = 10.0
+    """Wall and CPU limit for one visible or hidden test run in the sandbox."""
+    memory_mb: int = 512
+    """Address-space limit for one test run."""
 
 
 @dataclass

@@ -35,6 +35,10 @@ from backend.store import Store, dumps, now
 from backend.progress import StepProgress
 
 
+class ResourceExhausted(RuntimeError):
+    """Out of GPU memory or disk: the run stops cleanly with its state saved."""
+
+
 class Engine:
     """Owns the model, the environment, the harness and the store for one run."""
 
@@ -85,7 +89,27 @@ class Engine:
         return min(int(self.harness.sampling.get("max_new_tokens", 128)), self.cfg.train.max_new_tokens_cap)
 
     def generate_fn(self, prompts, max_new_tokens, temperature, top_p):
-        return self.engine.generate(prompts, max_new_tokens, temperature, top_p)
+        return self.with_oom_retry(lambda: self.engine.generate(prompts, max_new_tokens, temperature, top_p),
+                                   self.engine, "batch_size")
+
+    def with_oom_retry(self, fn, holder, attr: str):
+        """Run `fn`; on GPU out-of-memory halve `holder.attr` (a batch size) and retry.
+
+        At batch size 1 the run stops cleanly (`ResourceExhausted`): the last
+        committed step and its checkpoint are intact, so it can be resumed.
+        """
+        while True:
+            try:
+                return fn()
+            except torch.cuda.OutOfMemoryError:
+                if torch.cuda.is_available():
+                    torch.cuda.empty_cache()
+                size = int(getattr(holder, attr, 1) or 1)
+                if size <= 1:
+                    raise ResourceExhausted(f"GPU out of memory even at {attr}=1; the run stopped after step "
+                                            f"{self.store.last_step()} and can be resumed on a larger card")
+                setattr(holder, attr, size // 2)
+                self.say(f"GPU out of memory: lowering {attr} from {size} to {size // 2}", "warn")
 
     def chat_ids_fn(self, messages, add_generation_prompt=True):
         return chat_ids(self.lm.tokenizer, messages, add_generation_prompt)
@@ -114,7 +138,7 @@ class Engine:
                 pids = self.chat_ids_fn(harness.messages(task))
                 text = self.lm.tokenizer.decode(pids)
                 prompts += [(g, i, task, text, pids) for i in range(group_size)]
-            gens = self.engine.generate([p[4] for p in prompts], mnt, temp, top_p)
+            gens = self.generate_fn([p[4] for p in prompts], mnt, temp, top_p)
             for (g, i, task, text, pids), gen in zip(prompts, gens):
                 items.append(Scored(task=task, group=g, idx=i, prompt_text=text, prompt_ids=pids,
                                     completion=gen.text, completion_ids=gen.ids, loss_mask=[1] * len(gen.ids),
@@ -143,7 +167,7 @@ class Engine:
         t0 = time.perf_counter()
         samples = [Sample(s.prompt_ids, s.completion_ids, s.loss_mask, s.advantage)
                    for s in items if s.kept and abs(s.advantage) > 0 and s.completion_ids]
-        tstats = self.trainer.step(samples)
+        tstats = self.with_oom_retry(lambda: self.trainer.step(samples), self.cfg.train, "micro_batch")
         train_ms = (time.perf_counter() - t0) * 1000
         progress.phase("checkpoint")
         t0 = time.perf_counter()

@@ -130,13 +130,48 @@ def _drive(engine, store: Store, quiet: bool) -> dict:
     except KeyboardInterrupt:
         store.set_run(status="stopped", pid=None)
         raise
+    except Exception as e:
+        if _disk_full(e) or type(e).__name__ == "ResourceExhausted":
+            msg = (f"disk full: the run stopped after step {store.last_step()} with its state saved; "
+                   f"free space and resume with `evotui run --headless --resume {engine.run_dir}`"
+                   if _disk_full(e) else str(e))
+            try:
+                store.set_run(status="stopped", pid=None, error=msg)
+            except Exception:
+                pass  # the disk may be too full to record it; the last committed step is intact
+            raise RunStopped(msg) from None
+        _record_crash(store, e)
+        raise
     except BaseException as e:
-        import traceback
-
-        store.set_run(status="crashed", pid=None, error=f"{type(e).__name__}: {e}"[:2000])
-        store.log("error", traceback.format_exc(), kind="traceback")
+        _record_crash(store, e)
         raise
     return summary(store, time.time() - t0)
+
+
+class RunStopped(RuntimeError):
+    """The run stopped cleanly for lack of a resource; the message says how to go on."""
+
+
+def _disk_full(e: BaseException) -> bool:
+    import errno
+    import sqlite3
+
+    if isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
+        return True
+    if isinstance(e, sqlite3.OperationalError) and "full" in str(e):
+        return True
+    text = str(e)  # e.g. safetensors' SafetensorError wraps ENOSPC in its message
+    return "No space left on device" in text or "os error 28" in text
+
+
+def _record_crash(store: Store, e: BaseException) -> None:
+    import traceback
+
+    try:
+        store.set_run(status="crashed", pid=None, error=f"{type(e).__name__}: {e}"[:2000])
+        store.log("error", traceback.format_exc(), kind="traceback")
+    except Exception:
+        pass
 
 
 def summary(store: Store, seconds: float | None = None) -> dict:

@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 
 USER_ERRORS = ("ConfigError", "StoreError", "HarnessError", "ModelLoadError", "SkillError", "UserError")
+STOPPED = ("RunStopped",)
 
 
 class UserError(RuntimeError):
@@ -79,6 +80,9 @@ def main(argv: list[str] | None = None) -> int:
         print("interrupted; resume with `evotui run --headless --resume RUN_DIR`", file=sys.stderr)
         return 130
     except Exception as e:  # user errors: one line, exit 2
+        if type(e).__name__ in STOPPED:
+            print(f"evotui: stopped: {e}", file=sys.stderr)
+            return 3
         if type(e).__name__ in USER_ERRORS or isinstance(e, (UserError, FileNotFoundError, PermissionError)):
             print(f"evotui: error: {e}", file=sys.stderr)
             return 2

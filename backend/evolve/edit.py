@@ -161,7 +161,13 @@ def changed_names(old: str, new: str) -> list[str]:
     """Top-level names added, removed or changed between two versions (by AST, so
     formatting-only changes do not count)."""
     def dumps(code):
-        return {_stmt_name(s): ast.dump(s) for s in _parse(code).body if _stmt_name(s)}
+        out = {}
+        for s in _parse(code).body:
+            if _stmt_name(s):
+                out[_stmt_name(s)] = ast.dump(s)
+            elif not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant)):  # docstrings don't count
+                out[ast.unparse(s).splitlines()[0][:60]] = ast.dump(s)  # imports and the like, by their text
+        return out
     a, b = dumps(old), dumps(new)
     return sorted(n for n in set(a) | set(b) if a.get(n) != b.get(n))
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 from backend.store import dumps, loads, now
 
-from .edit import changed_names, unified_diff
+from .edit import EditError, changed_names, unified_diff
 
 TRANSITIONS = {
     "proposed": {"backtesting", "failed", "vetoed"},
@@ -69,7 +69,7 @@ class Candidate:
         return changed_names(self.parent_code, self.code) if not self.error else []
 
     def diff(self) -> str:
-        if self.error or not self.code:
+        if not self.code:
             return ""
         return unified_diff(self.parent_code, self.code, f"a/harness_v{self.parent_version}.py", "b/candidate.py")
 
@@ -77,7 +77,10 @@ class Candidate:
 def record(store, round_id: int | None, c: Candidate) -> int:
     """Store a candidate as a `proposed` intervention (or `failed` when it has an error)."""
     ts = now()
-    names = c.names()
+    try:
+        names = c.names()
+    except EditError as e:  # candidate code that does not even parse
+        names, c.error = [], c.error or f"candidate does not parse: {e}"
     if not c.error and len(names) != 1:
         c.error = f"not a single-factor change: touches {', '.join(names) or 'nothing'}"
     kind = c.kind or (kind_of(names[0]) if names else "")
@@ -86,7 +89,7 @@ def record(store, round_id: int | None, c: Candidate) -> int:
         iid = store.insert("interventions", {
             "round_id": round_id, "created_at": ts, "updated_at": ts, "kind": kind, "target": c.target,
             "title": c.title, "hypothesis": c.hypothesis, "expected": c.expected, "diff": c.diff(),
-            "code": c.code if not c.error else "", "parent_version": c.parent_version, "child_version": None,
+            "code": c.code or "", "parent_version": c.parent_version, "child_version": None,
             "proposer": c.proposer, "skills_json": dumps(c.skills), "status": "proposed",
             "reason": None, "history_json": dumps(history),
             "params_json": dumps(dict(c.params, names=names)), "score": None, "promoted_step": None,

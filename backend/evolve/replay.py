@@ -26,11 +26,15 @@ MEMORY_MB = 1536
 HISTORY_GROUPS = 16
 """Groups from before the window replayed too, so a fix is not judged on recent rollouts alone."""
 MAX_ROWS = 600
+MAX_OUTPUT = 50_000_000
+"""Characters of replay output read back (the sandbox cuts longer output, which would break the JSON)."""
 ROW_FIELDS = ("id", "step", "group_idx", "idx", "prompt", "completion", "finish", "completion_tokens",
               "task_json", "obs_json", "domain", "task_id", "correct", "reward", "verdict", "labels")
 
 DRIVER = r'''
-import json, resource, signal, sys
+import json, os, resource, signal, sys
+for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ[var] = "1"  # numeric libraries must not spawn a thread per core under the process limit
 inp = json.load(open("replay_in.json"))
 mem = inp["memory_mb"] * 2**20
 resource.setrlimit(resource.RLIMIT_AS, (mem, mem))
@@ -121,9 +125,13 @@ def _execute(code: str, files: dict, wall_s: float) -> tuple[str, str]:
         run_python = None
     if run_python is not None:
         try:
-            res = run_python(code, files=files, timeout_s=wall_s, memory_mb=MEMORY_MB * 2, pythonpath=[ROOT])
-            tail = (res.stderr or "").strip().splitlines()[-1:] or [str(res.detail or "")]
-            return res.stdout or "", f"replay {res.status} (exit {res.returncode}): {tail[0][:200]}"
+            res = run_python(code, files=files, timeout_s=wall_s, memory_mb=MEMORY_MB * 2, pythonpath=[ROOT],
+                             max_output=MAX_OUTPUT)
+            if not (res.detail or {}).get("sandbox_error"):
+                tail = (res.stderr or "").strip().splitlines()[-1:] or [str(res.detail or "")]
+                return res.stdout or "", f"replay {res.status} (exit {res.returncode}): {tail[0][:200]}"
+            # The sandbox itself could not start (not the harness's fault): the harness
+            # loader's own checks still hold in the plain subprocess below.
         except TypeError:
             pass  # a sandbox with another signature: use the plain fallback
     with tempfile.TemporaryDirectory(prefix="evotui-replay-") as d:

@@ -18,6 +18,8 @@ import torch
 from backend.config import DEFAULT_MODEL, ModelConfig
 
 DEFAULT_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
+# peft calls a transformers API that warns about its own deprecation on every run
+warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*", category=FutureWarning)
 
 
 class ModelLoadError(RuntimeError):

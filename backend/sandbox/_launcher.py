@@ -122,7 +122,8 @@ def relay(pid: int) -> None:
             continue
     if os.WIFSIGNALED(status):
         sig = os.WTERMSIG(status)
-        signal.signal(sig, signal.SIG_DFL)
+        if sig not in (signal.SIGKILL, signal.SIGSTOP):  # those two cannot be (re)handled
+            signal.signal(sig, signal.SIG_DFL)
         os.kill(os.getpid(), sig)
     os._exit(os.waitstatus_to_exitcode(status))
 
@@ -183,4 +184,7 @@ if __name__ == "__main__":
     try:
         main()
     except Exception as e:  # any setup bug must read as "sandbox broken", not as the program failing
-        fail(f"{type(e).__name__}: {e}")
+        import traceback
+
+        where = traceback.extract_tb(e.__traceback__)[-1]
+        fail(f"{type(e).__name__}: {e} (in {where.name}, line {where.lineno})")

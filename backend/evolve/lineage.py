@@ -1,0 +1,58 @@
+"""Lineage: why a harness version looks the way it does, back to the root.
+
+    >>> for s in lineage(store, 3):
+    ...     print(s["version"], s["intervention"] and s["intervention"]["title"], s["decision"])
+
+Each step carries the diagnosis that motivated the change (the round's
+failure table), the hypothesis, the backtest verdict and the decision (who
+promoted it and why, or why it was rolled back).
+"""
+
+from __future__ import annotations
+
+from backend.store import loads
+
+TOP = 5
+
+
+def _step(store, v: dict) -> dict:
+    out = {"version": v["id"], "parent": v["parent"], "status": v["status"], "created_at": v["created_at"],
+           "sha": v["sha"], "note": v["note"], "intervention": None, "diagnosis": None, "backtest": None,
+           "decision": None}
+    iid = v.get("intervention_id")
+    row = store.get("interventions", iid) if iid else None
+    if row is None:
+        return out
+    out["intervention"] = {k: row[k] for k in ("id", "title", "kind", "target", "proposer", "hypothesis",
+                                               "expected", "status", "diff")}
+    out["intervention"]["skills"] = loads(row["skills_json"], [])
+    rnd = store.get("rounds", row["round_id"]) if row["round_id"] else None
+    if rnd:
+        out["diagnosis"] = {"round": rnd["id"], "step": rnd["step"],
+                            "failure_table": loads(rnd["failure_table_json"], [])[:TOP],
+                            "metrics": loads(rnd["metrics_json"], {})}
+    bt = store.rows("SELECT * FROM backtests WHERE intervention_id = ? ORDER BY id DESC LIMIT 1", (row["id"],))
+    if bt:
+        m = loads(bt[0]["metrics_json"], {})
+        out["backtest"] = {"mode": bt[0]["mode"], "verdict": bt[0]["verdict"], "reason": bt[0]["reason"],
+                           "n_rollouts": bt[0]["n_rollouts"],
+                           "metrics": {k: val for k, val in m.items() if not isinstance(val, (list, dict))}}
+    history = loads(row["history_json"], [])
+    promoted = next((h for h in reversed(history) if h.get("to") == "promoted"), None)
+    out["decision"] = {"status": row["status"], "reason": row["reason"],
+                       "promoted": promoted and promoted.get("reason"), "history": history}
+    return out
+
+
+def lineage(store, harness_version: int) -> list[dict]:
+    """Steps from `harness_version` back to the root version, newest first."""
+    out, seen = [], set()
+    vid = harness_version
+    while vid is not None and vid not in seen:
+        seen.add(vid)
+        v = store.get("harness_versions", vid)
+        if v is None:
+            break
+        out.append(_step(store, v))
+        vid = v["parent"]
+    return out

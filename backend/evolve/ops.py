@@ -1,0 +1,84 @@
+"""Skill-library operations for the shell (`evotui skills ...`). Nothing here prints.
+
+Each function takes a `Store`, a run folder, a `run.db` path, or (for reading)
+a skill library file or folder of card files, and returns plain data. User
+mistakes raise `SkillError` (or `StoreError`) with one line to show.
+
+    >>> skills_list("runs/a")                       # doctest: +SKIP
+    [{'name': 'lenient_extraction', 'domain': 'math', 'labels': ['no_answer_tag'], ...}]
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from pathlib import Path
+
+from backend.store import Store
+
+from . import skills as sk
+from .skills import SkillError
+
+
+def _is_run(path: Path) -> bool:
+    return path.suffix == ".db" or (path.is_dir() and (path / "run.db").exists())
+
+
+@contextmanager
+def _store(store_or_path, readonly: bool):
+    if isinstance(store_or_path, Store):
+        yield store_or_path
+        return
+    path = Path(store_or_path).expanduser()
+    if not _is_run(path):
+        raise SkillError(f"{path} is not an evotui run (no run.db)")
+    store = Store.open(path, readonly=readonly, create=False)
+    try:
+        yield store
+    finally:
+        store.close()
+
+
+def _cards(store_or_path) -> list[dict]:
+    if not isinstance(store_or_path, Store):
+        path = Path(store_or_path).expanduser()
+        if not path.exists():
+            raise SkillError(f"no such run or skill library: {path}")
+        if not _is_run(path):  # a library file or a folder of cards
+            files = sorted(path.glob("*.json")) if path.is_dir() else [path]
+            return [c for f in files for c in sk.read_file(f)]
+    with _store(store_or_path, readonly=True) as store:
+        return sk.cards(store)
+
+
+def skills_list(store_or_path) -> list[dict]:
+    """One summary row per card: name, domain, trigger labels, change, uses, helped."""
+    return [{"name": c["name"], "domain": c.get("domain", ""), "labels": c["trigger"].get("labels", []),
+             "change": f"{c['change'].get('op')} {c['change'].get('name')}",
+             "title": c["change"].get("title") or "", "uses": c.get("uses", 0), "helped": c.get("helped", 0)}
+            for c in _cards(store_or_path)]
+
+
+def skills_show(store_or_path, name: str) -> dict:
+    """The full card named `name`."""
+    for c in _cards(store_or_path):
+        if c["name"] == name:
+            return c
+    raise SkillError(f"no skill named '{name}'")
+
+
+def export_skills(store_or_path, dest) -> list[str]:
+    """Write the cards to `dest` (a .json library file, or a folder: one file per card)."""
+    if isinstance(store_or_path, Store) or _is_run(Path(store_or_path).expanduser()):
+        with _store(store_or_path, readonly=True) as store:
+            return [str(p) for p in sk.export_skills(store, dest)]
+    dest = Path(dest).expanduser()
+    if dest.suffix != ".json":
+        raise SkillError("exporting a library needs a .json destination file")
+    sk.write_library(dest, _cards(store_or_path))
+    return [str(dest)]
+
+
+def import_skills(store_or_path, src) -> list[dict]:
+    """Import cards from a library file, a card file or a folder into a run."""
+    with _store(store_or_path, readonly=False) as store:
+        return [{"name": n, "action": a} for n, a in sk.import_skills(store, src)]

@@ -1,0 +1,129 @@
+"""One evolution round, top to bottom (called by the loop every `evolve.every` steps).
+
+    1. aggregate   failure table + drift metrics of the last `window` steps
+    2. revise      a new diagnostic for unexplained failures, or retire a useless one
+    3. propose     offline templates/skills, or the LLM proposer
+    4. backtest    replay (or probe) every candidate next to the incumbent
+    5. gate        auto mode promotes the best passed candidate; else they wait
+
+`run_round` never raises: an error is logged, stored on the round, and the
+summary says so. The loop keeps training either way.
+"""
+
+from __future__ import annotations
+
+import time
+import traceback
+
+from backend.store import dumps, now
+
+from . import interventions as iv
+from . import llm, offline, revise
+from . import skills as sk
+from .aggregate import failure_table, round_metrics
+from .backtest import backtest
+from .gate import promote_best
+
+
+def _window(ctx) -> range:
+    return range(max(1, ctx.step - ctx.cfg.evolve.window + 1), ctx.step + 1)
+
+
+def run_round(ctx) -> dict:
+    """Run a full round; returns a summary dict (also stored on the `rounds` row)."""
+    t0 = time.perf_counter()
+    summary = {"step": ctx.step, "round_id": None, "proposed": [], "passed": [], "failed": [], "promoted": None,
+               "harness_version": ctx.harness_version, "error": None}
+    ctx.cache.clear()
+    try:
+        _round(ctx, summary)
+    except Exception as e:
+        summary["error"] = f"{type(e).__name__}: {e}"
+        ctx.log("error", f"evolution round at step {ctx.step} failed: {summary['error']}")
+        try:
+            ctx.store.log("error", traceback.format_exc()[-4000:], kind="evolve", step=ctx.step)
+        except Exception:
+            pass  # the store itself is the problem; the loop will notice
+    summary["ms"] = round((time.perf_counter() - t0) * 1000, 1)
+    _save(ctx, summary)
+    return summary
+
+
+def _save(ctx, summary: dict) -> None:
+    if summary["round_id"] is None:
+        return
+    try:
+        text = _text(summary)
+        with ctx.store.tx():
+            ctx.store.update("rounds", summary["round_id"], {"summary": text})
+    except Exception:
+        pass
+
+
+def _text(s: dict) -> str:
+    if s["error"]:
+        return f"error: {s['error']}"
+    promoted = f"; promoted #{s['promoted']} as v{s['harness_version']}" if s["promoted"] else ""
+    return f"{len(s['proposed'])} proposed, {len(s['passed'])} passed, {len(s['failed'])} failed{promoted}"
+
+
+def _round(ctx, summary: dict) -> None:
+    store, cfg = ctx.store, ctx.cfg.evolve
+    steps = _window(ctx)
+    table, metrics = failure_table(store, steps), round_metrics(store, steps)
+    summary["failure_table"] = [{k: e[k] for k in ("label", "count", "share", "trend")} for e in table[:6]]
+    summary["metrics"] = metrics
+    with store.tx():
+        rid = store.insert("rounds", {"step": ctx.step, "created_at": now(), "harness_version": ctx.harness_version,
+                                      "failure_table_json": dumps(table), "metrics_json": dumps(metrics),
+                                      "summary": "running"})
+    summary["round_id"] = rid
+    cands = propose_all(ctx, table, metrics, steps)
+    ids = [iv.record(store, rid, c) for c in cands]
+    for c in cands:
+        if c.skills and not c.error:
+            sk.bump(store, c.skills, uses=1)
+    summary["proposed"] = ids
+    todo = [i for i in ids if store.get("interventions", i)["status"] == "proposed"]
+    results = backtest(ctx, todo)
+    summary["passed"] = [r["id"] for r in results if r["verdict"] == "passed"]
+    summary["failed"] = [i for i in ids if i not in summary["passed"]]
+    if summary["passed"] and ctx.auto_promote():
+        vid = promote_best(ctx, summary["passed"])
+        if vid:
+            summary["promoted"] = store.get("harness_versions", vid)["intervention_id"]
+            summary["harness_version"] = vid
+    ctx.log("info", f"round at step {ctx.step}: {_text(summary)}")
+
+
+def propose_all(ctx, table: list[dict], metrics: dict, steps: range) -> list:
+    """Revision candidates first (at most two), then the configured proposer fills the slots."""
+    cfg = ctx.cfg.evolve
+    parent, code = ctx.harness_version, ctx.harness.code
+    exclude = iv.known_codes(ctx.store) | {code}
+    out = []
+    for make in (lambda: revise.propose_new(ctx, steps, parent, code), lambda: revise.propose_retire(ctx, parent, code)):
+        try:
+            c = make()
+        except Exception as e:  # a revision bug must not cost the round its other candidates
+            ctx.log("warning", f"diagnostic revision failed: {type(e).__name__}: {e}")
+            c = None
+        if c is not None and c.code not in exclude:
+            exclude.add(c.code)
+            out.append(c)
+    n = max(1, cfg.candidates - len(out))
+    proposer = llm if cfg.proposer == "llm" else offline
+    return out + proposer.propose(ctx, table, metrics, n, exclude)
+
+
+def submit(ctx, code: str, title: str, hypothesis: str = "", target: str = "", proposer: str = "operator",
+           expected: str = "") -> dict:
+    """Record and backtest one candidate given as whole harness code (an operator's edit,
+    or a test's planted harness). Returns the backtest result."""
+    c = iv.Candidate(title=title, code=code, parent_version=ctx.harness_version, parent_code=ctx.harness.code,
+                     proposer=proposer, target=target, hypothesis=hypothesis, expected=expected)
+    iid = iv.record(ctx.store, None, c)
+    row = ctx.store.get("interventions", iid)
+    if row["status"] != "proposed":
+        return {"id": iid, "verdict": "failed", "reason": row["reason"], "score": 0.0}
+    return backtest(ctx, [iid])[0]

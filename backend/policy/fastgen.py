@@ -1,0 +1,474 @@
+"""A small decode engine for Llama-shaped models (llama, mistral, qwen2).
+
+Plain `generate` on a 135M model at batch 512 is bound by Python and kernel
+launches, not by the GPU. This engine keeps the whole decode step on the
+device:
+
+1. Weights: its own copy of each layer's projections, fused (q|k|v and
+   gate|up), with the policy's LoRA delta merged in. `refresh()` re-merges
+   in place after a train step; the training model keeps unmerged adapters.
+   q and k rows are permuted per head so RoPE becomes one complex multiply
+   (the same permutation on both leaves every q.k unchanged).
+2. Prefill: the left-padded prompts go through the model once and fill a
+   preallocated KV cache (L, B, Hkv, T, D) for K and for V.
+3. Decode: one step for all sequences: RMSNorm, fused QKV, RoPE, cache write
+   at column `col`, GQA attention over the cache up to a length bucket (the
+   G query heads of a KV head fold into SDPA's query axis), residual adds
+   fused into the output matmuls (`addmm_`), SwiGLU, LM head, and sampling
+   in-graph: Gumbel-max for temperature, a sort for top-p, argmax for
+   greedy. Stop handling is an EOS mask. On CUDA each (mode, length bucket)
+   step is captured once as a CUDA graph and replayed; `col` and the step
+   index live on the device and advance inside the graph.
+
+Returned per token: its id and its log-prob under the policy at temperature 1
+(what the trainer computes as the old log-prob).
+
+    >>> eng = FastEngine(lm.model, lm.tokenizer, lm.device)
+    >>> gens = eng.generate([[1, 2, 3]], max_new_tokens=16, temperature=0.0)
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+
+from backend.envs.base import Generation
+
+SUPPORTED = ("llama", "mistral", "qwen2")
+BUCKET = 64  # attention spans the cache up to a multiple of this many columns
+
+
+def unwrap(model):
+    """The transformers model inside a peft wrapper (or the model itself)."""
+    return model.get_base_model() if hasattr(model, "get_base_model") else model
+
+
+def why_unsupported(model) -> str | None:
+    """None when the fast engine can run `model`, else the reason (one line)."""
+    m = unwrap(model)
+    cfg = getattr(m, "config", None)
+    kind = getattr(cfg, "model_type", None)
+    if kind not in SUPPORTED:
+        return f"architecture '{kind}' is not one of {', '.join(SUPPORTED)}"
+    if getattr(cfg, "hidden_act", "silu") != "silu":
+        return f"activation '{cfg.hidden_act}' is not silu"
+    if not hasattr(getattr(m, "model", None), "rotary_emb"):
+        return "the model has no rotary embedding module to read frequencies from"
+    for mod in m.modules():
+        if getattr(mod, "use_dora", {}) and any(mod.use_dora.values()):
+            return "DoRA adapters are not merged by the fast engine"
+    return None
+
+
+def _permute_rope_rows(w: torch.Tensor, n_heads: int, d: int) -> torch.Tensor:
+    """Reorder each head's rows (j, j + d/2) -> (2j, 2j + 1): rotate_half becomes complex pairs."""
+    shape = w.shape
+    w = w.reshape(n_heads, 2, d // 2, *shape[1:]).transpose(1, 2)
+    return w.reshape(shape)
+
+
+def _effective_weight(mod) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """(weight, bias) of a Linear, with active LoRA deltas added (float32)."""
+    base = getattr(mod, "base_layer", None)
+    if base is None:
+        return mod.weight.float(), mod.bias
+    w = base.weight.float()
+    if not getattr(mod, "merged", False) and not getattr(mod, "disable_adapters", False):
+        for name in mod.active_adapters:
+            if name in mod.lora_A:
+                w = w + mod.get_delta_weight(name).float()
+    return w, base.bias
+
+
+def _round_to(w: torch.Tensor, dtype: torch.dtype, gen: torch.Generator | None) -> torch.Tensor:
+    """Cast with stochastic rounding for bf16/fp16.
+
+    The base weights sit exactly on the bf16 grid, so a small LoRA delta
+    rounded to nearest would vanish and the engine would sample from the base
+    model. Rounding up or down with probability by distance keeps the
+    merged weight right on average.
+    """
+    if dtype == torch.float32:
+        return w
+    lo = w.to(dtype)
+    lo_f = lo.float()
+    step = torch.where(w >= lo_f, torch.nextafter(lo, torch.full_like(lo, math.inf)),
+                       torch.nextafter(lo, torch.full_like(lo, -math.inf))).float()
+    gap = (step - lo_f)
+    frac = torch.where(gap != 0, (w - lo_f) / gap, torch.zeros_like(w))
+    u = torch.rand(w.shape, generator=gen, device=w.device)
+    return torch.where(u < frac, step, lo_f).to(dtype)
+
+
+@dataclass
+class Spec:
+    layers: int
+    hidden: int
+    heads: int
+    kv_heads: int
+    head_dim: int
+    inter: int
+    vocab: int
+    eps: float
+
+    @classmethod
+    def of(cls, cfg) -> "Spec":
+        d = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
+        return cls(cfg.num_hidden_layers, cfg.hidden_size, cfg.num_attention_heads,
+                   cfg.num_key_value_heads, d, cfg.intermediate_size, cfg.vocab_size, cfg.rms_norm_eps)
+
+    def kv_bytes_per_token(self, dtype_bytes: int = 2) -> int:
+        return 2 * self.layers * self.kv_heads * self.head_dim * dtype_bytes
+
+
+class Workspace:
+    """Everything one batch size needs on the device: KV cache, step state, graphs."""
+
+    def __init__(self, spec: Spec, B: int, T: int, dtype, device):
+        s = spec
+        self.B, self.T = B, T
+        self.k = torch.zeros(s.layers, B, s.kv_heads, T, s.head_dim, dtype=dtype, device=device)
+        self.v = torch.zeros_like(self.k)
+        z = dict(device=device)
+        self.tok = torch.zeros(B, dtype=torch.long, **z)  # token fed to the next step
+        self.pad = torch.zeros(B, dtype=torch.long, **z)  # left padding per row
+        self.col = torch.zeros(1, dtype=torch.long, **z)  # cache column of the next step
+        self.i = torch.zeros(1, dtype=torch.long, **z)  # output index of the next step
+        self.done = torch.zeros(B, dtype=torch.bool, **z)
+        self.stop = torch.ones((), dtype=torch.bool, **z)  # False: ignore EOS (benchmarks)
+        self.temp = torch.ones((), dtype=torch.float32, **z)
+        self.top_p = torch.ones((), dtype=torch.float32, **z)
+        self.out_tok = torch.zeros(B, T, dtype=torch.long, **z)
+        self.out_lp = torch.zeros(B, T, dtype=torch.float32, **z)
+        self.graphs: dict = {}
+        self.pool = torch.cuda.graph_pool_handle() if torch.device(device).type == "cuda" else None
+
+    def state(self):
+        return [self.tok, self.col, self.i, self.done]
+
+
+def sample(logits, temp, top_p, mode: str):
+    """(token, log-prob at temperature 1) per row. Shapes: logits (B, V) -> (B,), (B,)."""
+    lf = logits.float()
+    lse = torch.logsumexp(lf, -1)
+    if mode == "greedy":
+        tok = lf.argmax(-1)
+    else:
+        s = lf / temp
+        if mode == "top_p":
+            sv, si = s.sort(-1, descending=True)
+            p = sv.softmax(-1)
+            drop = (p.cumsum(-1) - p) > top_p  # keep the smallest head whose mass reaches top_p
+            s = torch.full_like(s, -math.inf).scatter(-1, si, sv.masked_fill(drop, -math.inf))
+        # Gumbel-max: argmax(s - log E), E ~ Exp(1), is a sample of softmax(s).
+        tok = (s - torch.empty_like(s).exponential_().log()).argmax(-1)
+    lp = lf.gather(-1, tok[:, None])[:, 0] - lse
+    return tok, lp
+
+
+def _rope(x, rot):
+    """x (..., N, D) with interleaved pairs; rot (..., 1, D/2) complex. Returns x's dtype."""
+    xc = torch.view_as_complex(x.float().unflatten(-1, (-1, 2)))
+    return torch.view_as_real(xc * rot).flatten(-2).to(x.dtype)
+
+
+def _silu_mul(gu, inter: int):
+    return F.silu(gu[..., :inter]) * gu[..., inter:]
+
+
+class FastEngine:
+    """Prefill + CUDA-graph decode for Llama-shaped models; same interface as HFEngine."""
+
+    name = "fast"
+
+    def __init__(self, model, tokenizer, device, max_batch: int = 0, use_graphs: bool | None = None,
+                 compile: bool = False, seed: int = 0):
+        why = why_unsupported(model)
+        if why:
+            raise ValueError(f"fast engine: {why}")
+        self.model, self.tok, self.device = model, tokenizer, torch.device(device)
+        base = unwrap(model)
+        self.cfg = base.config
+        self.spec = Spec.of(self.cfg)
+        self.dtype = base.model.embed_tokens.weight.dtype
+        self.cuda = self.device.type == "cuda"
+        self.use_graphs = self.cuda if use_graphs is None else use_graphs and self.cuda
+        self.max_batch = max_batch
+        self.seed = seed
+        self.eos_ids = self._eos_ids()
+        self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else self.eos_ids[0]
+        self._eos = torch.tensor(self.eos_ids, device=self.device)
+        self._ws: dict[int, Workspace] = {}
+        # Attention here is global; a sliding window only matters past its length.
+        win = getattr(self.cfg, "sliding_window", None) if getattr(self.cfg, "use_sliding_window", True) else None
+        self.window = int(win) if win else 0
+        self._fp = None
+        self._build_static(base)
+        self.refresh()
+        self._rope, self._silu_mul, self._sample = _rope, _silu_mul, sample
+        if compile and self.cuda:
+            self._rope = torch.compile(_rope, dynamic=False)
+            self._silu_mul = torch.compile(_silu_mul, dynamic=False)
+            self._sample = torch.compile(sample, dynamic=False)
+
+    # ------------------------------------------------------------ weights
+    def _eos_ids(self) -> list[int]:
+        ids = {self.tok.eos_token_id}
+        extra = getattr(getattr(self.model, "generation_config", None), "eos_token_id", None)
+        ids.update([extra] if isinstance(extra, int) else list(extra or []))
+        return sorted(i for i in ids if i is not None)
+
+    def _build_static(self, base):
+        s, dev = self.spec, self.device
+        inner = base.model
+        self.embed = inner.embed_tokens.weight
+        self.norm = inner.norm.weight
+        self.head = base.lm_head.weight  # shared with embed when tied
+        rot = inner.rotary_emb
+        inv = rot.inv_freq.float().to(dev)
+        scale = float(getattr(rot, "attention_scaling", 1.0) or 1.0)
+        n = int(getattr(self.cfg, "max_position_embeddings", 8192) or 8192)
+        ang = torch.arange(n, device=dev, dtype=torch.float32)[:, None] * inv[None]
+        self.freqs = torch.polar(torch.full_like(ang, scale), ang)  # (n, D/2) complex64
+        self.ar = torch.arange(n + BUCKET, device=dev)
+        self.layers = []
+        for lay in inner.layers:
+            a, m = lay.self_attn, lay.mlp
+            nq, nk = s.heads * s.head_dim, s.kv_heads * s.head_dim
+            has_b = _effective_weight(a.q_proj)[1] is not None
+            self.layers.append({
+                "ln1": lay.input_layernorm.weight, "ln2": lay.post_attention_layernorm.weight,
+                "qkv": torch.empty(nq + 2 * nk, s.hidden, dtype=self.dtype, device=dev),
+                "qkv_b": torch.empty(nq + 2 * nk, dtype=self.dtype, device=dev) if has_b else None,
+                "o": torch.empty(s.hidden, nq, dtype=self.dtype, device=dev),
+                "gu": torch.empty(2 * s.inter, s.hidden, dtype=self.dtype, device=dev),
+                "down": torch.empty(s.hidden, s.inter, dtype=self.dtype, device=dev),
+                "mods": (a.q_proj, a.k_proj, a.v_proj, a.o_proj, m.gate_proj, m.up_proj, m.down_proj),
+            })
+
+    def _fingerprint(self):
+        return tuple((p.data_ptr(), p._version) for n, p in self.model.named_parameters() if "lora_" in n)
+
+    @torch.no_grad()
+    def refresh(self) -> None:
+        """Re-merge the policy's current LoRA weights into the engine's copy (in place)."""
+        s = self.spec
+        gen = torch.Generator(device=self.device).manual_seed(self.seed)
+        for L in self.layers:
+            (q, qb), (k, kb), (v, vb), (o, _), (g, _), (u, _), (d, _) = (_effective_weight(m) for m in L["mods"])
+            q = _permute_rope_rows(q, s.heads, s.head_dim)
+            k = _permute_rope_rows(k, s.kv_heads, s.head_dim)
+            L["qkv"].copy_(_round_to(torch.cat([q, k, v]), self.dtype, gen))
+            if L["qkv_b"] is not None:
+                qb = _permute_rope_rows(qb.float(), s.heads, s.head_dim)
+                kb = _permute_rope_rows(kb.float(), s.kv_heads, s.head_dim)
+                L["qkv_b"].copy_(torch.cat([qb, kb, vb.float()]).to(self.dtype))
+            L["o"].copy_(_round_to(o, self.dtype, gen))
+            L["gu"].copy_(_round_to(torch.cat([g, u]), self.dtype, gen))
+            L["down"].copy_(_round_to(d, self.dtype, gen))
+        self._fp = self._fingerprint()
+
+    def sleep(self) -> None:
+        """Free the KV caches and graphs (before training); they come back on the next call."""
+        self._ws.clear()
+        if self.cuda:
+            torch.cuda.empty_cache()
+
+    # ------------------------------------------------------------ the model
+    def _layer_qkv(self, L, x):
+        h = F.rms_norm(x, (self.spec.hidden,), L["ln1"], self.spec.eps)
+        return F.linear(h, L["qkv"], L["qkv_b"])
+
+    def _mlp(self, L, x):
+        h = F.rms_norm(x, (self.spec.hidden,), L["ln2"], self.spec.eps)
+        act = self._silu_mul(F.linear(h, L["gu"]), self.spec.inter)
+        return x.addmm_(act.flatten(0, -2), L["down"].t()) if x.dim() == 2 else x + F.linear(act, L["down"])
+
+    def _split(self, qkv):
+        s = self.spec
+        nq, nk = s.heads * s.head_dim, s.kv_heads * s.head_dim
+        return qkv[..., :nq], qkv[..., nq:nq + nk], qkv[..., nq + nk:]
+
+    @torch.no_grad()
+    def _prefill(self, ws: Workspace, ids, pad, rows: slice):
+        """Fill cache columns [0, P) for `rows`; returns last-position logits (b, V)."""
+        s = self.spec
+        b, P = ids.shape
+        x = F.embedding(ids, self.embed)  # (b, P, H)
+        pos = (torch.arange(P, device=self.device)[None] - pad[:, None]).clamp(min=0)
+        rot = self.freqs[pos][:, None]  # (b, 1, P, D/2)
+        j = torch.arange(P, device=self.device)
+        allowed = (j[None, None] <= j[None, :, None]) & (j[None, None] >= pad[:, None, None])
+        allowed |= torch.eye(P, dtype=torch.bool, device=self.device)  # pad rows see themselves: no NaN
+        mask = allowed[:, None]  # (b, 1, P, P)
+        G = s.heads // s.kv_heads
+        for li, L in enumerate(self.layers):
+            q, k, v = self._split(self._layer_qkv(L, x))
+            q = self._rope(q.unflatten(-1, (s.heads, s.head_dim)).transpose(1, 2), rot)  # (b, Hq, P, D)
+            k = self._rope(k.unflatten(-1, (s.kv_heads, s.head_dim)).transpose(1, 2), rot)  # (b, Hkv, P, D)
+            v = v.unflatten(-1, (s.kv_heads, s.head_dim)).transpose(1, 2)
+            ws.k[li, rows, :, :P] = k
+            ws.v[li, rows, :, :P] = v
+            a = F.scaled_dot_product_attention(q, k.repeat_interleave(G, 1), v.repeat_interleave(G, 1),
+                                               attn_mask=mask)
+            x = x + F.linear(a.transpose(1, 2).flatten(2), L["o"])
+            x = self._mlp(L, x)
+        h = F.rms_norm(x[:, -1], (s.hidden,), self.norm, s.eps)
+        return F.linear(h, self.head)
+
+    def _step(self, ws: Workspace, bucket: int, mode: str):
+        """One decode step for every row of `ws`; all state stays on the device."""
+        s = self.spec
+        B = ws.B
+        x = F.embedding(ws.tok, self.embed)  # (B, H)
+        rot = self.freqs[ws.col - ws.pad][:, None]  # (B, 1, D/2)
+        j = self.ar[:bucket]
+        valid = (j[None] >= ws.pad[:, None]) & (j[None] <= ws.col)
+        bias = torch.zeros(B, bucket, dtype=self.dtype, device=self.device).masked_fill_(~valid, -math.inf)
+        bias = bias[:, None, None]  # (B, 1, 1, S)
+        G = s.heads // s.kv_heads
+        for li, L in enumerate(self.layers):
+            q, k, v = self._split(self._layer_qkv(L, x))
+            q = self._rope(q.view(B, s.heads, s.head_dim), rot)  # (B, Hq, D)
+            k = self._rope(k.view(B, s.kv_heads, s.head_dim), rot)
+            ws.k[li].index_copy_(2, ws.col, k[:, :, None])
+            ws.v[li].index_copy_(2, ws.col, v.view(B, s.kv_heads, 1, s.head_dim))
+            a = F.scaled_dot_product_attention(q.view(B, s.kv_heads, G, s.head_dim), ws.k[li, :, :, :bucket],
+                                               ws.v[li, :, :, :bucket], attn_mask=bias)  # (B, Hkv, G, D)
+            x.addmm_(a.reshape(B, -1), L["o"].t())
+            x = self._mlp(L, x)
+        logits = F.linear(F.rms_norm(x, (s.hidden,), self.norm, s.eps), self.head)
+        tok, lp = self._sample(logits, ws.temp, ws.top_p, mode)
+        self._record(ws, tok, lp)
+
+    def _record(self, ws: Workspace, tok, lp):
+        tok = torch.where(ws.done, self.pad_id, tok)
+        lp = torch.where(ws.done, 0.0, lp)
+        ws.out_tok.index_copy_(1, ws.i, tok[:, None])
+        ws.out_lp.index_copy_(1, ws.i, lp[:, None])
+        ws.done |= (tok[:, None] == self._eos).any(-1) & ws.stop
+        ws.tok.copy_(tok)
+        ws.col += 1
+        ws.i += 1
+
+    def _run_step(self, ws: Workspace, bucket: int, mode: str):
+        if not self.use_graphs:
+            return self._step(ws, bucket, mode)
+        key = (mode, bucket)
+        g = ws.graphs.get(key)
+        if g is None:
+            saved = [t.clone() for t in ws.state()]
+            side = torch.cuda.Stream()
+            side.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(side):  # warm-up: compiles, cuBLAS handles; its writes are undone below
+                self._step(ws, bucket, mode)
+            torch.cuda.current_stream().wait_stream(side)
+            for t, v in zip(ws.state(), saved):
+                t.copy_(v)
+            g = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(g, pool=ws.pool):
+                self._step(ws, bucket, mode)
+            ws.graphs[key] = g
+        g.replay()
+
+    # ------------------------------------------------------------ generate
+    def _workspace(self, B: int, T: int) -> Workspace:
+        ws = self._ws.get(B)
+        if ws is None or ws.T < T:
+            self._ws.pop(B, None)
+            cap = min(len(self.freqs), -(-T // BUCKET) * BUCKET)
+            ws = self._ws[B] = Workspace(self.spec, B, cap, self.dtype, self.device)
+        return ws
+
+    def _batch_cap(self, width: int, max_new: int) -> int:
+        if self.max_batch:
+            return self.max_batch
+        if not self.cuda:
+            return 64
+        from backend.policy.memory import generation_batch
+
+        return generation_batch(self.spec, width + max_new, self.device)
+
+    @torch.no_grad()
+    def generate(self, prompts: list[list[int]], max_new_tokens: int, temperature: float = 1.0,
+                 top_p: float = 1.0, stop_at_eos: bool = True) -> list[Generation]:
+        """Sample continuations; `stop_at_eos=False` decodes every row to the end (benchmarks)."""
+        if not prompts:
+            return []
+        if self._fingerprint() != self._fp:  # an optimizer step or adapter load since the last merge
+            self.refresh()
+        width = max(len(p) for p in prompts)
+        cap = self._batch_cap(width, max_new_tokens)
+        out: list[Generation] = []
+        for i in range(0, len(prompts), cap):
+            out.extend(self._generate(prompts[i:i + cap], max_new_tokens, temperature, top_p, stop_at_eos))
+        return out
+
+    def _generate(self, prompts, max_new, temperature, top_p, stop_at_eos) -> list[Generation]:
+        n, P = len(prompts), max(len(p) for p in prompts)
+        B = _round_batch(n)
+        if P + max_new > len(self.freqs):
+            raise ValueError(f"prompt ({P}) + max_new_tokens ({max_new}) exceeds the model's {len(self.freqs)} positions")
+        if self.window and P + max_new > self.window:
+            raise ValueError(f"fast engine: {P + max_new} tokens exceed the sliding window ({self.window})")
+        ws = self._workspace(B, P + max_new)
+        ids = torch.full((B, P), self.pad_id, dtype=torch.long)
+        pad = torch.full((B,), P - 1, dtype=torch.long)
+        for r, p in enumerate(prompts):
+            ids[r, P - len(p):] = torch.tensor(p, dtype=torch.long)
+            pad[r] = P - len(p)
+        ids, pad = ids.to(self.device), pad.to(self.device)
+        mode = "greedy" if temperature <= 0 else ("top_p" if top_p < 1.0 else "sample")
+        ws.pad.copy_(pad)
+        ws.done.zero_()
+        ws.done[n:] = True  # padding rows
+        ws.stop.fill_(bool(stop_at_eos))
+        ws.temp.fill_(max(temperature, 1e-6))
+        ws.top_p.fill_(top_p)
+        ws.i.zero_()
+        # Prefill in row chunks: bounds the (b, 1, P, P) mask and the (b, P, I) activations.
+        chunk = max(1, min((1 << 15) // P, (1 << 26) // (P * P)))
+        tok0 = torch.empty(B, dtype=torch.long, device=self.device)
+        lp0 = torch.empty(B, dtype=torch.float32, device=self.device)
+        for r0 in range(0, B, chunk):
+            rows = slice(r0, min(B, r0 + chunk))
+            logits = self._prefill(ws, ids[rows], pad[rows], rows)
+            tok0[rows], lp0[rows] = sample(logits, ws.temp, ws.top_p, mode)
+        ws.col.fill_(P - 1)  # _record advances it to P, the first decode column
+        self._record(ws, tok0, lp0)
+        steps = 1
+        for k in range(max_new - 1):
+            col = P + k
+            self._run_step(ws, min(ws.T, (col // BUCKET + 1) * BUCKET), mode)
+            steps += 1
+            if stop_at_eos and steps % 16 == 0 and bool(ws.done[:n].all()):
+                break
+        return self._collect(ws, n, steps)
+
+    def _collect(self, ws: Workspace, n: int, steps: int) -> list[Generation]:
+        toks = ws.out_tok[:n, :steps].tolist()
+        lps = ws.out_lp[:n, :steps].tolist()
+        eos = set(self.eos_ids)
+        gens = []
+        for row, lrow in zip(toks, lps):
+            cut, finish = len(row), "length"
+            for j, t in enumerate(row):
+                if t in eos:
+                    cut, finish = j + 1, "stop"  # keep EOS: the policy must learn to stop
+                    break
+            ids = row[:cut]
+            text = self.tok.decode([t for t in ids if t not in eos], skip_special_tokens=True)
+            gens.append(Generation(ids=ids, text=text, finish=finish, logprobs=lrow[:cut]))
+        return gens
+
+
+def _round_batch(n: int) -> int:
+    """Batch sizes come in few shapes so graphs are reused across calls."""
+    if n <= 8:
+        return 8
+    if n <= 64:
+        return 1 << (n - 1).bit_length()
+    return -(-n // 64) * 64
