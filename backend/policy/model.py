@@ -86,6 +86,8 @@ def load_base(cfg: ModelConfig):
     name, gguf = cfg.name, cfg.gguf_file or None
     if name == DEFAULT_MODEL:
         name, gguf = embedded_gguf()
+    elif name.startswith("~"):
+        name = str(Path(name).expanduser())
     cache = _gguf_cache_dir(name, gguf, dtype) if gguf else None
     if cache is not None and (cache / "config.json").exists():
         name, gguf = str(cache), None  # dequantized once already: load in a second, not 20
