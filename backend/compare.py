@@ -28,7 +28,8 @@ def arm_config(base: dict, arm: str, seed: int, extra_tasks: int = 0) -> RunConf
     if arm == "static":
         sets.append("evolve.enabled=false")
     elif arm == "coevolve":
-        sets += ["evolve.enabled=true", "evolve.auto_promote=true", "evolve.proposer='offline'"]
+        sets += ["evolve.enabled=true", "evolve.auto_promote=true", "evolve.proposer='offline'",
+                 "evolve.plant_trap=true"]
     elif arm == "control":
         sets.append("evolve.enabled=false")
         tps = data.get("train", {}).get("tasks_per_step", RunConfig().train.tasks_per_step)

@@ -44,7 +44,8 @@ class ModelConfig:
         default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj", "up_proj", "down_proj", "gate_proj"]
     )
     engine: str = "auto"
-    """Generation engine: auto, hf (plain generate), static (CUDA static cache), vllm."""
+    """Generation engine: auto (vllm, else fast, on CUDA; hf on the CPU), hf (plain generate),
+    fast (our CUDA-graph decoder for Llama-shaped models), static (CUDA static cache), vllm."""
     threads: int = 0
     """CPU threads for torch (0 = torch's default)."""
 
@@ -62,7 +63,9 @@ class TrainConfig:
     """Weight of the k3 KL estimate to the reference policy (adapter disabled)."""
     ppo_epochs: int = 1
     micro_batch: int = 8
-    """Sequences per forward/backward pass."""
+    """Sequences per forward/backward pass (on the CPU, or on CUDA with auto_micro_batch off)."""
+    auto_micro_batch: bool = True
+    """On CUDA, pick the largest micro-batch that fits from a memory estimate (backend/policy/memory.py)."""
     logprob_chunk: int = 64
     """Sequence positions per log-softmax chunk: never batch x length x vocab at once."""
     max_grad_norm: float = 1.0
@@ -117,6 +120,8 @@ class EvolveConfig:
     backtest_timeout_s: float = 60.0
     probe_tasks: int = 2
     """Tasks per arm in a probe run for changes replay cannot judge."""
+    plant_trap: bool = False
+    """Submit the domain's planted exploitable harness once, to show validity diagnostics block it."""
     llm: LLMProposerConfig = field(default_factory=LLMProposerConfig)
 
 
@@ -287,8 +292,8 @@ def validate(cfg: RunConfig) -> RunConfig:
         bad(f"evolve.proposer must be 'offline' or 'llm', got '{cfg.evolve.proposer}'")
     if cfg.model.dtype not in ("auto", "bf16", "fp16", "fp32"):
         bad(f"model.dtype must be auto, bf16, fp16 or fp32, got '{cfg.model.dtype}'")
-    if cfg.model.engine not in ("auto", "hf", "static", "vllm"):
-        bad(f"model.engine must be auto, hf, static or vllm, got '{cfg.model.engine}'")
+    if cfg.model.engine not in ("auto", "hf", "fast", "static", "vllm"):
+        bad(f"model.engine must be auto, hf, fast, static or vllm, got '{cfg.model.engine}'")
     if cfg.model.lora_r < 1:
         bad(f"model.lora_r must be at least 1, got {cfg.model.lora_r}")
     name = cfg.model.name

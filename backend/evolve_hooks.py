@@ -31,6 +31,8 @@ def probe(engine, harness, n_tasks: int, step: int) -> list[dict]:
 
 
 def evolution_round(engine, step: int) -> dict | None:
+    if getattr(engine.cfg.evolve, "plant_trap", False):
+        plant_trap(engine, step)
     try:
         from backend.evolve import run_round
 
@@ -43,11 +45,47 @@ def evolution_round(engine, step: int) -> dict | None:
 
 def apply_command(engine, cmd: dict, step: int) -> tuple[str, str]:
     try:
+        if cmd["verb"] == "propose_edit":
+            return propose_edit(engine, cmd, step)
         from backend.evolve import apply_command as apply
 
         return apply(_context(engine, step), cmd)
     except Exception as e:
         return "rejected", f"{type(e).__name__}: {e}"
+
+
+def propose_edit(engine, cmd: dict, step: int) -> tuple[str, str]:
+    """A hand edit of the harness file (from the TUI) becomes an intervention and is backtested."""
+    from backend.evolve import submit
+    from backend.store import loads
+
+    arg = loads(cmd.get("arg_json"), {}) or {}
+    code = arg.get("code")
+    if not isinstance(code, str) or not code.strip():
+        return "rejected", "propose_edit needs the harness code"
+    res = submit(_context(engine, step), code, title=arg.get("title") or "operator edit of harness.py",
+                 hypothesis=arg.get("hypothesis") or "hand edit by the operator", proposer="operator")
+    return "applied", f"intervention #{res.get('id')} backtest {res.get('verdict')}: {res.get('reason', '')}"[:300]
+
+
+def plant_trap(engine, step: int) -> None:
+    """Submit the domain's planted exploitable harness once (evolve.plant_trap): the
+    backtest must block it with a validity diagnostic; the report shows the evidence."""
+    from pathlib import Path
+
+    from backend.evolve import submit
+
+    path = Path(__file__).parent / "harness" / "traps" / f"{engine.harness.domain}.py"
+    if not path.exists() or engine.store.scalar("SELECT count(*) FROM interventions WHERE proposer = 'trap'"):
+        return
+    try:
+        res = submit(_context(engine, step), path.read_text(), title=f"planted trap: exploitable {path.stem} reward",
+                     hypothesis="credits answers a policy can produce without solving the task", proposer="trap",
+                     target="reward hack")
+        engine.say(f"planted trap #{res.get('id')}: backtest {res.get('verdict')} ({res.get('reason', '')})"[:300],
+                   step=step)
+    except Exception as e:
+        engine.say(f"planting the trap failed: {type(e).__name__}: {e}", "error", step)
 
 
 def after_eval(engine, step: int, acc: float) -> None:
