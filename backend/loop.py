@@ -126,7 +126,8 @@ class Engine:
         items: list[Scored] = []
         if getattr(self.env, "multi_turn", False):
             copies = [t for t in tasks for _ in range(group_size)]
-            episodes = self.env.run_episodes(copies, self.generate_fn, self.chat_ids_fn, harness)
+            episodes = self.env.run_episodes(copies, self.generate_fn, self.chat_ids_fn, harness,
+                                             sampling={"temperature": 0.0} if greedy else None)
             for k, (task, ep) in enumerate(zip(copies, episodes)):
                 msgs = harness.messages(task)
                 pids = self.chat_ids_fn(msgs)

@@ -67,6 +67,16 @@ def agreement(rewards: list[float], correct: list[bool], weights: dict) -> float
 def score_all(items: list[Scored], harness: Harness, env, max_new_tokens: int) -> tuple[float, float]:
     """Evaluator, rewards, diagnostics for every item; returns (eval_ms, score_ms, diagnose_ms)."""
     t_eval = t_score = t_diag = 0.0
+    todo = [s for s in items if s.verdict is None]
+    if todo and hasattr(env, "evaluate_many"):  # e.g. code: test runs in parallel sandboxes
+        t0 = time.perf_counter()
+        try:
+            for s, v in zip(todo, env.evaluate_many([(s.task, s.completion) for s in todo])):
+                s.verdict = v
+        except Exception as e:
+            for s in todo:
+                s.verdict = Verdict(False, 0.0, "error", {"error": f"{type(e).__name__}: {e}"})
+        t_eval += time.perf_counter() - t0
     for s in items:
         t0 = time.perf_counter()
         if s.verdict is None:

@@ -48,7 +48,7 @@ def _record(store, iid: int, mode: str, n: int, verdict: str, reason: str, metri
 def backtest(ctx, iids: list[int]) -> list[dict]:
     """Backtest the given `proposed` interventions; returns one result dict each. Never raises
     for a bad candidate: it fails with the reason."""
-    store, cfg = ctx.store, ctx.cfg.evolve
+    store = ctx.store
     todo = [store.get("interventions", i) for i in iids]
     for row in todo:
         iv.transition(store, row["id"], "backtesting", "backtest started")
@@ -83,6 +83,11 @@ def _probe_summary(rows: list[dict], h: Harness) -> dict:
         groups.setdefault((r.get("step"), r.get("group_idx")), []).append(float(r.get("reward") or 0.0))
     thr = threshold(h.weights)
     invalid = [r for r in rows if set(filter(None, (r.get("labels") or "").split(","))) & h.validity]
+    high = [r for r in invalid if float(r.get("reward") or 0) > thr]
+    by_label: dict = {}
+    for r in high:
+        for label in set((r.get("labels") or "").split(",")) & h.validity:
+            by_label[label] = by_label.get(label, 0) + 1
     return {
         "n": len(rows),
         "accuracy": statistics.fmean([bool(r.get("correct")) for r in rows]) if rows else 0.0,
@@ -90,7 +95,8 @@ def _probe_summary(rows: list[dict], h: Harness) -> dict:
         "dead_frac": (sum(1 for g in groups.values() if len(g) > 1 and max(g) - min(g) < 1e-9) / len(groups))
         if groups else 0.0,
         "invalid": len(invalid),
-        "invalid_high": [r.get("id") for r in invalid if float(r.get("reward") or 0) > thr],
+        "invalid_high": [r.get("id") for r in high],
+        "invalid_high_by_label": by_label,
         "tokens": statistics.fmean([r.get("completion_tokens") or 0 for r in rows]) if rows else 0.0,
     }
 
@@ -125,11 +131,16 @@ def _probe_one(ctx, row: dict) -> dict:
         verdict, reason, score = "failed", "probe produced no rollouts", 0.0
     elif len(new["invalid_high"]) >= BLOCK_MIN and len(new["invalid_high"]) > BLOCK_SHARE * max(new["invalid"], 1):
         verdict, score = "failed", 0.0
-        reason = f"blocked by validity diagnostic: {len(new['invalid_high'])} invalid rollouts score high in the probe"
+        label = max(new["invalid_high_by_label"], key=new["invalid_high_by_label"].get)
+        m["blocked"] = {"label": label, "examples": new["invalid_high"][:8]}
+        reason = (f"blocked by validity diagnostic {label}: {len(new['invalid_high'])} of {new['invalid']} "
+                  "invalid rollouts score high in the probe")
     elif d_acc < -min_gain:
-        verdict, reason, score = "failed", f"probe accuracy fell ({old['accuracy']:.2f} -> {new['accuracy']:.2f})", 0.0
+        verdict, score = "failed", 0.0
+        reason = f"probe accuracy fell ({old['accuracy']:.2f} -> {new['accuracy']:.2f})"
     elif max(d_acc, d_dead) < min_gain:
-        verdict, reason, score = "failed", f"no measurable gain in the probe (accuracy {d_acc:+.2f}, dead {d_dead:+.2f})", 0.0
+        verdict, score = "failed", 0.0
+        reason = f"no measurable gain in the probe (accuracy {d_acc:+.2f}, dead {d_dead:+.2f})"
     else:
         verdict, score = "passed", round(d_acc + 0.5 * d_dead, 4)
         reason = f"probe: accuracy {d_acc:+.2f}, dead groups {d_dead:+.2f}"

@@ -211,7 +211,7 @@ def apply_unified_diff(code: str, diff: str) -> str:
         want = [s.rstrip() for s in old]
         guess = start - 1 + offset
 
-        def at(i):
+        def at(i, want=want):
             return [s.rstrip() for s in lines[i:i + len(want)]] == want
         spots = [guess] if 0 <= guess <= len(lines) and at(guess) else \
             [i for i in range(len(lines) - len(want) + 1) if at(i)]

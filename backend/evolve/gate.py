@@ -11,7 +11,7 @@ from the promotion step); a gain turns the intervention into a skill card.
 from __future__ import annotations
 
 from backend.harness.loader import Harness, sha
-from backend.store import dumps, loads, now
+from backend.store import loads, now
 
 from . import interventions as iv
 from . import skills as sk
@@ -95,7 +95,7 @@ def learn_skill(ctx, row: dict, delta: float) -> str:
         ctx.log("info", f"skills {', '.join(used)} helped again (held-out {delta:+.3f})")
         return used[0]
     name = p.get("name") or (p.get("names") or [""])[0]
-    op = p.get("op") or "set"
+    op = p.get("op") if p.get("op") in sk.CHANGE_OPS else "set"  # an LLM's diff becomes "set this definition"
     change = {"op": op, "name": name, "source": "" if op == "remove" else definition(row["code"], name) or "",
               "kind": row["kind"], "template": p.get("template"), "title": row["title"],
               "hypothesis": row["hypothesis"], "expected": row["expected"]}

@@ -45,7 +45,8 @@ def view(rows: list[dict], res: dict) -> dict:
     groups: dict[tuple, list[int]] = {}
     for i, r in enumerate(rows):
         groups.setdefault((r["step"], r["group_idx"]), []).append(i)
-    dead = {g for g, ix in groups.items() if len(ix) > 1 and max(rewards[i] for i in ix) - min(rewards[i] for i in ix) < 1e-9}
+    dead = {g for g, ix in groups.items()
+            if len(ix) > 1 and max(rewards[i] for i in ix) - min(rewards[i] for i in ix) < 1e-9}
     kept, adv = _filter(rows, rewards, labels, groups, dead, res)
     mixed = [i for g, ix in groups.items() if len({correct[i] for i in ix}) > 1 for i in ix if kept[i]]
     kept_ix = [i for i in range(len(rows)) if kept[i]]
@@ -141,7 +142,8 @@ def _diagnostic_gain(rows, old, new, names, min_gain) -> tuple[bool, str, float,
                    false_fire_old=false_old, false_fire_new=false_new)
         if not fires_new:  # retired (or silenced) diagnostic
             if not fires_old or false_old >= 0.5:
-                why = "never fired" if not fires_old else f"fired on evaluator-correct rollouts {false_old:.0%} of the time"
+                why = "never fired" if not fires_old else \
+                    f"fired on evaluator-correct rollouts {false_old:.0%} of the time"
                 return True, f"retires '{label}': it {why}", 0.05, out
             return False, f"'{label}' still explains {len(fires_old)} rollouts; keep it", 0.0, out
         covered = sum(1 for i in unl if new["labels"][i] - {"diagnostic_error"})
@@ -198,7 +200,8 @@ def _gain(kind: str, m: dict, min_gain: float) -> tuple[str, str, dict, float]:
     d["kept_dead"] = m["kept_dead_frac_old"] - m["kept_dead_frac_new"]
     m["deltas"] = d
     if d["agreement"] < -min_gain:
-        return "failed", f"lowers agreement with the evaluator ({m['agreement_old']:.2f} -> {m['agreement_new']:.2f})", m, 0.0
+        why = f"lowers agreement with the evaluator ({m['agreement_old']:.2f} -> {m['agreement_new']:.2f})"
+        return "failed", why, m, 0.0
     if d["auc"] < -min_gain:
         return "failed", f"reward ranks correct rollouts lower (auc {d['auc']:+.2f})", m, 0.0
     if kind == "filter":

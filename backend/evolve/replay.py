@@ -39,6 +39,10 @@ inp = json.load(open("replay_in.json"))
 mem = inp["memory_mb"] * 2**20
 resource.setrlimit(resource.RLIMIT_AS, (mem, mem))
 sys.path[:0] = inp["path"]
+import types
+# Replay never builds tasks: stand in for the task generators (and the plotting stack they
+# import) so backend.envs.math loads in a fraction of a second. Harness code cannot import it.
+sys.modules.setdefault("reasoning_gym", types.ModuleType("reasoning_gym"))
 from backend.harness.loader import Harness, RolloutView
 
 class Overtime(BaseException):
@@ -123,17 +127,18 @@ def _execute(code: str, files: dict, wall_s: float) -> tuple[str, str]:
         from backend.sandbox import run_python
     except ImportError:
         run_python = None
-    if run_python is not None:
+    for _attempt in range(2 if run_python is not None else 0):
         try:
             res = run_python(code, files=files, timeout_s=wall_s, memory_mb=MEMORY_MB * 2, pythonpath=[ROOT],
                              max_output=MAX_OUTPUT)
-            if not (res.detail or {}).get("sandbox_error"):
-                tail = (res.stderr or "").strip().splitlines()[-1:] or [str(res.detail or "")]
-                return res.stdout or "", f"replay {res.status} (exit {res.returncode}): {tail[0][:200]}"
-            # The sandbox itself could not start (not the harness's fault): the harness
-            # loader's own checks still hold in the plain subprocess below.
         except TypeError:
-            pass  # a sandbox with another signature: use the plain fallback
+            break  # a sandbox with another signature: use the plain fallback
+        if (res.detail or {}).get("sandbox_error"):
+            break  # the sandbox could not start; the harness loader's own checks still hold below
+        if res.status == "crashed" and (res.detail or {}).get("signal") == "SIGKILL" and not _attempt:
+            continue  # killed from outside (not by a limit, which reads as timeout/memory): once more
+        tail = (res.stderr or "").strip().splitlines()[-1:] or [str(res.detail or "")]
+        return res.stdout or "", f"replay {res.status} (exit {res.returncode}): {tail[0][:200]}"
     with tempfile.TemporaryDirectory(prefix="evotui-replay-") as d:
         for name, text in files.items():
             (Path(d) / name).write_text(text)

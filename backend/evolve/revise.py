@@ -60,27 +60,28 @@ def _slug(text: str) -> str:
     return s if s and not s[0].isdigit() else "x_" + s
 
 
-def write_diagnostic(key: tuple, members: list[dict]) -> tuple[str, str, str]:
-    """(label, source, signature text) of a diagnostic that matches the cluster."""
+def _distinctive_gram(members: list[dict], contrast: list[dict]) -> str | None:
+    """A word 3-gram (no numbers) in most of the cluster and rare in correct rollouts."""
+    counts = Counter(g for r in members for g in signature(r)["ngrams"] if "N" not in g.split())
+    seen = Counter(g for r in contrast for g in signature(r)["ngrams"])
+    for gram, c in counts.most_common(20):
+        if c >= 0.6 * len(members) and seen[gram] <= 0.1 * max(len(contrast), 1):
+            return gram
+    return None
+
+
+def write_diagnostic(key: tuple, members: list[dict], contrast: list[dict] = ()) -> tuple[str, str, str]:
+    """(label, source, signature text) of a diagnostic that matches the cluster.
+    `contrast` (correct rollouts) keeps phrase-based diagnostics from firing on successes."""
     verdict, shape, final = key
-    n = len(members)
-    head = f"    # proposed from {n} unlabeled failures ({verdict or 'failed'}, answer shape {shape})\n"
+    head = f"    # proposed from {len(members)} unlabeled failures ({verdict or 'failed'}, answer shape {shape})\n"
     if shape == "none":
         return "no_number", ("def diagnose_no_number(r):\n" + head +
                              "    if r.completion.strip() and not numbers(r.completion):\n"
                              "        return \"no number anywhere; ends with: \" + tail(r.completion, 60)\n"), \
             "no number in the completion"
-    phrase = final.split(" N")[0].split("N")[0].strip()
-    if len(phrase.split()) >= 2:
-        label = "wrong_after_" + _slug(phrase)
-        return label, (f"def diagnose_{label}(r):\n" + head +
-                       "    line = \" \".join(last_line(r.completion).lower().split())\n"
-                       f"    if {json.dumps(phrase)} in line and not same_answer(last_number(line), r.answer):\n"
-                       "        return \"final line gives a wrong number: \" + last_line(r.completion)[:60]\n"), \
-            f"final line starts '{phrase} N' with a wrong N"
-    counts = Counter(g for r in members for g in signature(r)["ngrams"] if "N" not in g.split())
-    gram, c = counts.most_common(1)[0] if counts else ("", 0)
-    if gram and c >= 0.6 * n:
+    gram = _distinctive_gram(members, list(contrast))
+    if gram:
         label = "says_" + _slug(gram)
         return label, (f"def diagnose_{label}(r):\n" + head +
                        f"    if {json.dumps(gram)} in \" \".join(r.completion.lower().split()):\n"
@@ -88,7 +89,8 @@ def write_diagnostic(key: tuple, members: list[dict]) -> tuple[str, str, str]:
     return "wrong_final_number", ("def diagnose_wrong_final_number(r):\n" + head +
                                   "    pred = last_number(r.completion)\n"
                                   "    if pred is not None and not same_answer(pred, r.answer):\n"
-                                  "        return \"final number \" + pred + \" is wrong\"\n"), "a wrong final number"
+                                  "        return \"final number \" + pred + \" is wrong\"\n"), \
+        f"a wrong final number (final line '{final}')"
 
 
 def unlabeled_rows(store, steps: range) -> list[dict]:
@@ -99,13 +101,17 @@ def unlabeled_rows(store, steps: range) -> list[dict]:
 
 
 def propose_new(ctx, steps: range, parent_version: int, parent_code: str) -> Candidate | None:
+    if not len(steps):
+        return None
     rows = unlabeled_rows(ctx.store, steps)
     failures = ctx.store.scalar("SELECT count(*) FROM rollouts WHERE step BETWEEN ? AND ? AND "
                                 "coalesce(correct, 0) = 0", (steps[0], steps[-1])) or 0
     if len(rows) < MIN_UNLABELED or len(rows) < MIN_UNLABELED_SHARE * failures:
         return None
     key, members = clusters(rows)[0]
-    label, source, sig = write_diagnostic(key, members)
+    contrast = ctx.store.rows("SELECT completion FROM rollouts WHERE step BETWEEN ? AND ? AND correct = 1 "
+                              "ORDER BY id LIMIT 200", (steps[0], steps[-1]))
+    label, source, sig = write_diagnostic(key, members, contrast)
     existing = set(ctx.harness.diagnostics)
     if label in existing:
         return None

@@ -35,6 +35,9 @@ def run_round(ctx) -> dict:
     summary = {"step": ctx.step, "round_id": None, "proposed": [], "passed": [], "failed": [], "promoted": None,
                "harness_version": ctx.harness_version, "error": None}
     ctx.cache.clear()
+    if not ctx.cfg.evolve.enabled:
+        summary["error"] = "evolution is disabled (evolve.enabled = false)"
+        return summary
     try:
         _round(ctx, summary)
     except Exception as e:
@@ -68,7 +71,7 @@ def _text(s: dict) -> str:
 
 
 def _round(ctx, summary: dict) -> None:
-    store, cfg = ctx.store, ctx.cfg.evolve
+    store = ctx.store
     steps = _window(ctx)
     table, metrics = failure_table(store, steps), round_metrics(store, steps)
     summary["failure_table"] = [{k: e[k] for k in ("label", "count", "share", "trend")} for e in table[:6]]
@@ -102,7 +105,8 @@ def propose_all(ctx, table: list[dict], metrics: dict, steps: range) -> list:
     parent, code = ctx.harness_version, ctx.harness.code
     exclude = iv.known_codes(ctx.store) | {code}
     out = []
-    for make in (lambda: revise.propose_new(ctx, steps, parent, code), lambda: revise.propose_retire(ctx, parent, code)):
+    for make in (lambda: revise.propose_new(ctx, steps, parent, code),
+                 lambda: revise.propose_retire(ctx, parent, code)):
         try:
             c = make()
         except Exception as e:  # a revision bug must not cost the round its other candidates

@@ -101,6 +101,7 @@ def build_run(path, steps: int = 6, seed: int = 0, harness_code: str | None = No
               cfg: RunConfig | None = None, **kw) -> Store:
     """A fresh run database with harness v1 (default math, or `harness_code`) and `steps` steps."""
     cfg = cfg or RunConfig()
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
     store = Store.open(Path(path))
     store.create_run("synthetic", to_dict(cfg), seed, steps)
     code = harness_code or default_harness_path("math").read_text()

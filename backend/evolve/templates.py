@@ -46,6 +46,7 @@ PARTIAL_FORMAT = (
     "    if answer_tag(r.completion) is not None:\n"
     "        return 1.0\n"
     "    return {partial} if last_number(last_line(r.completion)) is not None else 0.0\n")
+ALL = ("math", "code", "swe")
 PROMPTS = [
     "Solve the problem step by step. End your reply with the final answer inside "
     "<answer></answer> tags, like <answer>42</answer>.",
@@ -66,6 +67,7 @@ class Template:
     """(parent code, rng, context) -> (the edit, its parameters), or None when it does not fit."""
     target: str = ""
     domains: tuple = ("math",)
+    """Domains whose harnesses this template understands (the generic ones edit only shared constants)."""
 
 
 def _share(table: dict, label: str) -> float:
@@ -182,14 +184,16 @@ TEMPLATES = [
     Template("drop_truncated", "Drop truncated rollouts from training",
              "Truncated rollouts carry no answer; training on them rewards length.",
              "Cleaner advantages; truncation share falls.",
-             lambda t, m: _share(t, "truncated"), _set("FILTERS", _flag("drop_truncated")), target="truncated"),
+             lambda t, m: _share(t, "truncated"), _set("FILTERS", _flag("drop_truncated")),
+             target="truncated", domains=ALL),
     Template("more_tokens", "Give the policy more new tokens",
              "Answers are cut off before the final line.", "Fewer truncated rollouts, more answers.",
-             lambda t, m: _share(t, "truncated") * 0.8, _set("SAMPLING", _more_tokens), target="truncated"),
+             lambda t, m: _share(t, "truncated") * 0.8, _set("SAMPLING", _more_tokens),
+             target="truncated", domains=ALL),
     Template("cooler_sampling", "Lower the sampling temperature",
              "Repetition loops and gibberish come from sampling too hot for a small model.",
              "Fewer repetition labels, more complete answers.",
-             lambda t, m: _share(t, "repetition"), _set("SAMPLING", _cooler), target="repetition"),
+             lambda t, m: _share(t, "repetition"), _set("SAMPLING", _cooler), target="repetition", domains=ALL),
     Template("easier_curriculum", "Easier curriculum level",
              "Tasks are too hard: almost every group is all-wrong, so nothing is learned.",
              "Higher accuracy and fewer dead groups.",
@@ -200,12 +204,12 @@ TEMPLATES = [
              lambda t, m: _share(t, DEAD) * _accuracy(m) * 0.6, _set("CURRICULUM", _level(+1)), target=DEAD),
     Template("drop_dead_groups", "Drop dead groups from training",
              "Groups whose rewards tie only add KL drift and compute.", "Kept batch is all signal.",
-             lambda t, m: _share(t, DEAD) * 0.2, _set("FILTERS", _flag("drop_dead_groups")), target=DEAD),
+             lambda t, m: _share(t, DEAD) * 0.2, _set("FILTERS", _flag("drop_dead_groups")), target=DEAD, domains=ALL),
     Template("drop_invalid", "Drop rollouts flagged invalid",
              "Rollouts that game the reward should not be trained on even when they score.",
              "Invalid rollouts leave the training batch.",
              lambda t, m: sum(e["share"] for e in t.values() if e.get("validity")),
-             _set("FILTERS", _flag("drop_invalid")), target="validity"),
+             _set("FILTERS", _flag("drop_invalid")), target="validity", domains=ALL),
 ]
 
 

@@ -72,16 +72,17 @@ def run_python(code: str, *, files: dict[str, str | bytes] | None = None, timeou
     """
     start = time.monotonic()
     mode = sandbox_mode()
-    job = Path(tempfile.mkdtemp(prefix="evotui-sbx-"))
+    job: Path | None = None
     uid = _modes.acquire_uid() if mode.drop_uid else None
     try:
+        job = Path(tempfile.mkdtemp(prefix="evotui-sbx-"))  # inside: a full disk is a result too
         work = _prepare(job, code, files, cwd_files_dir, main, uid)
         spec = _spec(mode, job, work, main, argv or [], pythonpath or [], hide or [], uid,
                      dict(memory_mb=int(memory_mb), file_mb=int(max_file_mb), nofile=256,
                           cpu_s=max(1, int(-(-(cpu_s or timeout_s) // 1))),
                           nproc=_modes.nproc_limit(max_procs, uid)))
         (job / "spec.json").write_text(json.dumps(spec))
-        rc, timed_out = _execute(job, stdin, timeout_s)
+        rc, timed_out = _execute(job, stdin, timeout_s, graceful=mode.namespaces)
         out, out_cut = _read(job / "stdout", max_output)
         err, err_cut = _read(job / "stderr", max_output)
     except Exception as e:  # the sandbox's own failure is a result too
@@ -91,7 +92,8 @@ def run_python(code: str, *, files: dict[str, str | bytes] | None = None, timeou
         if uid is not None:
             _modes.reap_uid(uid)
             _modes.release_uid(uid)
-        shutil.rmtree(job, onerror=_force_remove)
+        if job is not None:
+            shutil.rmtree(job, onerror=_force_remove)
     status, detail = classify(rc, timed_out, err, spec["limits"]["cpu_s"], _ms(start))
     detail.update(mode=mode.name, **({"truncated": True} if out_cut or err_cut else {}))
     return SandboxResult(status, rc, out, err, _ms(start), detail)
@@ -157,7 +159,8 @@ def _last_exception(stderr: str) -> tuple[str, str] | None:
 def _prepare(job: Path, code: str, files, cwd_files_dir, main: str, uid: int | None) -> Path:
     work = job / "work"
     if cwd_files_dir:
-        shutil.copytree(cwd_files_dir, work, symlinks=False, dirs_exist_ok=True)
+        # links stay links: following them here would copy host files the sandbox cannot read
+        shutil.copytree(cwd_files_dir, work, symlinks=True, dirs_exist_ok=True)
     work.mkdir(exist_ok=True)
     for rel, content in {**(files or {}), main: code}.items():
         dst = (work / rel).resolve()
@@ -183,7 +186,9 @@ def _spec(mode, job: Path, work: Path, main: str, argv, pythonpath, hide, uid, l
     boot = (f"import sys, runpy; sys.path[:0] = {paths!r}; sys.argv = [{main!r}] + sys.argv[1:]; "
             f"runpy.run_path({main!r}, run_name='__main__')")
     env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": inner, "LANG": "C.UTF-8",
-           "LC_ALL": "C.UTF-8", "TMPDIR": "/tmp" if mode.namespaces else inner}
+           "LC_ALL": "C.UTF-8", "TMPDIR": "/tmp" if mode.namespaces else inner,
+           # one BLAS/OpenMP thread: a pool per core would run into max_procs
+           "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
     return {
         "mode": mode.name, "userns": mode.userns, "root": str(job / "root"), "workdir": str(work),
         "inner_workdir": inner, "ro_binds": _modes.ro_binds(pythonpath), "tmp_mb": 64,
@@ -193,7 +198,7 @@ def _spec(mode, job: Path, work: Path, main: str, argv, pythonpath, hide, uid, l
     }
 
 
-def _execute(job: Path, stdin: str | None, timeout_s: float) -> tuple[int | None, bool]:
+def _execute(job: Path, stdin: str | None, timeout_s: float, graceful: bool) -> tuple[int | None, bool]:
     if stdin is not None:
         (job / "stdin").write_text(stdin)
     with open(job / "stdout", "wb") as out, open(job / "stderr", "wb") as err, \
@@ -201,24 +206,37 @@ def _execute(job: Path, stdin: str | None, timeout_s: float) -> tuple[int | None
         proc = subprocess.Popen([sys.executable, "-I", "-S", "-B", LAUNCHER, str(job / "spec.json")],
                                 stdin=inp, stdout=out, stderr=err, env={"LANG": "C.UTF-8"},
                                 cwd=str(job), start_new_session=True, close_fds=True)
-    deadline = time.monotonic() + timeout_s
-    timed_out, pause = False, 0.002
-    while True:
-        # WNOWAIT: the leader stays a zombie until its process group is
-        # killed, so the group id cannot be reused by an unrelated process.
-        done = os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
-        if done is not None:
-            break
-        if time.monotonic() >= deadline:
-            timed_out = True
-            break
-        time.sleep(pause)
-        pause = min(pause * 1.5, 0.02)
+    timed_out = not _wait_exit(proc.pid, timeout_s)
+    if timed_out and graceful:
+        # The launcher kills and reaps the namespace's init itself on SIGTERM.
+        os.kill(proc.pid, signal.SIGTERM)
+        _wait_exit(proc.pid, 2.0)
+    if graceful:  # the pid namespace is gone with its init; one kill covers the launcher
+        _killpg(proc.pid)
+    else:
+        _modes.reap_group(proc.pid)  # no pid namespace: repeat until forks stop appearing
+    return proc.wait(), timed_out
+
+
+def _killpg(pgid: int) -> None:
     try:
-        os.killpg(proc.pid, signal.SIGKILL)  # stragglers in the group, or everything on timeout
+        os.killpg(pgid, signal.SIGKILL)
     except ProcessLookupError:
         pass
-    return proc.wait(), timed_out
+
+
+def _wait_exit(pid: int, timeout_s: float) -> bool:
+    """Poll until `pid` exits (True) or the time is up (False). WNOWAIT keeps
+    the exited leader a zombie until its process group has been killed, so
+    the group id cannot meanwhile be reused by an unrelated process."""
+    deadline = time.monotonic() + timeout_s
+    pause = 0.002
+    while os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is None:
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(pause)
+        pause = min(pause * 1.5, 0.02)
+    return True
 
 
 def _read(path: Path, limit: int) -> tuple[str, bool]:

@@ -87,20 +87,23 @@ def build_root(spec: dict) -> None:
     root = spec["root"]
     mount(None, "/", None, MS_REC | MS_PRIVATE)  # nothing we mount leaks to the host
     mount("tmpfs", root, "tmpfs", MS_NOSUID | MS_NODEV, "size=4m,mode=0755")
+    # /tmp first: binds of paths under the host's /tmp then land inside it
+    os.makedirs(root + "/tmp", exist_ok=True)
+    mount("tmpfs", root + "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, f"size={spec['tmp_mb']}m,mode=1777")
     for src in spec["ro_binds"]:
         if os.path.islink(src) and os.path.dirname(src) == "/":
             os.symlink(os.readlink(src), root + src)  # merged-usr links such as /bin -> usr/bin
         elif os.path.exists(src):
             bind(src, root + src, readonly=True)
     for path in spec.get("hide", []):
+        if not any(path == b or path.startswith(b.rstrip("/") + "/") for b in spec["ro_binds"]):
+            continue  # not reachable from inside anyway; masking would only reveal its name
         if os.path.isdir(path):
             make_point(root + path, path)
             mount("tmpfs", root + path, "tmpfs", MS_NOSUID | MS_NODEV | MS_RDONLY, "size=4k,mode=0555")
         elif os.path.exists(path):
             bind("/dev/null", root + path, readonly=True)
     bind(spec["workdir"], root + spec["inner_workdir"], readonly=False)
-    os.makedirs(root + "/tmp", exist_ok=True)
-    mount("tmpfs", root + "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, f"size={spec['tmp_mb']}m,mode=1777")
     for dev in ("null", "zero", "random", "urandom"):
         bind("/dev/" + dev, root + "/dev/" + dev, readonly=False)
     os.makedirs(root + "/proc", exist_ok=True)
@@ -110,6 +113,17 @@ def build_root(spec: dict) -> None:
     mount(None, root, None, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV)
     check(libc.chroot(root.encode()), "chroot")
     os.chdir(spec["inner_workdir"])
+
+
+_child = {"pid": 0, "term": False}
+
+
+def _on_term(signum, frame):
+    # The parent's timeout: kill the namespace's init while we are alive to reap
+    # it, so nothing is orphaned to a host init that may never reap zombies.
+    _child["term"] = True
+    if _child["pid"]:
+        os.kill(_child["pid"], signal.SIGKILL)
 
 
 def relay(pid: int) -> None:
@@ -138,9 +152,14 @@ def enter_namespaces(spec: dict) -> None:
         write("/proc/self/setgroups", "deny")
         write("/proc/self/uid_map", f"{uid} {uid} 1")
         write("/proc/self/gid_map", f"{gid} {gid} 1")
+    signal.signal(signal.SIGTERM, _on_term)
     pid = os.fork()
     if pid:
+        _child["pid"] = pid
+        if _child["term"]:
+            os.kill(pid, signal.SIGKILL)
         relay(pid)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
     build_root(spec)
 
 

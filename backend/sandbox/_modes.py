@@ -19,6 +19,7 @@ import json
 import os
 import signal
 import sys
+import tempfile
 import threading
 import time
 from dataclasses import dataclass
@@ -120,7 +121,8 @@ def isolation_report() -> dict:
                        f"{facts.get('uid', '?')}; only the work dir and HOME are the sandbox's own"),
         "pid_namespace": mode.namespaces and facts.get("pid") == 1,
         "uid": ("a fresh unprivileged uid per concurrent run" if mode.drop_uid
-                else f"your own uid ({os.getuid()})"),
+                else f"your own uid ({os.getuid()})" + ("; as root RLIMIT_NPROC does not bind, so only "
+                                                       "the wall clock stops a fork bomb" if IS_ROOT else "")),
         "limits": "RLIMIT_CPU, RLIMIT_AS, RLIMIT_NPROC, RLIMIT_FSIZE, RLIMIT_NOFILE, wall clock "
                   "(process group killed), no core dumps, no_new_privs",
         "env": "scrubbed: PATH, HOME (= work dir), TMPDIR, LANG only; python -I",
@@ -149,40 +151,77 @@ def ro_binds(pythonpath: list[str]) -> list[str]:
 # ---------------------------------------------------------------- uids
 
 _uid_lock = threading.Lock()
-_uids_busy: set[int] = set()
+_uids_busy: dict[int, int] = {}  # uid -> fd of its lock file
+_LOCK_DIR = os.path.join(tempfile.gettempdir(), "evotui-sandbox-uids")
 
 
 def acquire_uid() -> int:
+    """A uid no other sandbox run on this machine holds: per-uid lock files
+    (flock) make the pool safe across processes, not only threads, so one
+    process's clean-up never kills another process's job."""
+    import fcntl
+
+    os.makedirs(_LOCK_DIR, mode=0o700, exist_ok=True)
     with _uid_lock:
         i = 0
-        while UID_BASE + i in _uids_busy:
+        while True:
+            uid = UID_BASE + i
             i += 1
-        _uids_busy.add(UID_BASE + i)
-        return UID_BASE + i
+            if uid in _uids_busy:
+                continue
+            fd = os.open(os.path.join(_LOCK_DIR, f"{uid}.lock"), os.O_CREAT | os.O_RDWR, 0o600)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                os.close(fd)
+                continue
+            _uids_busy[uid] = fd
+            return uid
 
 
 def release_uid(uid: int) -> None:
     with _uid_lock:
-        _uids_busy.discard(uid)
+        fd = _uids_busy.pop(uid, None)
+    if fd is not None:
+        os.close(fd)  # closing drops the flock
 
 
-def _pids_of(uid: int) -> list[int]:
+def _live(uid: int | None = None, pgid: int | None = None) -> list[int]:
+    """Running (non-zombie) pids owned by `uid` or in process group `pgid`."""
     pids = []
     for name in os.listdir("/proc"):
-        if name.isdigit():
-            try:
-                if os.stat(f"/proc/{name}").st_uid == uid:
-                    pids.append(int(name))
-            except OSError:
-                pass
+        if not name.isdigit():
+            continue
+        try:
+            if uid is not None and os.stat(f"/proc/{name}").st_uid != uid:
+                continue
+            with open(f"/proc/{name}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            if fields[0] != "Z" and (pgid is None or int(fields[2]) == pgid):  # zombies run nothing
+                pids.append(int(name))
+        except (OSError, IndexError, ValueError):
+            pass
     return pids
+
+
+def reap_group(pgid: int) -> None:
+    """SIGKILL a process group until none of it runs: a fork bomb keeps adding
+    members while the first kill is delivered."""
+    for _ in range(100):
+        try:
+            os.killpg(pgid, signal.SIGKILL)
+        except ProcessLookupError:
+            return
+        if not _live(pgid=pgid):
+            return
+        time.sleep(0.01)
 
 
 def reap_uid(uid: int) -> None:
     """Kill whatever still runs as a run's uid (a daemonised child, say), and
     wait until it is gone so the next run with this uid starts from zero."""
     for _ in range(50):
-        pids = _pids_of(uid)
+        pids = _live(uid=uid)
         if not pids:
             return
         for pid in pids:
@@ -199,7 +238,7 @@ def nproc_limit(max_procs: int, uid: int | None) -> int:
     if uid is not None or IS_ROOT:
         return max(1, max_procs)
     mine = 0
-    for pid in _pids_of(os.getuid()):
+    for pid in _live(uid=os.getuid()):
         try:
             with open(f"/proc/{pid}/stat") as f:
                 mine += int(f.read().rsplit(")", 1)[1].split()[17])  # num_threads

@@ -90,13 +90,16 @@ class SweEnv:
         return Workspace(visible, self.cfg.max_tool_chars)
 
     # ------------------------------------------------------------ episodes
-    def run_episodes(self, tasks: list[Task], generate, chat_ids, harness) -> list[Episode]:
+    def run_episodes(self, tasks: list[Task], generate, chat_ids, harness,
+                     sampling: dict | None = None) -> list[Episode]:
         """One episode per task (repeat a task for a group), all advanced turn by
-        turn in one batch; every episode comes back judged by the hidden tests."""
+        turn in one batch; every episode comes back judged by the hidden tests.
+        `sampling` overrides harness.sampling keys (e.g. temperature 0 for eval)."""
         runs = []
         for task in tasks:
             runs.append(Run(task, self.workspace(task), harness.messages(task), chat_ids, self.cfg))
-        drive(runs, generate, harness.sampling, self.cfg, self.cfg.test_timeout_s, self.cfg.memory_mb)
+        samp = {**harness.sampling, **(sampling or {})}
+        drive(runs, generate, samp, self.cfg, self.cfg.test_timeout_s, self.cfg.memory_mb)
         episodes = [r.episode() for r in runs]
         verdicts = self._judge([(r.task, r.ws.files) for r in runs])
         for ep, v in zip(episodes, verdicts):

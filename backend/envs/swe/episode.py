@@ -54,6 +54,9 @@ class Run:
     def __init__(self, task, ws: Workspace, messages: list[dict], chat_ids, cfg):
         self.task, self.ws, self.msgs, self.chat_ids, self.cfg = task, ws, list(messages), chat_ids, cfg
         self.context = list(chat_ids(self.msgs, True))
+        # end-of-turn tokens the template adds after a message: reserved in every budget
+        self.closing_len = len(_suffix(chat_ids(self.msgs + [{"role": "assistant", "content": ""}], False),
+                                       self.context)[0])
         self.ids: list[int] = []
         self.mask: list[int] = []
         self.turns: list[dict] = []
@@ -69,7 +72,7 @@ class Run:
         return self.finish is not None
 
     def budget(self, per_turn: int) -> int:
-        return min(per_turn, self.cfg.max_episode_tokens - len(self.ids))
+        return min(per_turn, self.cfg.max_episode_tokens - len(self.ids) - self.closing_len)
 
     def _extend(self, ids: list[int], m: int) -> None:
         self.ids += ids
@@ -159,6 +162,8 @@ def drive(runs: list[Run], generate, sampling: dict, cfg, test_timeout_s: float,
             t0 = time.monotonic()
             try:
                 gens = generate([r.context for r in group], budget, temperature, top_p)
+                if len(gens) != len(group):
+                    raise ValueError(f"{len(gens)} generations for {len(group)} prompts")
             except Exception as e:  # the batch is lost, the episodes are data
                 for r in group:
                     r.finish, r.error = "error", f"generate failed: {type(e).__name__}: {e}"[:300]

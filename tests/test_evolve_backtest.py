@@ -1,0 +1,139 @@
+"""Backtests: replay in a subprocess, the validity gate, regressions, crashes, probes."""
+
+import json
+import sys
+
+import pytest
+
+from backend.config import RunConfig
+from backend.evolve import replay as replay_mod
+from backend.evolve import run_round, submit
+from backend.evolve.edit import replace_name, set_constant
+from backend.evolve.synthetic import build_run, context, make_probe
+from backend.harness.loader import default_harness_path
+
+DEFAULT = default_harness_path("math").read_text()
+LENIENT = ("def extract_answer(r):\n    t = answer_tag(r.completion)\n"
+           "    return t if t is not None else last_number(r.completion)\n")
+EXPLOIT = ("def reward_correct(r):\n"
+           "    # planted hack: any number that appears in the question counts as right\n"
+           "    pred = extract_answer(r) or last_number(r.completion)\n"
+           "    if pred is not None and pred in numbers(r.question):\n"
+           "        return 1.0\n"
+           "    return 1.0 if same_answer(pred, r.answer) else 0.0\n")
+
+
+def _cfg(**evolve):
+    cfg = RunConfig()
+    for k, v in evolve.items():
+        setattr(cfg.evolve, k, v)
+    return cfg
+
+
+@pytest.fixture
+def store(tmp_path):
+    s = build_run(tmp_path / "run.db", steps=5, mix={"copied": 0.25})
+    yield s
+    s.close()
+
+
+def _metrics(store, iid):
+    return json.loads(store.rows("SELECT metrics_json FROM backtests WHERE intervention_id = ?", (iid,))[0]
+                      ["metrics_json"])
+
+
+def test_planted_exploitable_reward_is_blocked_by_the_validity_diagnostic(store):
+    ctx = context(store)
+    res = submit(ctx, replace_name(DEFAULT, "reward_correct", EXPLOIT), "Credit numbers from the prompt",
+                 hypothesis="more reward signal")
+    assert res["verdict"] == "failed"
+    assert res["reason"].startswith("blocked by validity diagnostic answer_copied_from_prompt")
+    m = _metrics(store, res["id"])
+    assert m["blocked"]["label"] == "answer_copied_from_prompt"
+    # the evidence points at real copied-answer rollouts the exploit scores high
+    for rid in m["blocked"]["examples"]:
+        row = store.get("rollouts", rid)
+        assert not row["correct"] and "answer_copied_from_prompt" in row["labels"]
+    assert m["invalid"]["answer_copied_from_prompt"]["high_old"] == 0
+    assert store.get("interventions", res["id"])["status"] == "failed"
+
+
+def test_honest_fix_passes_on_the_same_run(store):
+    res = submit(context(store), replace_name(DEFAULT, "extract_answer", LENIENT), "Lenient extraction")
+    assert res["verdict"] == "passed", res["reason"]
+
+
+def test_regression_on_rollouts_an_earlier_promotion_fixed(store):
+    store.set_run(auto_promote=1)
+    out = run_round(context(store, probe=make_probe()))
+    assert out["harness_version"] == 2
+    ctx = context(store)
+    strict = replace_name(ctx.harness.code, "extract_answer",
+                          "def extract_answer(r):\n    return answer_tag(r.completion)\n")
+    res = submit(ctx, strict, "Strict tags again")
+    assert res["verdict"] == "failed" and res["reason"].startswith("regresses")
+    m = _metrics(store, res["id"])
+    assert m["fixed_checked"] > 0 and m["regressions"]
+
+
+@pytest.mark.parametrize("edit, reason", [
+    (lambda c: replace_name(c, "reward_format", "def reward_format(r):\n    while True:\n        pass\n"),
+     "CPU time"),
+    (lambda c: replace_name(c, "reward_format", "def reward_format(r):\n    return 1 / 0\n"),
+     "reward components crashed"),
+    (lambda c: set_constant(c, "REWARD_WEIGHTS", {"correct": 1.0, "bogus": 1.0}),
+     "candidate crashed in replay: HarnessError"),
+    (lambda c: c.replace("REWARD_WEIGHTS = {", "import os\nREWARD_WEIGHTS = {"),
+     "candidate crashed in replay: HarnessError"),
+    (lambda c: set_constant(set_constant(c, "ADVANTAGE", {"rule": "rank"}), "FILTERS", {"drop_dead_groups": True}),
+     "not a single-factor change: touches ADVANTAGE, FILTERS"),
+    (lambda c: c + "\ndef broken(:\n", "does not parse"),
+])
+def test_bad_candidates_fail_with_a_reason(store, edit, reason):
+    ctx = context(store, cfg=_cfg(backtest_timeout_s=1.0))
+    res = submit(ctx, edit(DEFAULT), "bad")
+    assert res["verdict"] == "failed" and reason in res["reason"]
+
+
+def test_generation_side_changes_get_a_probe(store):
+    with_probe = context(store, probe=make_probe())
+    prompt = dict(with_probe.harness.prompt, system="Answer as <answer>N</answer>. Example: 2 + 3 = <answer>5</answer>")
+    res = submit(with_probe, set_constant(DEFAULT, "PROMPT", prompt), "Example in the prompt")
+    row = store.rows("SELECT * FROM backtests WHERE intervention_id = ?", (res["id"],))[0]
+    assert row["mode"] == "probe" and res["verdict"] == "passed", res["reason"]
+    m = json.loads(row["metrics_json"])
+    assert m["new"]["accuracy"] > m["old"]["accuracy"]
+    hotter = set_constant(DEFAULT, "SAMPLING", {"temperature": 0.5, "top_p": 1.0, "max_new_tokens": 128})
+    res = submit(context(store), hotter, "Cooler sampling")
+    assert res["verdict"] == "failed" and "no probe available" in res["reason"]
+
+
+def test_replay_without_the_sandbox_package(store, monkeypatch):
+    monkeypatch.setitem(sys.modules, "backend.sandbox", None)  # import fails: plain subprocess fallback
+    res = submit(context(store), replace_name(DEFAULT, "extract_answer", LENIENT), "Lenient extraction")
+    assert res["verdict"] == "passed", res["reason"]
+
+
+def test_a_dying_batch_is_replayed_one_harness_at_a_time(store, monkeypatch):
+    real = replay_mod._run
+    calls = []
+
+    def flaky(codes, rows, limit_s, wall_s):
+        calls.append(len(codes))
+        return (None, "killed") if len(codes) > 1 else real(codes, rows, limit_s, wall_s)
+    monkeypatch.setattr(replay_mod, "_run", flaky)
+    res = submit(context(store), replace_name(DEFAULT, "extract_answer", LENIENT), "Lenient extraction")
+    assert calls == [2, 1, 1] and res["verdict"] == "passed"
+
+
+def test_a_probe_that_turns_up_reward_hacks_is_blocked(store):
+    def probe(h, n):
+        copies = "copy" in h.prompt.get("system", "")
+        return [{"id": i, "group_idx": i // 4, "correct": 0, "completion": "The answer is 3",
+                 "reward": 1.1 if copies else 0.0, "labels": "answer_copied_from_prompt" if copies else "",
+                 "completion_tokens": 4} for i in range(8)]
+    ctx = context(store, probe=probe)
+    prompt = dict(ctx.harness.prompt, system="Just copy a number from the question.")
+    res = submit(ctx, set_constant(DEFAULT, "PROMPT", prompt), "Copy prompt")
+    assert res["verdict"] == "failed"
+    assert res["reason"].startswith("blocked by validity diagnostic answer_copied_from_prompt: 8 of 8")

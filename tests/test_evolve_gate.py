@@ -1,0 +1,112 @@
+"""Operator commands, promotion, rollback after a held-out drop, and skills from gains."""
+
+import pytest
+
+from backend.evolve import after_eval, apply_command, promote, run_round
+from backend.evolve.synthetic import build_run, context, make_probe
+from backend.store import loads, now
+
+
+@pytest.fixture
+def run(tmp_path):
+    """A supervised run after one round: candidates wait for the operator."""
+    s = build_run(tmp_path / "run.db", steps=6)
+    s.insert("evals", {"step": 5, "created_at": now(), "accuracy": 0.30, "n": 32})
+    ctx = context(s, probe=make_probe())
+    out = run_round(ctx)
+    yield s, ctx, out
+    s.close()
+
+
+def _cmd(store, verb, **arg):
+    cid = store.send_command(verb, arg, source="test")
+    return store.get("commands", cid)
+
+
+def _lenient(store):
+    return next(r for r in store.rows("SELECT * FROM interventions") if "Lenient" in r["title"])
+
+
+def test_approve_promotes_and_acknowledges(run):
+    store, ctx, out = run
+    iid = _lenient(store)["id"]
+    status, result = apply_command(ctx, _cmd(store, "approve", id=iid))
+    assert status == "applied" and "harness v2" in result
+    cmd = store.rows("SELECT * FROM commands ORDER BY id DESC LIMIT 1")[0]
+    assert cmd["status"] == "applied" and cmd["acked_at"]
+    row = store.get("interventions", iid)
+    assert row["status"] == "promoted" and row["child_version"] == 2
+    assert [h["to"] for h in loads(row["history_json"])][-2:] == ["approved", "promoted"]
+    assert store.run()["harness_version"] == 2 and ctx.harness_version == 2
+    # approving it again is refused, with the reason
+    status, result = apply_command(ctx, _cmd(store, "approve", id=iid))
+    assert status == "rejected" and "promoted" in result
+
+
+def test_veto_records_the_reason(run):
+    store, ctx, out = run
+    iid = _lenient(store)["id"]
+    assert apply_command(ctx, _cmd(store, "veto", id=iid, reason="I prefer tags"))[0] == "applied"
+    row = store.get("interventions", iid)
+    assert row["status"] == "vetoed" and row["reason"] == "I prefer tags"
+    assert loads(row["history_json"])[-1]["reason"] == "I prefer tags"
+    assert apply_command(ctx, _cmd(store, "approve", id=iid))[0] == "rejected"
+
+
+def test_bad_and_foreign_commands(run):
+    store, ctx, out = run
+    assert apply_command(ctx, _cmd(store, "approve", id=999)) == ("rejected", "no intervention #999")
+    assert apply_command(ctx, _cmd(store, "approve"))[0] == "rejected"
+    pause = _cmd(store, "pause")
+    assert apply_command(ctx, pause) == ("rejected", "unknown verb")
+    assert store.get("commands", pause["id"])["status"] == "pending"  # left for the loop
+
+
+def test_auto_promote_on_promotes_the_best_waiting_candidate(run):
+    store, ctx, out = run
+    status, result = apply_command(ctx, _cmd(store, "auto_promote", on=True))
+    assert status == "applied" and "promoted harness v2" in result
+    assert store.run()["auto_promote"] == 1
+    assert store.get("harness_versions", 2)["intervention_id"] == _lenient(store)["id"]
+    assert apply_command(ctx, _cmd(store, "auto_promote", value="off"))[0] == "applied"
+    assert store.run()["auto_promote"] == 0
+
+
+def test_held_out_drop_rolls_back_to_the_replaced_version(run):
+    store, ctx, out = run
+    iid = _lenient(store)["id"]
+    assert promote(ctx, iid, "test") == 2
+    ctx.step = 10
+    decision = after_eval(ctx, 0.05)  # 0.30 -> 0.05 is beyond rollback_drop 0.1
+    assert decision == {"rollback_to_harness": 1, "restore_policy_step": 6}
+    assert store.run()["harness_version"] == 1 and ctx.harness_version == 1
+    assert [v["status"] for v in store.rows("SELECT status FROM harness_versions ORDER BY id")] == \
+        ["active", "rolled_back"]
+    row = store.get("interventions", iid)
+    assert row["status"] == "rolled_back" and "0.300 -> 0.050" in row["reason"]
+    assert after_eval(ctx, 0.05) is None  # judged once
+    assert store.count("skills") == 0
+
+
+def test_eval_at_the_promotion_step_only_refreshes_the_baseline(run):
+    store, ctx, out = run
+    promote(ctx, _lenient(store)["id"], "test")
+    assert after_eval(ctx, 0.5) is None  # same step: no training under v2 yet
+    ctx.step = 10
+    assert after_eval(ctx, 0.45) is None  # 0.5 -> 0.45 is within rollback_drop
+
+
+def test_a_promotion_that_helps_becomes_a_skill(run):
+    store, ctx, out = run
+    iid = _lenient(store)["id"]
+    promote(ctx, iid, "test")
+    ctx.step = 10
+    assert after_eval(ctx, 0.42) is None
+    (card,) = store.rows("SELECT * FROM skills")
+    assert card["name"] == "lenient_extraction" and card["helped"] == 1 and card["domain"] == "math"
+    trigger, change, evidence = (loads(card[k]) for k in ("trigger_json", "change_json", "evidence_json"))
+    assert trigger["labels"] == ["no_answer_tag"] and "no_answer_tag" in trigger["signature"]
+    assert change["op"] == "replace" and change["name"] == "extract_answer"
+    assert change["source"].startswith("def extract_answer(r):")
+    assert evidence["deltas"] == [pytest.approx(0.12)] and evidence["interventions"] == [iid]
+    assert evidence["backtests"][0]["agreement_new"] > evidence["backtests"][0]["agreement_old"]

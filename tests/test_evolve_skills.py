@@ -1,0 +1,115 @@
+"""The skill library: cards from helpful promotions, retrieval, export/import, shell ops."""
+
+import json
+
+import pytest
+
+from backend.evolve import after_eval, promote, run_round
+from backend.evolve import ops
+from backend.evolve.skills import SkillError, global_library, retrieve
+from backend.evolve.synthetic import build_run, context, make_probe
+from backend.store import loads, now
+
+
+@pytest.fixture
+def learned(tmp_path):
+    """A run that promoted lenient extraction and saw the held-out accuracy rise."""
+    s = build_run(tmp_path / "a" / "run.db", steps=6)
+    s.insert("evals", {"step": 5, "created_at": now(), "accuracy": 0.3, "n": 32})
+    ctx = context(s, probe=make_probe())
+    run_round(ctx)
+    iid = next(r["id"] for r in s.rows("SELECT * FROM interventions") if "Lenient" in r["title"])
+    promote(ctx, iid, "test")
+    ctx.step = 10
+    after_eval(ctx, 0.5)
+    yield s
+    s.close()
+
+
+def test_export_import_roundtrip_and_merge(learned, tmp_path):
+    lib = tmp_path / "lib.json"
+    assert ops.export_skills(learned, lib) == [str(lib)]
+    data = json.loads(lib.read_text())
+    assert data["evotui_skills"] == 1 and data["skills"][0]["name"] == "lenient_extraction"
+    folder = ops.export_skills(learned, tmp_path / "cards")
+    assert [p.rsplit("/", 1)[-1] for p in folder] == ["lenient_extraction.json"]
+
+    other = build_run(tmp_path / "b" / "run.db", steps=6)
+    assert ops.import_skills(other, lib) == [{"name": "lenient_extraction", "action": "added"}]
+    assert ops.import_skills(other, tmp_path / "cards") == [{"name": "lenient_extraction", "action": "merged"}]
+    assert other.count("skills") == 1
+    card = ops.skills_show(other, "lenient_extraction")
+    assert card["helped"] == 2 and len(card["evidence"]["deltas"]) == 2  # evidence accumulates
+    assert card["change"]["name"] == "extract_answer"
+
+
+def test_a_new_run_proposes_from_an_imported_skill(learned, tmp_path):
+    lib = tmp_path / "lib.json"
+    ops.export_skills(learned, lib)
+    other = build_run(tmp_path / "b" / "run.db", steps=6, seed=3)
+    ops.import_skills(other, lib)
+    assert [c["name"] for c in retrieve(other, [{"label": "no_answer_tag", "share": 0.9}], "math")] == \
+        ["lenient_extraction"]
+    out = run_round(context(other, probe=make_probe()))
+    shaped = [other.get("interventions", i) for i in out["proposed"]]
+    shaped = [r for r in shaped if loads(r["skills_json"])]
+    assert shaped and loads(shaped[0]["skills_json"]) == ["lenient_extraction"]
+    assert shaped[0]["status"] == "passed", shaped[0]["reason"]
+    assert ops.skills_show(other, "lenient_extraction")["uses"] == 1
+
+
+def test_ops_read_runs_and_library_files(learned, tmp_path):
+    run_dir = learned.path.parent
+    rows = ops.skills_list(run_dir)
+    assert rows[0]["name"] == "lenient_extraction" and rows[0]["labels"] == ["no_answer_tag"]
+    assert rows[0]["change"] == "replace extract_answer" and rows[0]["helped"] == 1
+    lib = tmp_path / "lib.json"
+    ops.export_skills(run_dir, lib)
+    assert ops.skills_list(lib) == rows
+    assert ops.skills_show(lib, "lenient_extraction")["change"]["op"] == "replace"
+    with pytest.raises(SkillError, match="no skill named 'nope'"):
+        ops.skills_show(run_dir, "nope")
+
+
+@pytest.mark.parametrize("content, match", [
+    ("{not json", "not a valid JSON skill file"),
+    ('{"name": "x"}', "lacks 'trigger'"),
+    ('{"name": "x", "trigger": {}, "change": {"op": "explode", "name": "f"}}', "no valid change"),
+    ('{"skills": {"a": 1}}', "must be a list"),
+    ('{"skills": [{"name": "ok", "trigger": {"labels": "no_answer_tag"}, "change": {"op": "remove", "name": "f"}}]}',
+     "list of strings"),
+])
+def test_corrupt_skill_files_give_one_clear_error(learned, tmp_path, content, match):
+    bad = tmp_path / "bad.json"
+    bad.write_text(content)
+    with pytest.raises(SkillError, match=match) as e:
+        ops.import_skills(learned, bad)
+    assert str(bad) in str(e.value)
+    assert learned.count("skills") == 1  # nothing half-imported
+
+
+def test_missing_paths(learned, tmp_path):
+    with pytest.raises(SkillError, match="no such skill file"):
+        ops.import_skills(learned, tmp_path / "missing.json")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(SkillError, match="no .json skill files"):
+        ops.import_skills(learned, tmp_path / "empty")
+    with pytest.raises(SkillError, match="no such run or skill library"):
+        ops.skills_list(tmp_path / "nowhere")
+
+
+def test_global_library_under_evotui_home(tmp_path, monkeypatch):
+    monkeypatch.setenv("EVOTUI_HOME", str(tmp_path / "home"))
+    s = build_run(tmp_path / "a" / "run.db", steps=6)
+    s.insert("evals", {"step": 5, "created_at": now(), "accuracy": 0.3, "n": 32})
+    ctx = context(s, probe=make_probe())
+    run_round(ctx)
+    promote(ctx, next(r["id"] for r in s.rows("SELECT * FROM interventions") if "Lenient" in r["title"]), "t")
+    ctx.step = 10
+    after_eval(ctx, 0.5)
+    assert global_library() == tmp_path / "home" / "skills.json"
+    assert [c["name"] for c in ops.skills_list(global_library())] == ["lenient_extraction"]
+    # a fresh run retrieves from the global library without importing anything
+    other = build_run(tmp_path / "b" / "run.db", steps=6)
+    assert [c["name"] for c in retrieve(other, [{"label": "no_answer_tag", "share": 0.9}], "math")] == \
+        ["lenient_extraction"]
