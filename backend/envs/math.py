@@ -12,8 +12,6 @@ import random
 import re
 import threading
 
-import reasoning_gym
-
 from .base import Task, Verdict
 
 _ANSWER_TAG = re.compile(r"<answer>(.*?)</answer>", re.S | re.I)
@@ -77,6 +75,8 @@ class MathEnv:
 
     def __init__(self, datasets: list[str], heldout_seed: int = 99991, heldout_n: int = 32,
                  heldout_level: int = 1):
+        import reasoning_gym  # heavy (pulls in matplotlib): only where tasks are made
+
         unknown = [d for d in datasets if d not in reasoning_gym.factory.DATASETS]
         if unknown:
             raise ValueError(f"unknown reasoning-gym dataset(s): {', '.join(unknown)}")
@@ -89,6 +89,8 @@ class MathEnv:
     def _make(self, name: str, level: int, seed: int, n: int) -> list[Task]:
         knobs = LEVELS.get(name, [{}])
         kw = knobs[max(0, min(level, len(knobs) - 1))]
+        import reasoning_gym
+
         ds = reasoning_gym.create_dataset(name, seed=seed, size=n, **kw)
         out = []
         for i in range(n):
