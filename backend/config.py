@@ -34,7 +34,7 @@ class ModelConfig:
     gguf_file: str = ""
     """GGUF file name inside `name` when `name` is a folder or repo of GGUF files."""
     dtype: str = "auto"
-    """auto (bf16 where the device supports it, else fp32), bf16, fp16 or fp32."""
+    """auto (bf16 on a CUDA GPU that supports it; fp32 on the CPU, measured faster there), bf16, fp16 or fp32."""
     device: str = "auto"
     """auto (cuda if present, else cpu), cpu or cuda[:N]."""
     lora_r: int = 16
