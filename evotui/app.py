@@ -12,6 +12,7 @@ folded into `RunState` here and pushed down to the screens. Tests inject a
 
 from __future__ import annotations
 
+import json
 from functools import partial
 from pathlib import Path
 from typing import Callable, Iterable
@@ -20,6 +21,7 @@ from textual.app import App, SystemCommand
 from textual.binding import Binding
 from textual.screen import Screen
 
+from backend.store.views import loads
 from evotui.components.run_screen import RunScreen
 from evotui.components.run_state import RunState
 from evotui.components.screens import MODES, SCREEN_TITLES
@@ -55,17 +57,18 @@ class EvoApp(SyncMixin, App[int]):
         super().__init__()
         self.run_dir = Path(run_dir)
         self.owns_engine = owns_engine
-        self.watch = watch
+        self.watch_files = watch
         self.probe = probe or EngineProbe()
         self.spawn = spawn
         self.state = RunState()
         self.health = EngineHealth()
         self.stop_requested = False
         self.engine_dead_on_exit = False
+        self._resume_proc = None
         self._init_sync()
 
     def on_mount(self) -> None:
-        self.start_sync(self.watch)
+        self.start_sync(self.watch_files)
 
     def on_unmount(self) -> None:
         self.close_sync()
@@ -93,8 +96,9 @@ class EvoApp(SyncMixin, App[int]):
                 screen.refresh_state(changed)
 
     def on_command_sent(self, message: CommandSent) -> None:
-        self.state.commands[message.cid] = {"id": message.cid, "verb": message.verb, "status": "pending",
-                                            "arg_json": _json(message.arg), "result": None}
+        # A poll may already have read the row (even acknowledged): never put it back to pending.
+        self.state.commands.setdefault(message.cid, {"id": message.cid, "verb": message.verb, "status": "pending",
+                                                     "arg_json": json.dumps(message.arg), "result": None})
         self.notify(f"{_describe(message.verb, message.arg)}: sent, waiting for the engine",
                     title=f"Command #{message.cid}")
         self._push({"commands"})
@@ -102,12 +106,12 @@ class EvoApp(SyncMixin, App[int]):
 
     def on_command_acknowledged(self, message: CommandAcknowledged) -> None:
         c = message.command
-        arg = _loads(c.get("arg_json"))
+        arg = loads(c.get("arg_json"), {}) or {}
         self.notify(f"{_describe(c['verb'], arg)}: {c['status']} ({c.get('result') or ''})",
                     title=f"Command #{c['id']}", severity="information" if c["status"] == "applied" else "warning")
 
-    def on_label_chosen(self, message: LabelChosen) -> None:
-        self.switch_mode("rollouts")
+    async def on_label_chosen(self, message: LabelChosen) -> None:
+        await self.switch_mode("rollouts")
         self.screen.filter_by_label(message.label)
 
     # ------------------------------------------------------------ actions
@@ -130,10 +134,18 @@ class EvoApp(SyncMixin, App[int]):
         self.send_command("stop")
 
     def action_resume_engine(self) -> None:
-        proc = self.spawn(self.run_dir)
+        if self._resuming():
+            self.notify("the engine is already starting (it loads the model first)", title="Resume")
+            return
+        self._resume_proc = self.spawn(self.run_dir)
         self.owns_engine = True
-        self.notify(f"engine starting again (pid {getattr(proc, 'pid', '?')}); "
+        self.notify(f"engine starting again (pid {getattr(self._resume_proc, 'pid', '?')}); "
                     "its output goes to engine.log", title="Resume")
+
+    def _resuming(self) -> bool:
+        """A resume this app started that has not yet taken over the run (nor exited)."""
+        proc = self._resume_proc
+        return proc is not None and getattr(proc, "poll", lambda: None)() is None and self.health.resumable
 
     def check_action(self, action: str, parameters: tuple) -> bool | None:
         if action == "resume_engine":
@@ -141,7 +153,8 @@ class EvoApp(SyncMixin, App[int]):
         return True
 
     async def action_quit(self) -> None:
-        engine_running = self.state.run.get("status") in ("running", "paused", "created") and not self.health.dead
+        status = self.state.run.get("status") if self.state.loaded else "created"  # not read yet: ask anyway
+        engine_running = status in ("running", "paused", "created") and not self.health.dead
         if not (self.owns_engine and engine_running):
             self.engine_dead_on_exit = self.health.dead
             self.exit(0)
@@ -173,18 +186,6 @@ class EvoApp(SyncMixin, App[int]):
             yield SystemCommand(binding.description, binding.tooltip or f"key: {binding.key}",
                                 partial(self.run_action, binding.action, namespace))
         yield from super().get_system_commands(screen)
-
-
-def _json(obj) -> str:
-    import json
-
-    return json.dumps(obj)
-
-
-def _loads(text):
-    from backend.store import loads
-
-    return loads(text, {}) or {}
 
 
 def _describe(verb: str, arg: dict) -> str:

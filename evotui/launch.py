@@ -5,21 +5,23 @@
                                         quit ask whether to stop the run or leave it running
 
 The engine always runs in its own session (`start_new_session=True`) with its
-output appended to `RUN_DIR/engine.log`, so closing the terminal or the TUI
-leaves it running; `evotui open RUN_DIR` attaches again later.
+output appended to `RUN_DIR/engine.log` (for a new run, to a file beside
+RUN_DIR until the engine has created it; see `startup_log`), so closing the
+terminal or the TUI leaves it running; `evotui open RUN_DIR` attaches again.
 """
 
 from __future__ import annotations
 
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from backend.store.views import tail_file
+from backend.store.views import RunDB, RunNotReadable, tail_file
 
 START_TIMEOUT_S = 600.0  # the engine loads the model before it creates run.db
 
@@ -53,14 +55,27 @@ class EngineProbe:
         return gpu_memory(pid) or rss_memory(pid)
 
 
+_NVML: list = []  # [pynvml] once initialised, [None] when unavailable
+
+
+def _nvml():
+    if not _NVML:
+        try:
+            import pynvml  # optional: the `gpu` extra (nvidia-ml-py)
+
+            pynvml.nvmlInit()
+            _NVML.append(pynvml)
+        except Exception:  # not installed, no driver, no device
+            _NVML.append(None)
+    return _NVML[0]
+
+
 def gpu_memory(pid: int | None) -> str:
     """GPU memory via nvidia-ml-py when it is installed and a GPU is present, else ''."""
-    try:
-        import pynvml  # optional: the `gpu` extra
-    except ImportError:
+    pynvml = _nvml()
+    if pynvml is None:
         return ""
     try:
-        pynvml.nvmlInit()
         handle = pynvml.nvmlDeviceGetHandleByIndex(0)
         info = pynvml.nvmlDeviceGetMemoryInfo(handle)
         used = info.used
@@ -96,18 +111,18 @@ def engine_health(run: dict, run_dir: Path, probe: EngineProbe) -> EngineHealth:
         message = f"The engine (pid {pid}) is gone: the run says {status} but no process runs it."
     else:
         return EngineHealth(memory=memory, resumable=status == "stopped")
-    tail = tuple(tail_file(Path(run_dir) / "engine.log", 6))
+    tail = tuple(tail_file(Path(run_dir) / "engine.log", 4))
     if run.get("error"):
         tail = tail + (f"runs.error: {run['error']}",)
-    return EngineHealth(dead=True, message=message, detail=tail[-6:], resumable=True)
+    return EngineHealth(dead=True, message=message, detail=tail[-4:], resumable=True)
 
 
 # ---------------------------------------------------------------- processes
 
 
-def _spawn(run_dir: Path, args: list[str]) -> subprocess.Popen:
-    run_dir.mkdir(parents=True, exist_ok=True)
-    log = open(run_dir / "engine.log", "ab")
+def _spawn(log_path: Path, args: list[str]) -> subprocess.Popen:
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    log = open(log_path, "ab")
     try:
         return subprocess.Popen([sys.executable, "-m", "evotui", "run", "--headless", *args],
                                 stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
@@ -116,28 +131,42 @@ def _spawn(run_dir: Path, args: list[str]) -> subprocess.Popen:
         log.close()
 
 
+def startup_log(run_dir: Path) -> Path:
+    """Where a new run's engine output goes until the run directory exists.
+
+    The engine creates RUN_DIR atomically (built under a temporary name, then
+    renamed), so nothing may be put inside it first; `adopt_log` then moves this
+    file to RUN_DIR/engine.log. The engine keeps writing to the same open file.
+    """
+    return run_dir.parent / f".{run_dir.name}.engine.log"
+
+
+def adopt_log(run_dir: Path) -> None:
+    src, dst = startup_log(run_dir), run_dir / "engine.log"
+    if src.exists() and run_dir.is_dir() and not dst.exists():
+        os.replace(src, dst)
+
+
 def start_engine(run_dir: Path, extra_args: list[str]) -> subprocess.Popen:
-    """A new run in the background; output appended to run_dir/engine.log."""
-    return _spawn(Path(run_dir), ["--run-dir", str(run_dir), *extra_args])
+    """A new run in the background; output goes to `startup_log(run_dir)`, then RUN_DIR/engine.log."""
+    return _spawn(startup_log(Path(run_dir)), ["--run-dir", str(run_dir), *extra_args])
 
 
 def resume_engine(run_dir: Path) -> subprocess.Popen:
-    """Continue a stopped or crashed run in the background."""
-    return _spawn(Path(run_dir), ["--resume", str(run_dir)])
+    """Continue a stopped or crashed run in the background; output appended to RUN_DIR/engine.log."""
+    return _spawn(Path(run_dir) / "engine.log", ["--resume", str(run_dir)])
 
 
 def _run_ready(run_dir: Path) -> bool:
-    from backend.store import Store, StoreError
-
     if not (run_dir / "run.db").exists():
         return False
     try:
-        store = Store.open(run_dir / "run.db", readonly=True)
+        db = RunDB(run_dir)
         try:
-            return store.get("runs", 1) is not None
+            return db.get("runs", 1) is not None
         finally:
-            store.close()
-    except (StoreError, Exception):  # half-created: try again
+            db.close()
+    except (RunNotReadable, sqlite3.Error):  # half-created: try again
         return False
 
 
@@ -161,6 +190,11 @@ def open_tui(run_dir: Path, owns_engine: bool = False) -> int:
     """Attach the TUI to a run (running, paused, finished or crashed). Never stops it."""
     from evotui.app import EvoApp
 
+    try:
+        RunDB(run_dir).close()
+    except RunNotReadable as e:
+        print(f"evotui: error: {e}", file=sys.stderr)
+        return 2
     app = EvoApp(Path(run_dir), owns_engine=owns_engine)
     app.run()
     if app.stop_requested:
@@ -174,7 +208,7 @@ def start_and_open(run_dir: Path, extra_args: list[str]) -> int:
     """Start a new run in the background and open the TUI on it."""
     run_dir = Path(run_dir)
     proc = start_engine(run_dir, extra_args)
-    print(f"starting the engine (pid {proc.pid}); log: {run_dir / 'engine.log'}", file=sys.stderr)
+    print(f"starting the engine (pid {proc.pid}); log: {startup_log(run_dir)}", file=sys.stderr)
     print("waiting for it to load the model and create the run ...", file=sys.stderr)
     try:
         code = wait_for_run(run_dir, proc)
@@ -183,8 +217,10 @@ def start_and_open(run_dir: Path, extra_args: list[str]) -> int:
         print("interrupted before the run started; the engine was asked to stop", file=sys.stderr)
         return 130
     if code is not None or not (run_dir / "run.db").exists():
-        print("the engine exited before the run started:", file=sys.stderr)
-        for line in tail_file(run_dir / "engine.log", 15):
+        log = startup_log(run_dir) if startup_log(run_dir).exists() else run_dir / "engine.log"
+        print(f"the engine exited before the run started ({log}):", file=sys.stderr)
+        for line in tail_file(log, 15):
             print("  " + line, file=sys.stderr)
         return code or 1
+    adopt_log(run_dir)
     return open_tui(run_dir, owns_engine=True)

@@ -41,7 +41,7 @@ def edit(code: str, old: str, new: str) -> tuple[str, str]:
     assert old in code, old
     changed = code.replace(old, new, 1)
     diff = "".join(difflib.unified_diff(code.splitlines(True), changed.splitlines(True),
-                                        "harness.py (v%s)", "harness.py (candidate)"))
+                                        "a/harness.py", "b/harness.py"))
     return changed, diff
 
 
@@ -174,12 +174,13 @@ def _add_versions(store: Store) -> tuple[str, str, str]:
 
 
 def _add_rounds_and_interventions(store: Store, v1: str, v2: str, v3: str) -> None:
-    table1 = [{"label": "truncated", "count": 21, "share": 0.26, "trend": 0.08, "examples": [3, 7, 12]},
+    table1 = [{"label": "dead_groups", "count": 8, "share": 0.4, "trend": -0.1, "examples": [1, 2, 3, 4]},
+              {"label": "truncated", "count": 21, "share": 0.26, "trend": 0.08, "examples": [3, 7, 12]},
               {"label": "no_answer_tag", "count": 14, "share": 0.18, "trend": -0.02, "examples": [5, 9]},
               {"label": "wrong_value", "count": 11, "share": 0.14, "trend": 0.0, "examples": [2]}]
     table2 = [{"label": "no_answer_tag", "count": 19, "share": 0.24, "trend": 0.06, "examples": [101, 117]},
               {"label": "syntax_error", "count": 9, "share": 0.11, "trend": -0.04, "examples": [99]},
-              {"label": "tests_edited", "count": 3, "share": 0.04, "trend": 0.04, "examples": [112]},
+              {"label": "tests_edited", "count": 3, "share": 0.04, "trend": 0.04, "examples": [112], "validity": 1},
               {"label": "truncated", "count": 2, "share": 0.03, "trend": -0.23, "examples": [130]}]
     _, d3 = edit(v2, 'REWARD_WEIGHTS = {"correct": 1.0, "format": 0.1}',
                  'REWARD_WEIGHTS = {"correct": 1.0, "format": 0.3}')
@@ -199,7 +200,12 @@ def _add_rounds_and_interventions(store: Store, v1: str, v2: str, v3: str) -> No
 
 
 def _history(*pairs) -> str:
-    return dumps([{"status": s, "at": ts(t), "note": n} for s, t, n in pairs])
+    """Transitions as the engine writes them: {ts, from, to, reason}."""
+    out, prev = [], None
+    for status, t, note in pairs:
+        out.append({"ts": ts(t), "from": prev, "to": status, "reason": note})
+        prev = status
+    return dumps(out)
 
 
 def _interventions(d1, d2, d3, d4) -> list[dict]:
@@ -240,24 +246,29 @@ def _interventions(d1, d2, d3, d4) -> list[dict]:
 
 
 def _backtests() -> list[dict]:
-    m = lambda **kw: dumps(kw)  # noqa: E731
+    def m(**pairs):  # the engine's flat x_old / x_new metrics
+        flat = {"n_rollouts": 80}
+        for name, v in pairs.items():
+            flat[f"{name}_old"], flat[f"{name}_new"] = v["before"], v["after"]
+        return dumps(flat)
+
     return [
         {"id": 1, "intervention_id": 1, "created_at": ts(165), "mode": "replay", "n_rollouts": 80,
          "metrics_json": m(agreement={"before": 0.66, "after": 0.73}, dead_group_frac={"before": 0.4, "after": 0.3},
-                           invalid_low={"before": 1.0, "after": 1.0}), "verdict": "pass",
+                           invalid_low={"before": 1.0, "after": 1.0}), "verdict": "passed",
          "reason": "agreement +0.07", "ms": 412.0},
         {"id": 2, "intervention_id": 2, "created_at": ts(166), "mode": "probe", "n_rollouts": 8,
-         "metrics_json": m(truncated_frac={"before": 0.25, "after": 0.12}), "verdict": "pass",
+         "metrics_json": m(truncated_frac={"before": 0.25, "after": 0.12}), "verdict": "passed",
          "reason": "probe", "ms": 9100.0},
         {"id": 3, "intervention_id": 3, "created_at": ts(320), "mode": "replay", "n_rollouts": 80,
          "metrics_json": m(agreement={"before": 0.78, "after": 0.83},
                            dead_group_frac={"before": 0.22, "after": 0.16},
                            invalid_low={"before": 1.0, "after": 1.0},
-                           regressions={"before": 0, "after": 0}), "verdict": "pass",
+                           regressions={"before": 0, "after": 0}), "verdict": "passed",
          "reason": "agreement +0.05, no regressions", "ms": 388.0},
         {"id": 4, "intervention_id": 4, "created_at": ts(318), "mode": "replay", "n_rollouts": 80,
          "metrics_json": m(agreement={"before": 0.78, "after": 0.77}, regressions={"before": 0, "after": 1}),
-         "verdict": "fail", "reason": "regressed the truncated fix", "ms": 401.0},
+         "verdict": "failed", "reason": "regressed the truncated fix", "ms": 401.0},
     ]
 
 
@@ -315,3 +326,69 @@ def ack_pending(run_dir: Path, status: str = "applied", result: str = "ok") -> l
         return pending
     finally:
         store.close()
+
+
+# ---------------------------------------------------------------- driving the app in tests
+
+
+class FakeProbe:
+    """Engine liveness and memory, frozen: `alive` decides whether the pid counts as running."""
+
+    def __init__(self, alive: bool = True, memory: str = "RSS 1.25 GiB") -> None:
+        self._alive = alive
+        self._memory = memory
+
+    def alive(self, pid) -> bool:
+        return self._alive and bool(pid)
+
+    def memory(self, pid) -> str:
+        return self._memory
+
+
+class FakeSpawn:
+    """Records resume requests instead of starting an engine."""
+
+    pid = 4242
+
+    def __init__(self) -> None:
+        self.calls: list[Path] = []
+
+    def __call__(self, run_dir: Path):
+        self.calls.append(Path(run_dir))
+        return self
+
+
+def make_app(run_dir: Path, alive: bool = True, **kwargs):
+    """The real app over a fixture run, without watchfiles or timers (tests drive the polls)."""
+    from evotui.app import EvoApp
+
+    kwargs.setdefault("spawn", FakeSpawn())
+    kwargs.setdefault("watch", False)
+    return EvoApp(Path(run_dir), probe=FakeProbe(alive), **kwargs)
+
+
+async def settle(pilot, rounds: int = 30) -> None:
+    """Wait until no worker runs and their messages are handled (no sleeps)."""
+    app = pilot.app
+    quiet = 0
+    for _ in range(rounds):
+        busy = [w for w in app.workers if w.group != "watch"]  # the watchfiles loop never ends
+        if busy:  # (an empty list would mean "all workers")
+            await app.workers.wait_for_complete(busy)
+        await pilot.pause()
+        quiet = quiet + 1 if not any(w.is_running and w.group != "watch" for w in app.workers) else 0
+        if quiet >= 3:
+            return
+
+
+async def press(pilot, *keys: str) -> None:
+    """Press keys one by one, settling after each (a key often starts a worker)."""
+    for key in keys:
+        await pilot.press(key)
+        await settle(pilot)
+
+
+async def poll(pilot) -> None:
+    """What watchfiles would trigger: read the database now."""
+    pilot.app.request_poll()
+    await settle(pilot)

@@ -19,10 +19,6 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterable
 
-from sqlite_utils import Database
-
-from .schema import MIGRATIONS, TABLES, known_migrations
-
 
 class StoreError(RuntimeError):
     """A user-facing store problem (not a run, newer schema, locked, ...)."""
@@ -63,6 +59,8 @@ class Store:
     """A run database. Use `Store.open(path)`; `readonly=True` never writes."""
 
     def __init__(self, conn: sqlite3.Connection, path: Path):
+        from sqlite_utils import Database  # imports pandas: only when a Store is opened
+
         self.conn = conn
         self.path = path
         self.db = Database(conn)
@@ -84,6 +82,8 @@ class Store:
         return store
 
     def _check_schema(self, readonly: bool) -> None:
+        from .schema import MIGRATIONS, TABLES, known_migrations
+
         applied = [m.name for m in MIGRATIONS.applied(self.db)] if "_sqlite_migrations" in self.db.table_names() else []
         unknown = [m for m in applied if m not in known_migrations()]
         if unknown:

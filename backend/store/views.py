@@ -5,6 +5,11 @@ Everything the TUI shows is read here (no textual import; the only SQL outside
 paging (`id < before`), never loaded whole; `read_delta` returns only rows
 newer than a cursor, so a poll costs the same at step 10 and at step 10 000.
 
+Reads go through `RunDB`, plain sqlite3 opened read-only: this module imports
+neither sqlite-utils nor the rest of the store (sqlite-utils pulls in pandas
+when it is installed, a second of start-up the TUI does not need). Every
+function also accepts a `Store`, which has the same read methods.
+
     >>> reader = RunReader.open("runs/x")
     >>> rows = reader.call(rollout_page, RolloutFilter(verdict="wrong"))
     >>> delta = reader.call(read_delta, PollCursor())
@@ -12,11 +17,11 @@ newer than a cursor, so a poll costs the same at step 10 and at step 10 000.
 
 from __future__ import annotations
 
+import json
+import sqlite3
 import threading
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-
-from . import Store, loads
 
 PAGE = 50
 MIX_WINDOW = 300  # steps of failure mix kept for the dashboard plot
@@ -37,19 +42,70 @@ INTERVENTION_COLS = (
 )
 
 
+class RunNotReadable(RuntimeError):
+    """The folder holds no readable evotui run (the message says why, in one line)."""
+
+
+def loads(text: str | None, default=None):
+    if not text:
+        return default
+    try:
+        return json.loads(text)
+    except ValueError:
+        return default
+
+
+class RunDB:
+    """A run database opened read-only with sqlite3: the read methods of `Store`, nothing else."""
+
+    def __init__(self, path: str | Path):
+        path = Path(path)
+        if path.is_dir():
+            path = path / "run.db"
+        if not path.is_file():
+            raise RunNotReadable(f"not an evotui run: {path} does not exist")
+        self.path = path
+        try:
+            self.conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=30, check_same_thread=False)
+            self.conn.row_factory = sqlite3.Row
+            self.conn.execute("PRAGMA busy_timeout = 30000")
+            tables = {r[0] for r in self.conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        except sqlite3.DatabaseError as e:
+            raise RunNotReadable(f"cannot read {path}: {e}") from None
+        if not {"runs", "rollouts", "commands"} <= tables:
+            raise RunNotReadable(f"{path} is not an evotui run database")
+
+    def rows(self, sql: str, params=()) -> list[dict]:
+        return [dict(r) for r in self.conn.execute(sql, tuple(params)).fetchall()]
+
+    def scalar(self, sql: str, params=()):
+        row = self.conn.execute(sql, tuple(params)).fetchone()
+        return row[0] if row else None
+
+    def get(self, table: str, pk) -> dict | None:
+        row = self.conn.execute(f"SELECT * FROM {table} WHERE rowid = ?", (pk,)).fetchone()
+        return dict(row) if row else None
+
+    def data_version(self) -> int:
+        return self.conn.execute("PRAGMA data_version").fetchone()[0]
+
+    def close(self) -> None:
+        self.conn.close()
+
+
 class RunReader:
     """One read-only connection with a lock, shared by worker threads.
 
     `interrupt()` aborts the query in flight (a newer filter supersedes it).
     """
 
-    def __init__(self, store: Store):
+    def __init__(self, store):
         self.store = store
         self._lock = threading.Lock()
 
     @classmethod
     def open(cls, run_dir: str | Path) -> "RunReader":
-        return cls(Store.open(Path(run_dir) / "run.db", readonly=True))
+        return cls(RunDB(run_dir))
 
     def call(self, fn, *args, **kwargs):
         with self._lock:
@@ -113,7 +169,7 @@ class RolloutFilter:
         return "d.rollout_id" if self.label else "r.id"
 
 
-def rollout_page(store: Store, flt: RolloutFilter, before: int | None = None,
+def rollout_page(store: RunDB, flt: RolloutFilter, before: int | None = None,
                  after: int | None = None, limit: int = PAGE) -> list[dict]:
     """Rollouts matching `flt`, newest first: older than `before` or newer than `after`."""
     source, where, params = flt.sql()
@@ -130,7 +186,7 @@ def rollout_page(store: Store, flt: RolloutFilter, before: int | None = None,
     return [r for r in rows if not (r["id"] in seen or seen.add(r["id"]))]
 
 
-def rollout_detail(store: Store, rid: int) -> dict | None:
+def rollout_detail(store: RunDB, rid: int) -> dict | None:
     """One rollout with its labels and evidence, its group, and its turns."""
     row = store.get("rollouts", rid)
     if row is None:
@@ -149,7 +205,7 @@ def rollout_detail(store: Store, rid: int) -> dict | None:
             "verdict": loads(row.get("verdict_json"), {}) or {}}
 
 
-def distinct_values(store: Store, table: str, column: str, limit: int = 200) -> list:
+def distinct_values(store: RunDB, table: str, column: str, limit: int = 200) -> list:
     """Distinct values of an indexed column by skipping through the index (no full scan)."""
     out: list = []
     value = store.scalar(f"SELECT min({column}) FROM {table}")
@@ -167,7 +223,7 @@ class FilterChoices:
     harness_versions: list[int] = field(default_factory=list)
 
 
-def filter_choices(store: Store) -> FilterChoices:
+def filter_choices(store: RunDB) -> FilterChoices:
     run = store.get("runs", 1) or {}
     domains = [d.strip() for d in (run.get("domain") or "").split(",") if d.strip()]
     return FilterChoices(
@@ -181,7 +237,7 @@ def filter_choices(store: Store) -> FilterChoices:
 # ---------------------------------------------------------------- details
 
 
-def intervention_detail(store: Store, iid: int) -> dict | None:
+def intervention_detail(store: RunDB, iid: int) -> dict | None:
     row = store.get("interventions", iid)
     if row is None:
         return None
@@ -193,16 +249,16 @@ def intervention_detail(store: Store, iid: int) -> dict | None:
     return row
 
 
-def harness_version(store: Store, vid: int) -> dict | None:
+def harness_version(store: RunDB, vid: int) -> dict | None:
     return store.get("harness_versions", vid)
 
 
-def harness_code_known(store: Store, code: str) -> bool:
+def harness_code_known(store: RunDB, code: str) -> bool:
     """Whether `code` is the text of some stored harness version (not a hand edit)."""
     return store.scalar("SELECT 1 FROM harness_versions WHERE code = ? LIMIT 1", (code,)) is not None
 
 
-def skills(store: Store, text: str = "") -> list[dict]:
+def skills(store: RunDB, text: str = "") -> list[dict]:
     """Skill cards, most used first; `text` searches name, domain, trigger, change, evidence."""
     cols = "id, name, domain, uses, helped, source, created_at, trigger_json, change_json"
     if not text.strip():
@@ -213,7 +269,7 @@ def skills(store: Store, text: str = "") -> list[dict]:
         "OR change_json LIKE ? OR evidence_json LIKE ? ORDER BY uses DESC, name", [like] * 5)
 
 
-def skill(store: Store, sid: int) -> dict | None:
+def skill(store: RunDB, sid: int) -> dict | None:
     row = store.get("skills", sid)
     if row:
         for key in ("trigger", "change", "evidence"):
@@ -221,12 +277,19 @@ def skill(store: Store, sid: int) -> dict | None:
     return row
 
 
-def label_rollouts(store: Store, label: str, step_lo: int, step_hi: int, limit: int = PAGE) -> list[dict]:
+def label_rollouts(store: RunDB, label: str, step_lo: int, step_hi: int, limit: int = PAGE) -> list[dict]:
     """Rollouts of a round's window carrying `label`, newest first."""
     return store.rows(
         f"SELECT {ROLLOUT_COLS}, d.evidence FROM diagnoses d JOIN rollouts r ON r.id = d.rollout_id "
         "WHERE d.label = ? AND d.step BETWEEN ? AND ? ORDER BY d.rollout_id DESC LIMIT ?",
         (label, step_lo, step_hi, limit))
+
+
+def rollouts_by_ids(store: RunDB, ids: list[int]) -> list[dict]:
+    """Rollouts by id, newest first (a failure table's examples)."""
+    ids = [int(i) for i in ids][:PAGE]
+    marks = ",".join("?" * len(ids))
+    return store.rows(f"SELECT {ROLLOUT_COLS} FROM rollouts r WHERE r.id IN ({marks}) ORDER BY r.id DESC", ids)
 
 
 # ---------------------------------------------------------------- polling
@@ -265,10 +328,9 @@ class RunDelta:
     interventions: list[dict] | None = None
     skills_changed: bool = False
     max_rollout_id: int = 0
-    n_rollouts_hint: int = 0
 
 
-def read_delta(store: Store, cursor: PollCursor, force: bool = False) -> RunDelta | None:
+def read_delta(store: RunDB, cursor: PollCursor, force: bool = False) -> RunDelta | None:
     """Rows newer than `cursor`; None when nothing was committed since (PRAGMA data_version)."""
     dv = store.data_version()
     if dv == cursor.data_version and not force:

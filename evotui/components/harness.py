@@ -1,5 +1,126 @@
+"""Harness: the current harness file, highlighted, and its version lineage with diffs.
+
+Editing `RUN_DIR/harness.py` by hand (here with `e`, or in any editor) turns the
+edit into an intervention: the app notices the file change and sends a
+`propose_edit` command, and the engine backtests it like any other candidate.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+
+from textual import on, work
+from textual.binding import Binding
+from textual.containers import Container, VerticalScroll
+from textual.widgets import DataTable, Static
+
+from backend.store.views import harness_version
+from evotui.components import cells
+from evotui.components.code_view import CodeView
+from evotui.components.diff_view import DiffView, make_diff
 from evotui.components.run_screen import RunScreen
+from evotui.messages import HarnessVersionFetched
 
 
 class HarnessScreen(RunScreen):
-    pass
+    """Versions on the left; the selected version's code or its diff to its parent on the right."""
+
+    TOPICS = frozenset({"versions", "run"})
+    AUTO_FOCUS = "#h-table"
+    HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (140, "-wide")]  # code wants the full width
+    BINDINGS = [
+        Binding("d", "toggle_diff", "Code/diff", tooltip="Show the code or the diff to the parent version"),
+        Binding("e", "edit", "Edit harness.py", tooltip="Edit RUN_DIR/harness.py in $EDITOR (becomes a proposal)"),
+    ]
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.selected: int | None = None
+        self.show_diff = False
+        self.version: dict | None = None
+        self.parent_version: dict | None = None
+
+    def compose_body(self):
+        with Container(classes="split", id="h-split"):
+            yield DataTable(id="h-table", cursor_type="row", zebra_stripes=True)
+            with VerticalScroll(id="h-view"):
+                yield Static("", id="h-head")
+                yield CodeView(id="h-code")
+                yield DiffView(id="h-diff")
+
+    def on_mount(self) -> None:
+        table = self.query_one(DataTable)
+        table.border_title = "versions"
+        for name, width in (("v", 4), ("parent", 6), ("status", 9), ("iv", 3), ("note", 24)):
+            table.add_column(name, width=width, key=name)
+
+    def update_body(self, changed: set[str]) -> None:
+        table = self.query_one(DataTable)
+        current = self.app.state.current_version
+        table.clear()
+        for v in reversed(self.app.state.versions):
+            mark = "●" if v["id"] == current else " "
+            table.add_row(f"{mark}{v['id']}", v.get("parent") or "–", cells.status(v.get("status")),
+                          v.get("intervention_id") or "", cells.plain(v.get("note")), key=str(v["id"]))
+        target = self.selected or current
+        if target is not None and str(target) in table.rows:
+            table.move_cursor(row=table.get_row_index(str(target)))
+
+    @on(DataTable.RowHighlighted)
+    def _highlighted(self, message: DataTable.RowHighlighted) -> None:
+        vid = int(message.row_key.value)
+        if vid != self.selected:
+            self.selected = vid
+            self.show_diff = vid != self.app.state.current_version
+            self._fetch(vid)
+
+    @work(thread=True, exclusive=True, group="harness", exit_on_error=False)
+    def _fetch(self, vid: int) -> None:
+        reader = self.app.reader("detail")
+        version = reader.call(harness_version, vid)
+        parent = reader.call(harness_version, version["parent"]) if version and version.get("parent") else None
+        self.post_message(HarnessVersionFetched(version, parent))
+
+    def on_harness_version_fetched(self, message: HarnessVersionFetched) -> None:
+        if message.version is None or message.version["id"] != self.selected:
+            return
+        self.version = message.version
+        self.parent_version = message.parent
+        self._redraw()
+
+    def _redraw(self) -> None:
+        v = self.version
+        if v is None:
+            return
+        chain = " ← ".join(f"v{i}" for i in self._lineage(v["id"]))
+        current = " (current)" if v["id"] == self.app.state.current_version else ""
+        what = f"diff to v{v['parent']}" if self.show_diff and v.get("parent") else "harness.py"
+        self.query_one("#h-head", Static).update(
+            f"{v.get('status')} · lineage {chain} · sha {v.get('sha') or ''} · {v.get('note') or ''}")
+        self.query_one("#h-view").border_title = f"v{v['id']}{current} · {what}  (d: code/diff)"
+        self.query_one(CodeView).show(v.get("code") or "")
+        diff = v.get("diff") or (make_diff(self.parent_version["code"], v["code"], f"v{v['parent']}", f"v{v['id']}")
+                                 if self.parent_version else "")
+        self.query_one(DiffView).show(diff)
+        self.query_one(CodeView).display = not (self.show_diff and v.get("parent"))
+        self.query_one(DiffView).display = not self.query_one(CodeView).display
+
+    def _lineage(self, vid: int) -> list[int]:
+        parents = {v["id"]: v.get("parent") for v in self.app.state.versions}
+        chain = []
+        while vid is not None and vid not in chain:
+            chain.append(vid)
+            vid = parents.get(vid)
+        return chain
+
+    def action_toggle_diff(self) -> None:
+        self.show_diff = not self.show_diff
+        self._redraw()
+
+    def action_edit(self) -> None:
+        path = self.app.run_dir / "harness.py"
+        editor = os.environ.get("VISUAL") or os.environ.get("EDITOR") or "vi"
+        with self.app.suspend():
+            subprocess.run([*editor.split(), str(path)], check=False)
+        self.app.check_harness_edit()

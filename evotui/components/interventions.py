@@ -1,5 +1,143 @@
+"""Interventions: the queue (waiting for the operator) and the history, with approve / veto.
+
+Commands are rows in `commands`; what the operator sees moves from
+"pending" to the engine's acknowledgement (applied or rejected) on the next poll.
+"""
+
+from __future__ import annotations
+
+from textual import on, work
+from textual.binding import Binding
+from textual.containers import Container
+from textual.widgets import DataTable
+
+from backend.store.views import intervention_detail, loads
+from evotui.components import cells
+from evotui.components.intervention_detail import InterventionDetail
 from evotui.components.run_screen import RunScreen
+from evotui.messages import InterventionDetailFetched
+
+QUEUE_ORDER = {"passed": 0, "backtesting": 1, "proposed": 2}
+VETOABLE = {"proposed", "backtesting", "passed"}
+
+
+def queue_first(rows: list[dict]) -> list[dict]:
+    """Waiting for the operator first, then in progress, then the history newest first."""
+    return sorted(rows, key=lambda r: (QUEUE_ORDER.get(r["status"], 3), -r["id"]))
 
 
 class InterventionsScreen(RunScreen):
-    pass
+    """Review backtested harness changes; `a` approves, `v` vetoes, `p` toggles auto-promote."""
+
+    TOPICS = frozenset({"interventions", "commands", "run"})
+    AUTO_FOCUS = "#i-table"
+    HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (140, "-wide")]  # diffs want the full width
+    BINDINGS = [
+        Binding("a", "approve", "Approve", tooltip="Approve the selected passed intervention"),
+        Binding("v", "veto", "Veto", tooltip="Veto the selected intervention (asks for a reason)"),
+        Binding("p", "auto_promote", "Auto-promote", tooltip="Toggle promoting passed candidates automatically"),
+        Binding("d", "diff", "Diff", tooltip="Scroll the detail to the harness diff"),
+    ]
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.selected: int | None = None
+        self.detail: dict | None = None
+
+    def compose_body(self):
+        with Container(classes="split", id="i-split"):
+            yield DataTable(id="i-table", cursor_type="row", zebra_stripes=True)
+            yield InterventionDetail(id="i-detail")
+
+    def on_mount(self) -> None:
+        table = self.query_one(DataTable)
+        for name, width in (("id", 3), ("status", 11), ("kind", 10), ("target", 14), ("title", 30), ("score", 6)):
+            table.add_column(name, width=width, key=name)
+
+    def update_body(self, changed: set[str]) -> None:
+        if "interventions" in changed or "commands" in changed:
+            self._fill()
+        if "interventions" in changed and self.selected is not None:
+            self._fetch(self.selected)
+        if "commands" in changed and self.selected is not None:
+            self.query_one(InterventionDetail).show_commands(self._commands(self.selected))
+        mode = "on" if self.app.state.run.get("auto_promote") else "off"
+        pending = self.app.state.pending_for("auto_promote")
+        self.query_one(DataTable).border_title = (
+            f"queue · history   auto-promote {mode}" + (" (change pending…)" if pending else ""))
+
+    def _fill(self) -> None:
+        table = self.query_one(DataTable)
+        keep = self.selected
+        table.clear()
+        for r in queue_first(self.app.state.interventions):
+            waiting = self._commands(r["id"], pending_only=True)
+            status = cells.status(r["status"])
+            if waiting:
+                status.append(f" ⧗{waiting[-1]['verb']}", style="italic")
+            table.add_row(r["id"], status, cells.plain(r.get("kind")), cells.plain(r.get("target")),
+                          cells.plain(r.get("title")), cells.number(r.get("score"), "+.2f"), key=str(r["id"]))
+        if keep is not None and str(keep) in table.rows:
+            table.move_cursor(row=table.get_row_index(str(keep)))
+
+    def _commands(self, iid: int, pending_only: bool = False) -> list[dict]:
+        """The operator's approve / veto commands on intervention `iid`, oldest first."""
+        out = [c for c in self.app.state.commands.values()
+               if c["verb"] in ("approve", "veto") and (loads(c.get("arg_json"), {}) or {}).get("id") == iid
+               and (not pending_only or c["status"] == "pending")]
+        return sorted(out, key=lambda c: c["id"])
+
+    @on(DataTable.RowHighlighted)
+    def _highlighted(self, message: DataTable.RowHighlighted) -> None:
+        iid = int(message.row_key.value)
+        if iid != self.selected:
+            self.selected = iid
+            self._fetch(iid)
+
+    @work(thread=True, exclusive=True, group="intervention", exit_on_error=False)
+    def _fetch(self, iid: int) -> None:
+        self.post_message(InterventionDetailFetched(self.app.reader("detail").call(intervention_detail, iid)))
+
+    def on_intervention_detail_fetched(self, message: InterventionDetailFetched) -> None:
+        d = message.detail
+        if d is None or d["id"] != self.selected:
+            return
+        self.detail = d
+        self.query_one(InterventionDetail).show(d, self._commands(d["id"]))
+
+    # ------------------------------------------------------------ actions
+    def _current(self) -> dict | None:
+        return next((r for r in self.app.state.interventions if r["id"] == self.selected), None)
+
+    def action_approve(self) -> None:
+        r = self._current()
+        if r is None:
+            return
+        if r["status"] != "passed":
+            self.notify(f"Only a passed intervention can be approved; #{r['id']} is {r['status']}.",
+                        severity="warning")
+            return
+        self.app.send_command("approve", {"id": r["id"]})
+
+    def action_veto(self) -> None:
+        from evotui.components.veto_modal import VetoModal
+
+        r = self._current()
+        if r is None:
+            return
+        if r["status"] not in VETOABLE:
+            self.notify(f"#{r['id']} is {r['status']}; only a queued intervention can be vetoed.",
+                        severity="warning")
+            return
+        self.app.push_screen(VetoModal(r["id"], r.get("title") or ""), lambda reason: self._vetoed(r["id"], reason))
+
+    def _vetoed(self, iid: int, reason: str | None) -> None:
+        if reason:
+            self.app.send_command("veto", {"id": iid, "reason": reason})
+
+    def action_diff(self) -> None:
+        self.query_one(InterventionDetail).scroll_to_diff()
+
+    def action_auto_promote(self) -> None:
+        self.app.send_command("auto_promote", {"on": not bool(self.app.state.run.get("auto_promote"))})
+

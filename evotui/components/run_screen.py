@@ -32,7 +32,7 @@ class RunScreen(Screen):
         yield RunStatusBar()
         yield EngineBanner()
         yield from self.compose_body()
-        yield Footer(compact=True)
+        yield Footer()
 
     def compose_body(self) -> Iterable[Widget]:
         return ()

@@ -1,5 +1,107 @@
+"""Skills: the library of interventions that helped, searchable; each card's trigger, change, evidence, uses."""
+
+from __future__ import annotations
+
+import json
+
+from textual import on, work
+from textual.binding import Binding
+from textual.containers import Container, VerticalScroll
+from textual.content import Content
+from textual.widgets import DataTable, Input, Static
+
+from backend.store.views import skill, skills
+from evotui.components import cells
 from evotui.components.run_screen import RunScreen
+from evotui.messages import SkillFetched, SkillsFetched
+
+
+def card(s: dict) -> Content:
+    """A skill card: what triggers it, what it changes, the evidence, how often it was used and helped."""
+    lines = [Content.assemble(Content.styled(s["name"], "bold"), Content.styled(f"  {s.get('domain') or ''} · "
+                              f"from {s.get('source') or '?'} · used {s.get('uses') or 0}× · helped "
+                              f"{s.get('helped') or 0}×", "$text-muted"))]
+    for key, title in (("trigger", "Trigger"), ("change", "Change"), ("evidence", "Evidence")):
+        lines.append(Content.styled(f"\n{title}", "bold $text-accent"))
+        value = s.get(key)
+        items = value.items() if isinstance(value, dict) else [("", value)]
+        for k, v in items:
+            text = v if isinstance(v, str) else json.dumps(v)
+            lines.append(Content(f"  {k}: {text}" if k else f"  {text}"))
+    return Content("\n").join(lines)
 
 
 class SkillsScreen(RunScreen):
-    pass
+    """Search the skill library and read its cards."""
+
+    TOPICS = frozenset({"skills"})
+    AUTO_FOCUS = "#s-table"
+    BINDINGS = [
+        Binding("slash", "search", "Search", key_display="/", tooltip="Search skills by name, trigger, change"),
+        Binding("escape", "focus_table", "Table", show=False, tooltip="Back to the skills table"),
+    ]
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.query_text = ""
+        self.selected: int | None = None
+
+    def compose_body(self):
+        yield Input(placeholder="/ search skills", id="s-search", compact=True)
+        with Container(classes="split", id="s-split"):
+            yield DataTable(id="s-table", cursor_type="row", zebra_stripes=True)
+            with VerticalScroll(id="s-view", classes="pane"):
+                yield Static("Select a skill.", id="s-card")
+
+    def on_mount(self) -> None:
+        table = self.query_one(DataTable)
+        table.border_title = "skill library"
+        for name, width in (("name", 22), ("domain", 6), ("uses", 4), ("helped", 6), ("source", 16)):
+            table.add_column(name, width=width, key=name)
+
+    def update_body(self, changed: set[str]) -> None:
+        self._fetch(self.query_text)
+
+    @on(Input.Changed, "#s-search")
+    def _search(self, message: Input.Changed) -> None:
+        self.query_text = message.value
+        self._fetch(message.value)
+
+    @on(Input.Submitted, "#s-search")
+    def action_focus_table(self) -> None:
+        self.query_one(DataTable).focus()
+
+    @work(thread=True, exclusive=True, group="skills", exit_on_error=False)
+    def _fetch(self, text: str) -> None:
+        self.post_message(SkillsFetched(text, self.app.reader("misc").call(skills, text)))
+
+    def on_skills_fetched(self, message: SkillsFetched) -> None:
+        if message.text != self.query_text:
+            return
+        table = self.query_one(DataTable)
+        table.clear()
+        for s in message.rows:
+            table.add_row(cells.plain(s["name"]), cells.plain(s.get("domain")), s.get("uses") or 0,
+                          s.get("helped") or 0, cells.plain(s.get("source")), key=str(s["id"]))
+        table.border_title = f"skill library · {len(message.rows)}" + (f" matching '{self.query_text}'"
+                                                                      if self.query_text else "")
+        if not message.rows:
+            self.query_one("#s-card", Static).update("No skill matches.")
+
+    @on(DataTable.RowHighlighted)
+    def _highlighted(self, message: DataTable.RowHighlighted) -> None:
+        self.selected = int(message.row_key.value)
+        self._fetch_card(self.selected)
+
+    @work(thread=True, exclusive=True, group="skill", exit_on_error=False)
+    def _fetch_card(self, sid: int) -> None:
+        self.post_message(SkillFetched(self.app.reader("detail").call(skill, sid)))
+
+    def on_skill_fetched(self, message: SkillFetched) -> None:
+        if message.card and message.card["id"] == self.selected:
+            self.query_one("#s-card", Static).update(card(message.card))
+
+    def action_search(self) -> None:
+        self.query_one("#s-search").focus()
+
+

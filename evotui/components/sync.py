@@ -13,12 +13,12 @@ from __future__ import annotations
 
 import ast
 import sqlite3
+import threading
 from pathlib import Path
 
 from textual import work
 from textual.worker import Worker, WorkerState, get_current_worker
 
-from backend.store import Store
 from backend.store.views import PollCursor, RunReader, harness_code_known, read_delta, tail_file
 from evotui.launch import EngineHealth, engine_health
 from evotui.messages import CommandSent, DataChanged, HarnessFileChanged, RunUpdated
@@ -36,7 +36,9 @@ class SyncMixin:
 
     def _init_sync(self) -> None:
         self._readers: dict[str, RunReader] = {}
-        self._writer: Store | None = None
+        self._writer = None  # a writable Store, opened on the first command
+        self._write_lock = threading.Lock()  # one connection, written from worker threads
+        self._readers_lock = threading.Lock()
         self._cursor = PollCursor()
         self._log_size = -1
         self._dirty = False
@@ -44,9 +46,10 @@ class SyncMixin:
 
     def reader(self, name: str = "poll") -> RunReader:
         """A read-only connection per purpose, so a slow search never delays a poll."""
-        if name not in self._readers:
-            self._readers[name] = RunReader.open(self.run_dir)
-        return self._readers[name]
+        with self._readers_lock:  # two workers asking for a new name at once get one connection
+            if name not in self._readers:
+                self._readers[name] = RunReader.open(self.run_dir)
+            return self._readers[name]
 
     def start_sync(self, watch: bool) -> None:
         self.reader("poll")  # fail early, in the UI thread, if the run cannot be opened
@@ -70,7 +73,7 @@ class SyncMixin:
         size = log.stat().st_size if log.exists() else 0
         lines = tail_file(log, LOG_LINES) if size != log_size else None
         if delta is not None or new_health != health or lines is not None:
-            self.post_message(RunUpdated(delta, new_health, lines and (size, lines)))
+            self.post_message(RunUpdated(delta, new_health, None if lines is None else (size, lines)))
 
     def on_data_changed(self, _: DataChanged) -> None:
         self.request_poll()
@@ -124,16 +127,21 @@ class SyncMixin:
         self._write_command(verb, arg)
 
     def _write_command(self, verb: str, arg: dict) -> None:
-        if self._writer is None:
-            self._writer = Store.open(self.run_dir / "run.db", create=False)
-        cid = self._writer.send_command(verb, arg, source="tui")
+        with self._write_lock:
+            if self._writer is None:
+                from backend.store import Store  # sqlite-utils: loaded on the first command, not at start
+
+                self._writer = Store.open(self.run_dir / "run.db", create=False)
+            cid = self._writer.send_command(verb, arg, source="tui")
         self.post_message(CommandSent(cid, verb, arg))
 
     def close_sync(self) -> None:
         for reader in self._readers.values():
             reader.interrupt()
-        if self._writer is not None:
-            self._writer.close()
+        with self._write_lock:
+            if self._writer is not None:
+                self._writer.close()
+                self._writer = None
 
     # ------------------------------------------------------------ errors
     def report_worker_error(self, event: Worker.StateChanged) -> None:

@@ -1,0 +1,606 @@
+"""`evotui bench`: each engine and trainer against its baseline, side by side.
+
+Everything runs in this one process on one device, baseline first, and the
+table at the end gives the ratio ours / baseline for each line:
+
+- gen    tokens/s of the fast engine against plain transformers `generate`
+         (GGUF quantizer removed, `.eval()`), same prompts, same lengths:
+         EOS is ignored by both, so both decode batch x new tokens. Also
+         greedy agreement with `generate` on the device.
+- train  LoRA forward + backward + AdamW, tokens/s and peak memory: chunked
+         log-probs with a micro-batch from backend/policy/memory.py (ours)
+         against full-vocabulary log-softmax at the largest batch it fits.
+- step   one whole GRPO step of the real loop (math env, default harness):
+         time per phase, and the engine's own overhead (harness scoring,
+         diagnosis, storing rows) as a share of the step. On CUDA, the hf
+         engine with the fixed micro-batch is the baseline.
+- trl    (CPU) our GRPO step against TRL's GRPOTrainer: same model, group
+         size, lengths and threads (`pip install 'evotui[bench]'`).
+
+    evotui bench --quick              # CPU-sized, a couple of minutes
+    evotui bench --out /tmp/bench     # full sizes (a GPU); logs and rows.json there
+    evotui bench -- --only gen --batch 512 --new 256   # options after `--`
+
+Timings are never asserted anywhere; this prints a table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+
+SECTIONS = ("gen", "train", "step", "trl")
+
+
+@dataclass
+class Row:
+    section: str
+    what: str
+    baseline: str = ""
+    ours: str = ""
+    ratio: str = ""
+    note: str = ""
+    data: dict = field(default_factory=dict)
+
+
+class Bench:
+    def __init__(self, args):
+        self.a = args
+        self.rows: list[Row] = []
+        self.out = Path(args.out) if args.out else None
+        self.log_file = open(self.out / "bench.log", "a") if self.out else None
+        self.device = torch.device(args.device if args.device != "auto" else
+                                   ("cuda" if torch.cuda.is_available() else "cpu"))
+        self.cuda = self.device.type == "cuda"
+
+    def log(self, msg: str) -> None:
+        line = f"[{time.strftime('%H:%M:%S')}] {msg}"
+        print(line, file=sys.stderr, flush=True)
+        if self.log_file:
+            self.log_file.write(line + "\n")
+            self.log_file.flush()
+
+    def add(self, row: Row) -> None:
+        self.rows.append(row)
+        self.log(f"{row.section:5} {row.what}: baseline {row.baseline or '-'} | ours {row.ours or '-'} "
+                 f"| {row.ratio or '-'} {row.note}")
+
+    def sync(self) -> None:
+        if self.cuda:
+            torch.cuda.synchronize(self.device)
+
+    def timed(self, fn):
+        self.sync()
+        t = time.perf_counter()
+        out = fn()
+        self.sync()
+        return time.perf_counter() - t, out
+
+    def model_config(self, **kw):
+        from backend.config import ModelConfig
+
+        return ModelConfig(name=self.a.model, gguf_file=self.a.gguf, device=str(self.device),
+                           threads=self.a.threads, **kw)
+
+    def free(self) -> None:
+        import gc
+
+        gc.collect()
+        if self.cuda:
+            torch.cuda.empty_cache()
+            torch.cuda.reset_peak_memory_stats(self.device)
+
+
+# ---------------------------------------------------------------- models
+
+
+def load(b: Bench, lora: bool):
+    """(model, tokenizer, device, dtype): the configured model, or random weights of its shape.
+
+    `--random-init` needs only config.json and the tokenizer in the --model
+    folder: speed does not depend on the weights (EOS is ignored in `gen`).
+    """
+    if not b.a.random_init:
+        if lora:
+            from backend.policy.model import load_policy
+
+            lm = load_policy(b.model_config())
+            return lm.model, lm.tokenizer, lm.device, lm.dtype
+        from backend.policy.model import load_base
+
+        model, tok, dev, dtype = load_base(b.model_config())
+        return model.eval(), tok, dev, dtype
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+
+    from backend.policy.model import pick_dtype
+
+    dtype = pick_dtype("auto", b.device)
+    torch.manual_seed(0)
+    cfg = AutoConfig.from_pretrained(b.a.model)
+    model = AutoModelForCausalLM.from_config(cfg, dtype=dtype).to(b.device).eval()
+    tok = AutoTokenizer.from_pretrained(b.a.model)
+    if tok.pad_token is None:
+        tok.pad_token = tok.eos_token
+    if lora:
+        from peft import LoraConfig, get_peft_model
+
+        mc = b.model_config()
+        model = get_peft_model(model, LoraConfig(r=mc.lora_r, lora_alpha=mc.lora_alpha, task_type="CAUSAL_LM",
+                                                  target_modules=list(mc.target_modules)))
+        for p in model.parameters():
+            if p.requires_grad:
+                p.data = p.data.float()
+        model.eval()
+    return model, tok, b.device, dtype
+
+
+# ---------------------------------------------------------------- prompts
+
+
+def math_prompts(tok, n: int, seed: int = 0) -> list[list[int]]:
+    """Chat prompts as the default math harness writes them (no reasoning-gym needed)."""
+    from backend.envs.base import Task
+    from backend.harness.loader import load_default
+    from backend.policy.model import chat_ids
+
+    h = load_default("math")
+    rng = random.Random(seed)
+    out = []
+    for i in range(n):
+        a, b, c = rng.randint(2, 99), rng.randint(2, 99), rng.randint(2, 9)
+        q = f"What is {a} + {b} * {c}? Give the answer as a number."
+        out.append(chat_ids(tok, h.messages(Task(str(i), "math", q))))
+    return out
+
+
+# ---------------------------------------------------------------- gen
+
+
+def bench_gen(b: Bench) -> None:
+    from backend.policy.fastgen import FastEngine
+    from backend.policy.generate import HFEngine
+
+    B, new = b.a.batch, b.a.new
+    model, tok, dev, dtype = load(b, lora=False)
+    prompts = math_prompts(tok, B)
+    width = max(len(p) for p in prompts)
+    b.log(f"gen: batch {B}, prompt {width} tokens, {new} new, {dtype}, {dev}")
+    HFEngine(model, tok, dev).generate(prompts[:8], 8, 1.0)  # warm-up
+    hf = HFEngine(model, tok, dev, batch_size=B, min_new_tokens=new)  # min_new_tokens: no early stop
+    t_hf, _ = b.timed(lambda: hf.generate(prompts, new, 1.0))
+    base_tps = B * new / t_hf
+    variants = [("fast, torch kernels", {"kernels": "torch"})]
+    if b.cuda:  # triton last: a kernel fault would poison the CUDA context for what follows
+        variants += [("fast, torch kernels + compiled sampling", {"kernels": "torch", "compile": True}),
+                     ("fast, triton kernels + compiled torch sampling",
+                      {"kernels": "triton", "sampler": "torch", "compile": True}),
+                     ("fast, triton kernels + triton sampler (default)", {"kernels": "triton"}),
+                     ("fast, triton, attention tile 128 x 4 warps", {"kernels": "triton", "attn_tile": (128, 4)}),
+                     ("fast, triton, attention tile 32 x 2 warps", {"kernels": "triton", "attn_tile": (32, 2)})]
+    best = None
+    for name, kw in variants:
+        try:
+            eng = FastEngine(model, tok, dev, max_batch=B, **kw)
+            t_warm, _ = b.timed(lambda: eng.generate(prompts, new, 1.0, stop_at_eos=False))  # captures graphs
+            times = [b.timed(lambda: eng.generate(prompts, new, 1.0, stop_at_eos=False))[0]
+                     for _ in range(b.a.reps)]
+            t = sorted(times)[len(times) // 2]
+            tps = B * new / t
+            b.add(Row("gen", f"tok/s, {name}, batch {B} x {new} new", f"{base_tps:,.0f}", f"{tps:,.0f}",
+                      f"{tps / base_tps:.1f}x", f"first call {t_warm:.1f}s" + (" (graph capture)" if b.cuda else ""),
+                      {"baseline_s": t_hf, "ours_s": times, "warm_s": t_warm}))
+            if best is None or tps > best[1]:
+                best = (eng, tps, name)
+        except Exception as e:  # a variant that fails is a row, not a crash
+            b.add(Row("gen", f"tok/s, {name}", f"{base_tps:,.0f}", "failed", "", f"{type(e).__name__}: {e}"[:120]))
+        b.free()
+    if best is not None:
+        greedy_agreement(b, best[0], HFEngine(model, tok, dev, batch_size=B), prompts[:16], best[2])
+        if b.a.profile and b.cuda:
+            profile_step(b, best[0], prompts)
+
+
+def profile_step(b: Bench, eng, prompts) -> None:
+    """Kernel times of a few eager decode steps (no graphs): where the step's time goes."""
+    from torch.profiler import ProfilerActivity, profile
+
+    eng.use_graphs = False
+    eng.generate(prompts, 4, 1.0, stop_at_eos=False)
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        eng.generate(prompts, 9, 1.0, stop_at_eos=False)  # prefill + 8 decode steps
+    eng.use_graphs = True
+    b.log("profile, prefill + 8 eager decode steps:\n" +
+          prof.key_averages().table(sort_by="cuda_time_total", row_limit=18, max_name_column_width=60))
+
+
+def greedy_agreement(b: Bench, eng, hf, prompts, name: str) -> None:
+    n = 48 if b.cuda else 16
+    ref = hf.generate(prompts, n, 0.0)
+    got = eng.generate(prompts, n, 0.0)
+    same = sum(r.ids == g.ids for r, g in zip(ref, got))
+    prefix = []
+    for r, g in zip(ref, got):
+        k = next((i for i, (x, y) in enumerate(zip(r.ids, g.ids)) if x != y), min(len(r.ids), len(g.ids)))
+        prefix.append(k / max(len(r.ids), 1))
+    b.add(Row("gen", f"greedy = generate, {len(prompts)} prompts x {n}", "", f"{same}/{len(prompts)} identical",
+              "", f"{name}; mean share before first difference {sum(prefix) / len(prefix):.2f}"))
+
+
+# ---------------------------------------------------------------- train
+
+
+def train_pass(model, opt, ids, att, mask, adv, micro: int, kind: str, chunk: int) -> None:
+    """One optimizer step over all rows in micro-batches: policy-gradient loss on completion tokens.
+
+    kind: full (log-softmax over the whole vocabulary), chunked (grpo.token_logprobs:
+    checkpointed chunks), fused (fast_train.fast_token_logprobs: chunks, gradient in forward).
+    """
+    from backend.policy.fast_train import fast_token_logprobs
+    from backend.policy.grpo import token_logprobs
+
+    model.train()
+    opt.zero_grad(set_to_none=True)
+    n_tok = mask.sum()
+    for i in range(0, ids.shape[0], micro):
+        x, a, m, v = ids[i:i + micro], att[i:i + micro], mask[i:i + micro], adv[i:i + micro]
+        if kind == "full":
+            logits = model(input_ids=x, attention_mask=a).logits[:, :-1].float()  # (b, T-1, V): all at once
+            lp = torch.log_softmax(logits, -1).gather(-1, x[:, 1:, None])[..., 0]
+        else:
+            lp, _ = (fast_token_logprobs if kind == "fused" else token_logprobs)(model, x, a, chunk)
+        loss = -(torch.exp(lp - lp.detach()) * v[:, None] * m).sum() / n_tok
+        loss.backward()
+    opt.step()
+    model.eval()
+
+
+def bench_train(b: Bench) -> None:
+    from backend.policy import memory
+    from backend.policy.fastgen import Spec, unwrap
+
+    model = load(b, lora=True)[0]
+    spec = Spec.of(unwrap(model).config)
+    N, T, P = b.a.train_batch, b.a.train_len, b.a.train_len // 3
+    g = torch.Generator().manual_seed(0)
+    ids = torch.randint(3, spec.vocab, (N, T), generator=g).to(b.device)
+    att = torch.ones_like(ids)
+    mask = torch.zeros(N, T - 1, device=b.device)
+    mask[:, P - 1:] = 1
+    adv = (torch.randint(0, 2, (N,), generator=g).float() * 2 - 1).to(b.device)
+    opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-6)
+    chunk = 64
+
+    def run(n, micro, kind):
+        b.free()
+        go = lambda: train_pass(model, opt, ids[:n], att[:n], mask[:n], adv[:n], micro, kind, chunk)  # noqa: E731
+        go()  # warm-up at the same shapes: allocator growth, cuBLAS heuristics
+        if b.cuda:
+            torch.cuda.reset_peak_memory_stats(b.device)
+        t, _ = b.timed(go)
+        peak = torch.cuda.max_memory_allocated(b.device) if b.cuda else 0
+        return n * T / t, peak
+
+    def attempt(n, micro, kind):
+        try:
+            return run(n, micro, kind)
+        except torch.OutOfMemoryError:
+            pass
+        opt.zero_grad(set_to_none=True)  # outside the except: its traceback held the big tensors
+        b.free()
+        return None
+
+    small = b.a.full_vocab_batch
+    base = attempt(small, small, "full")
+    big_full = attempt(N, N, "full")
+    if b.cuda:
+        free = memory.free_bytes(b.device)
+        micro = memory.balance(N, memory.pick_micro_batch(spec, T, free, chunk))
+    else:
+        free, micro = 0, b.a.micro
+    chunked_small = attempt(small, small, "chunked")
+    ours_small = attempt(small, small, "fused")
+    ours = attempt(N, micro, "fused")
+    gib = 1 << 30
+
+    def fmt(r):
+        return "OOM" if r is None else f"{r[0]:,.0f} tok/s" + (f", {r[1] / gib:.1f} GiB" if b.cuda else "")
+
+    est = memory.train_bytes_per_sequence(spec, T, chunk) * min(micro, N)
+    b.add(Row("train", f"LoRA fwd+bwd, batch {small} x {T}", fmt(base), fmt(ours_small),
+              _ratio(ours_small, base), f"full-vocab log-softmax vs fused chunks, one micro-batch; "
+              f"grpo.py's checkpointed chunks: {fmt(chunked_small)}"))
+    b.add(Row("train", f"LoRA fwd+bwd, batch {N} x {T}", fmt(big_full), fmt(ours),
+              _ratio(ours, base) + (" vs full @" + str(small) if ours and base else ""),
+              f"ours: fused chunks, micro-batch {micro} from memory.py (est. peak {est / gib:.1f} GiB of "
+              f"{free / gib:.0f} free)" if b.cuda else f"ours: fused chunks, micro-batch {micro}"))
+
+
+def _ratio(a, c) -> str:
+    return f"{a[0] / c[0]:.2f}x" if a and c else ""
+
+
+# ---------------------------------------------------------------- step
+
+
+def bench_harness() -> str:
+    """The default math harness plus a small brevity reward, so no group is dead and every step trains."""
+    from backend.harness.loader import default_harness_path
+
+    code = default_harness_path("math").read_text()
+    code = code.replace('REWARD_WEIGHTS = {"correct": 1.0, "format": 0.1}',
+                        'REWARD_WEIGHTS = {"correct": 1.0, "format": 0.1, "brevity": 0.01}')
+    path = Path(tempfile.mkdtemp(prefix="evotui-bench-")) / "harness.py"
+    path.write_text(code + "\n\ndef reward_brevity(r):\n    return -len(r.completion) / 1000\n")
+    return str(path)
+
+
+def one_step(b: Bench, engine: str, micro: int | None, fused: bool, steps: int = 2, tag: str = "") -> dict | None:
+    """Run `steps` real loop steps in a fresh run; returns the last step's row.
+
+    `micro=None`: the micro-batch from memory.py (CUDA). `fused`: the trainer uses
+    fast_train.fast_token_logprobs in place of grpo.token_logprobs.
+    """
+    from backend.policy import grpo
+    from backend.config import load_config
+    from backend.loop import Engine
+    from backend.policy.model import load_policy
+    from backend.progress import StepProgress
+    from backend.worker import create_run, harness_code
+
+    sets = [f"train.tasks_per_step={b.a.tasks}", f"train.group_size={b.a.group}",
+            f"train.max_new_tokens_cap={b.a.step_new}", "evolve.enabled=false", f"model.engine={engine}",
+            f"model.device={b.device}", f"model.name={b.a.model}", f"model.gguf_file={b.a.gguf}",
+            f"model.threads={b.a.threads}", "train.lr=1e-6", f"train.micro_batch={micro or 8}",
+            f"train.auto_micro_batch={'true' if micro is None else 'false'}", f"harness={bench_harness()}"]
+    cfg = load_config(None, sets)
+    run_dir = Path(tempfile.mkdtemp(prefix="evotui-bench-")) / f"run{tag}"
+    store = create_run(run_dir, cfg, harness_code(cfg))
+    lm = load_policy(cfg.model)
+    eng = Engine(run_dir, cfg, store, quiet=True, lm=lm)
+    if micro is None and b.cuda:
+        from backend.policy import memory
+        from backend.policy.fastgen import Spec, unwrap
+
+        T = 160 + b.a.step_new  # the default harness's math prompts are ~80-130 tokens
+        cfg.train.micro_batch = memory.balance(b.a.tasks * b.a.group, memory.pick_micro_batch(
+            Spec.of(unwrap(lm.model).config), T, memory.free_bytes(b.device)))
+    row = None
+    plain = grpo.token_logprobs
+    if fused:
+        from backend.policy.fast_train import fast_token_logprobs
+
+        grpo.token_logprobs = fast_token_logprobs
+    try:
+        for s in range(1, steps + 1):
+            b.sync()
+            row = eng.train_step(s, StepProgress(steps, quiet=True).start(s))
+            trained = json.loads(row["metrics_json"]).get("trained_sequences")
+            b.log(f"step {tag} {s}: {row['total_ms']:.0f} ms (gen {row['gen_ms']:.0f}, train {row['train_ms']:.0f}, "
+                  f"{trained} sequences trained)")
+    finally:
+        grpo.token_logprobs = plain
+    row["engine"] = eng.engine.name
+    row["trained"] = trained
+    row["micro_batch"] = cfg.train.micro_batch
+    store.close()
+    del eng, lm
+    b.free()
+    return row
+
+
+def step_rows(b: Bench, base: dict | None, ours: dict, base_name: str) -> None:
+    n = ours["n_rollouts"]
+
+    def s(r, k):
+        return f"{r[k] / 1000:.2f} s" if r else ""
+
+    def rat(k):
+        return f"{base[k] / max(ours[k], 1e-9):.1f}x faster" if base else ""
+
+    what = f"{b.a.tasks} tasks x {b.a.group} = {n} rollouts, <= {b.a.step_new} new"
+    b.add(Row("step", f"GRPO step, {what}", s(base, "total_ms"), s(ours, "total_ms"), rat("total_ms"),
+              f"{base_name} vs {ours['engine']} engine, micro-batch {base['micro_batch'] if base else '-'} vs "
+              f"{ours['micro_batch']}", {"baseline": base, "ours": ours}))
+    b.add(Row("step", "  generate", s(base, "gen_ms"), s(ours, "gen_ms"), rat("gen_ms"),
+              f"{ours['tokens']} tokens"))
+    b.add(Row("step", "  train", s(base, "train_ms"), s(ours, "train_ms"), rat("train_ms"),
+              f"{ours['trained']} sequences" + (f" vs {base['trained']}" if base else "")))
+    for r, who in ((ours, "ours"),) + (((base, "baseline"),) if base else ()):
+        over = r["score_ms"] + r["diagnose_ms"] + r["store_ms"]
+        b.add(Row("step", f"  engine overhead ({who})", "", f"{over:.0f} ms", f"{over / r['total_ms']:.1%}",
+                  f"of the step: scoring {r['score_ms']:.0f} ms, diagnosis {r['diagnose_ms']:.0f} ms, "
+                  f"store {r['store_ms']:.0f} ms"))
+
+
+def bench_step(b: Bench) -> dict | None:
+    if b.a.random_init:
+        b.add(Row("step", "GRPO step", note="skipped with --random-init: the loop loads real weights"))
+        return None
+    try:
+        import reasoning_gym  # noqa: F401
+    except ImportError:
+        b.add(Row("step", "GRPO step", note="skipped: the math env needs reasoning-gym"))
+        return None
+    if b.cuda:
+        base = one_step(b, "hf", 8, False, steps=1, tag="-hf")  # plain generate needs no warm-up step
+        ours = one_step(b, "auto", None, True, tag="-ours")
+        step_rows(b, base, ours, "hf")
+    else:
+        ours = one_step(b, "auto", b.a.micro, True, tag="-ours")
+        step_rows(b, None, ours, "")
+    return ours
+
+
+# ---------------------------------------------------------------- trl
+
+
+def bench_trl(b: Bench, ours: dict | None) -> None:
+    try:
+        import trl  # noqa: F401
+        from datasets import Dataset
+    except ImportError:
+        b.add(Row("trl", "GRPO step vs TRL", note="skipped: pip install 'evotui[bench]' (trl)"))
+        return
+    if b.a.random_init:
+        return b.add(Row("trl", "GRPO step vs TRL", note="skipped with --random-init"))
+    if ours is None:
+        ours = one_step(b, "auto", b.a.micro, True, tag="-ours")
+    t, n_tok = trl_step(b, Dataset)
+    b.add(Row("trl", f"GRPO step, {b.a.tasks} x {b.a.group} rollouts, <= {b.a.step_new} new",
+              f"{t:.2f} s", f"{ours['total_ms'] / 1000:.2f} s", f"{t / (ours['total_ms'] / 1000):.2f}x faster",
+              f"TRL {trl.__version__} GRPOTrainer ({n_tok} tokens) vs our loop step ({ours['tokens']} tokens), "
+              f"{torch.get_num_threads()} threads, {b.device}"))
+
+
+def trl_step(b: Bench, Dataset) -> tuple[float, int]:
+    """Seconds of TRL's second GRPO step (the first warms up) on the same model and sizes."""
+    import logging
+
+    from peft import LoraConfig
+    from transformers import TrainerCallback
+    from transformers.utils import logging as hf_logging
+    from trl import GRPOConfig, GRPOTrainer
+
+    from backend.config import RunConfig
+    from backend.envs import make_env
+    from backend.harness.loader import load_default
+    from backend.policy.model import load_base
+
+    hf_logging.set_verbosity_error()
+    logging.getLogger("trl").setLevel(logging.ERROR)
+    mc = b.model_config()
+    model, tok, _, _ = load_base(mc)
+    h = load_default("math")
+    env = make_env(RunConfig())
+    tasks = env.sample_tasks(b.a.tasks * 4, random.Random(0), h.curriculum)
+    ds = Dataset.from_list([{"prompt": h.messages(t)} for t in tasks])
+    times, toks = [], []
+
+    class Clock(TrainerCallback):
+        def on_step_begin(self, *a, **k):
+            self.t = time.perf_counter()
+
+        def on_step_end(self, *a, **k):
+            times.append(time.perf_counter() - self.t)
+
+    def reward(completions, **kw):
+        toks.append(sum(len(c) for c in kw.get("completion_ids") or []))
+        return [0.1 if "<answer>" in (c[0]["content"] if isinstance(c, list) else c) else 0.0 for c in completions]
+
+    out = tempfile.mkdtemp(prefix="evotui-trl-")
+    args = GRPOConfig(output_dir=out, per_device_train_batch_size=b.a.tasks * b.a.group,
+                      num_generations=b.a.group, max_completion_length=b.a.step_new, max_steps=2,
+                      learning_rate=1e-6, temperature=1.0, top_p=1.0, top_k=0, beta=0.0, logging_steps=1,
+                      report_to="none", save_strategy="no", use_cpu=not b.cuda, bf16=False, seed=0,
+                      dataloader_num_workers=0, disable_tqdm=True)
+    lora = LoraConfig(r=mc.lora_r, lora_alpha=mc.lora_alpha, target_modules=list(mc.target_modules),
+                      task_type="CAUSAL_LM")
+    trainer = GRPOTrainer(model=model, reward_funcs=[reward], args=args, train_dataset=ds,
+                          processing_class=tok, peft_config=lora, callbacks=[Clock()])
+    if mc.threads:
+        torch.set_num_threads(mc.threads)
+    trainer.train()
+    return times[-1], toks[-1] if toks else 0
+
+
+# ---------------------------------------------------------------- main
+
+
+def table(rows: list[Row]) -> str:
+    head = ("section", "measure", "baseline", "ours", "ours/base", "note")
+    cells = [head] + [(r.section, r.what, r.baseline, r.ours, r.ratio, r.note) for r in rows]
+    w = [max(len(c[i]) for c in cells) for i in range(5)]
+    lines = []
+    for k, c in enumerate(cells):
+        lines.append("  ".join(c[i].ljust(w[i]) for i in range(5)) + "  " + c[5])
+        if k == 0:
+            lines.append("  ".join("-" * w[i] for i in range(5)) + "  " + "-" * 4)
+    return "\n".join(lines)
+
+
+def parse(argv: list[str], quick: bool):
+    p = argparse.ArgumentParser(prog="evotui bench", description=__doc__.split("\n\n")[0])
+    p.add_argument("--only", default=",".join(SECTIONS), help=f"comma list of {', '.join(SECTIONS)}")
+    p.add_argument("--out", default=os.environ.get("EVOTUI_BENCH_OUT", ""), help="folder for bench.log, rows.json")
+    p.add_argument("--device", default="auto")
+    p.add_argument("--model", default="smollm2-135m")
+    p.add_argument("--gguf", default="", help="GGUF file name inside --model (a folder)")
+    p.add_argument("--random-init", action="store_true", help="random weights of --model's shape (a folder "
+                   "with config.json and a tokenizer): speed only")
+    p.add_argument("--threads", type=int, default=2 if quick else 0)
+    p.add_argument("--reps", type=int, default=3)
+    p.add_argument("--profile", action="store_true", help="gen: print kernel times of eager decode steps")
+    cuda = torch.cuda.is_available() and not quick
+    p.add_argument("--batch", type=int, default=512 if cuda else 8, help="gen: prompts decoded together")
+    p.add_argument("--new", type=int, default=256 if cuda else 32, help="gen: new tokens per prompt")
+    p.add_argument("--train-batch", type=int, default=256 if cuda else 8)
+    p.add_argument("--train-len", type=int, default=384 if cuda else 96)
+    p.add_argument("--full-vocab-batch", type=int, default=64 if cuda else 4)
+    p.add_argument("--micro", type=int, default=4, help="CPU micro-batch (CUDA: from memory.py)")
+    p.add_argument("--tasks", type=int, default=64 if cuda else 2, help="step: tasks per step")
+    p.add_argument("--group", type=int, default=8 if cuda else 4, help="step: group size")
+    p.add_argument("--step-new", type=int, default=128 if cuda else 32, help="step: max new tokens")
+    a = p.parse_args(argv)
+    if quick:
+        a.device = "cpu" if a.device == "auto" else a.device
+    return a
+
+
+def main(argv: list[str] | None = None, quick: bool = False) -> int:
+    """Run the chosen sections and print the table; returns an exit code."""
+    argv = list(argv or [])
+    if argv[:1] == ["--"]:  # `evotui bench --quick -- --only gen`: the CLI hands over what follows `--`
+        argv = argv[1:]
+    args = parse(argv, quick)
+    if args.out:
+        Path(args.out).mkdir(parents=True, exist_ok=True)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    b = Bench(args)
+    only = [s.strip() for s in args.only.split(",") if s.strip()]
+    bad = [s for s in only if s not in SECTIONS]
+    if bad:
+        print(f"evotui bench: unknown section {', '.join(bad)} (choose from {', '.join(SECTIONS)})", file=sys.stderr)
+        return 2
+    dev = torch.cuda.get_device_name(b.device) if b.cuda else f"CPU, {torch.get_num_threads()} threads"
+    b.log(f"device: {dev}; torch {torch.__version__}")
+    ours_step = None
+    for sec in only:
+        t0 = time.perf_counter()
+        try:
+            if sec == "gen":
+                bench_gen(b)
+            elif sec == "train":
+                bench_train(b)
+            elif sec == "step":
+                ours_step = bench_step(b)
+            elif sec == "trl" and b.cuda:
+                b.add(Row("trl", "GRPO step vs TRL", note="measured on the CPU only (evotui bench --quick)"))
+            elif sec == "trl":
+                bench_trl(b, ours_step)
+        except Exception as e:  # one section failing still prints the others
+            import traceback
+
+            b.log(traceback.format_exc())
+            b.add(Row(sec, "section failed", note=f"{type(e).__name__}: {e}"[:160]))
+        b.free()  # the section's models and caches are gone with its frame
+        b.log(f"section {sec} took {time.perf_counter() - t0:.0f}s")
+    text = table(b.rows)
+    print(f"\nevotui bench on {dev} (torch {torch.__version__})\n{text}", flush=True)
+    if b.out:
+        (b.out / "rows.json").write_text(json.dumps([r.__dict__ for r in b.rows], indent=1, default=str))
+        (b.out / "table.txt").write_text(text + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main([x for x in sys.argv[1:] if x != "--quick"], quick="--quick" in sys.argv))

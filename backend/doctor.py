@@ -1,0 +1,109 @@
+"""`evotui doctor`: which fast paths are active here, and why not the others.
+
+    $ evotui doctor
+    device      cuda: NVIDIA H200 (bf16)
+    generation  fast   <- auto picks this
+                vllm   no: vllm is not installed (pip install vllm; CUDA only)
+    ...
+
+Reads the model's config only (no weights), so it answers in a second or two.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+
+
+def _model_config(cfg):
+    """The transformers config of the configured model, without loading weights."""
+    from transformers import AutoConfig
+
+    from backend.config import DEFAULT_MODEL
+    from backend.policy.model import _gguf_cache_dir, embedded_gguf, pick_device, pick_dtype
+
+    name, gguf = cfg.name, cfg.gguf_file or None
+    if name == DEFAULT_MODEL:
+        name, gguf = embedded_gguf()
+    if gguf:
+        cache = _gguf_cache_dir(name, gguf, pick_dtype(cfg.dtype, pick_device(cfg.device)))
+        if cache is not None and (cache / "config.json").exists():
+            return AutoConfig.from_pretrained(str(cache))
+        return AutoConfig.from_pretrained(name, gguf_file=gguf)
+    return AutoConfig.from_pretrained(name)
+
+
+def report(cfg=None) -> list[tuple[str, str]]:
+    """(topic, line) pairs: what `doctor` prints."""
+    import torch
+
+    from backend.config import RunConfig
+    from backend.policy import fastattn
+    from backend.policy.fast_train import unsloth_status
+    from backend.policy.fastgen import why_unsupported
+    from backend.policy.model import pick_device
+
+    cfg = cfg or RunConfig().model
+    out: list[tuple[str, str]] = []
+    dev = pick_device(cfg.device)
+    if dev.type == "cuda":
+        bf16 = "bf16" if torch.cuda.is_bf16_supported() else "fp16"
+        out.append(("device", f"cuda: {torch.cuda.get_device_name(dev)} ({bf16}), torch {torch.__version__}"))
+    else:
+        why = "torch has no CUDA build" if torch.version.cuda is None else "no CUDA GPU visible"
+        out.append(("device", f"cpu ({why}), torch {torch.__version__}, {torch.get_num_threads()} threads"))
+    try:
+        mcfg = _model_config(cfg)
+        fast_why = why_unsupported(mcfg)
+        arch = getattr(mcfg, "model_type", "?")
+    except Exception as e:  # a model we cannot read is a line, not a crash
+        fast_why, arch = f"cannot read the model config: {type(e).__name__}: {str(e)[:80]}", "?"
+    out.append(("model", f"{cfg.name} ({arch})"))
+    cuda = dev.type == "cuda"
+    engines = {
+        "vllm": (None if cuda else "needs a CUDA GPU") if importlib.util.find_spec("vllm") else
+        "vllm is not installed (pip install vllm; CUDA only)",
+        "fast": fast_why or (None if cuda else "needs a CUDA GPU to beat plain generate (CUDA graphs)"),
+        "hf": None,
+    }
+    pick = next(n for n in ("vllm", "fast", "hf") if engines[n] is None)
+    if cfg.engine != "auto":
+        pick = cfg.engine
+    for name, why in engines.items():
+        mark = "  <- model.engine picks this" if name == pick else ""
+        out.append(("generation", f"{name:6} {'yes' if why is None else 'no: ' + why}{mark}"))
+    if cuda and engines["fast"] is None:
+        kern = "triton kernels" if fastattn.available() else "torch kernels (triton is not installed)"
+        out.append(("generation", f"fast engine uses {kern}, CUDA graphs per batch size"))
+    uns = unsloth_status(cfg.device)
+    out.append(("training", f"unsloth {'yes' if uns is None else 'no: ' + uns}"))
+    lora = "unsloth LoRA (load_fast_policy)" if uns is None else "peft LoRA"
+    out.append(("training", f"{lora}, chunked token log-probs (never batch x length x vocab at once)"))
+    if cuda:
+        from backend.policy import memory
+        from backend.policy.fastgen import Spec
+
+        try:
+            spec = Spec.of(mcfg)
+            mb = memory.pick_micro_batch(spec, 384, memory.free_bytes(dev))
+            out.append(("training", f"micro-batch from free memory: {mb} sequences of 384 tokens now"))
+        except Exception:
+            pass
+    else:
+        out.append(("training", "micro-batch: train.micro_batch (the memory estimate is for CUDA)"))
+    out.append(("bench", "trl " + ("yes" if importlib.util.find_spec("trl") else
+                                   "no: pip install 'evotui[bench]' for the TRL comparison")))
+    return out
+
+
+def main() -> int:
+    try:
+        rows = report()
+    except Exception as e:
+        print(f"evotui doctor: {type(e).__name__}: {e}", file=sys.stderr)
+        return 1
+    last = None
+    for topic, line in rows:
+        print(f"{topic if topic != last else '':11} {line}")
+        last = topic
+    return 0

@@ -1,0 +1,131 @@
+"""Unsloth's fast LoRA path, when it is installed and a CUDA GPU is present.
+
+Unsloth patches the Llama/Qwen/Mistral modules with fused Triton kernels
+(RoPE, RMSNorm, SwiGLU, cross-entropy) and its own gradient checkpointing.
+It is optional (`pip install unsloth`, CUDA only); everything here imports it
+lazily, and `load_fast_policy` falls back to plain peft (`load_policy`) with
+the reason when it cannot be used. The trainer does not change: an Unsloth
+model is a peft model, so chunked log-probs and GRPO run on it as on any.
+
+Unsloth wants to be imported before transformers to patch everything; in
+evotui transformers is already loaded by then, so only the patches Unsloth
+can still apply take effect (it warns about this itself).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+
+import torch
+
+from backend.config import DEFAULT_MODEL, ModelConfig
+from backend.policy.grpo import backbone_and_head
+from backend.policy.grpo import token_logprobs as chunked_token_logprobs  # bound now: callers may rebind grpo's
+from backend.policy.model import LoadedModel, load_policy, pick_device
+
+
+def unsloth_status(device: str = "auto") -> str | None:
+    """None if Unsloth can train here, else why not (one line)."""
+    if importlib.util.find_spec("unsloth") is None:
+        return "unsloth is not installed (pip install unsloth; CUDA only)"
+    if not torch.cuda.is_available() or pick_device(device).type != "cuda":
+        return "unsloth needs a CUDA GPU"
+    return None
+
+
+def _hf_name(cfg: ModelConfig) -> str:
+    """A name Unsloth can load: the dequantized cache folder for GGUF models (made on first use)."""
+    if cfg.name != DEFAULT_MODEL and not cfg.gguf_file:
+        return cfg.name
+    from backend.policy.model import _gguf_cache_dir, embedded_gguf, load_base, pick_dtype
+
+    folder, gguf = embedded_gguf() if cfg.name == DEFAULT_MODEL else (cfg.name, cfg.gguf_file)
+    cache = _gguf_cache_dir(folder, gguf, pick_dtype(cfg.dtype, pick_device(cfg.device)))
+    if cache is None:
+        raise ValueError(f"no GGUF file {gguf} in {folder}")
+    if not (cache / "config.json").exists():
+        load_base(cfg)  # dequantizes once and writes the cache folder
+    return str(cache)
+
+
+def load_unsloth_policy(cfg: ModelConfig, max_seq_length: int = 4096) -> LoadedModel:
+    """Base model and a fresh LoRA adapter through Unsloth (raises if Unsloth is unusable)."""
+    why = unsloth_status(cfg.device)
+    if why:
+        raise RuntimeError(why)
+    from unsloth import FastLanguageModel
+
+    dtype = None if cfg.dtype == "auto" else {"bf16": torch.bfloat16, "fp16": torch.float16,
+                                             "fp32": torch.float32}[cfg.dtype]
+    model, tok = FastLanguageModel.from_pretrained(model_name=_hf_name(cfg), max_seq_length=max_seq_length,
+                                                   dtype=dtype, load_in_4bit=False)
+    model = FastLanguageModel.get_peft_model(model, r=cfg.lora_r, lora_alpha=cfg.lora_alpha,
+                                             lora_dropout=cfg.lora_dropout,
+                                             target_modules=list(cfg.target_modules),
+                                             use_gradient_checkpointing="unsloth")
+    if tok.pad_token is None:
+        tok.pad_token = tok.eos_token
+    tok.padding_side = "left"
+    device = next(model.parameters()).device
+    return LoadedModel(model, tok, device, next(model.parameters()).dtype, cfg.name)
+
+
+def load_fast_policy(cfg: ModelConfig, adapter_dir=None) -> tuple[LoadedModel, str]:
+    """(policy, trainer path used): Unsloth when usable for a fresh adapter, else peft, with the reason.
+
+    EVOTUI_NO_UNSLOTH=1 forces peft.
+    """
+    why = "EVOTUI_NO_UNSLOTH is set" if os.environ.get("EVOTUI_NO_UNSLOTH") else unsloth_status(cfg.device)
+    if why is None and adapter_dir:
+        why = "resuming from a saved adapter loads through peft"
+    if why is None:
+        try:
+            return load_unsloth_policy(cfg), "unsloth"
+        except Exception as e:  # an optional fast path that fails must not stop the run
+            why = f"unsloth failed: {type(e).__name__}: {e}"
+    return load_policy(cfg, adapter_dir), f"peft ({why})"
+
+
+class _HeadLogprob(torch.autograd.Function):
+    """Log-prob of the target through a frozen LM head, with its gradient worked out in forward.
+
+    d lp / d h = W[target] - sum_v softmax(h W^T)_v W_v: a (.., hidden) tensor, so
+    forward keeps that instead of the (.., vocab) logits, and backward is one
+    multiply. Two head matmuls in all, as with full-vocab log-softmax, and none
+    recomputed (activation checkpointing of the chunk would add a third).
+    """
+
+    @staticmethod
+    def forward(ctx, h, weight, targets):
+        logits = (h @ weight.t()).float()  # (B, c, V): one chunk only
+        lse = torch.logsumexp(logits, -1, keepdim=True)
+        lp = logits.gather(-1, targets[..., None])[..., 0] - lse[..., 0]
+        p = logits.sub_(lse).exp_().to(weight.dtype)  # softmax, in place of the logits
+        jac = weight[targets].float() - (p @ weight).float()  # (B, c, H)
+        ctx.save_for_backward(jac)
+        ctx.h_dtype = h.dtype
+        return lp
+
+    @staticmethod
+    def backward(ctx, g):
+        (jac,) = ctx.saved_tensors
+        return (g[..., None] * jac).to(ctx.h_dtype), None, None
+
+
+def fast_token_logprobs(model, input_ids, attention_mask, chunk: int = 64, want_entropy: bool = False):
+    """Drop-in for grpo.token_logprobs: same values, no recomputed head in backward.
+
+    Falls back to grpo.token_logprobs where the head itself trains, or where
+    entropy is asked for with gradients on.
+    """
+    body, head = backbone_and_head(model)
+    if not torch.is_grad_enabled() or head.weight.requires_grad or want_entropy:
+        return chunked_token_logprobs(model, input_ids, attention_mask, chunk, want_entropy)
+    pos = (attention_mask.cumsum(-1) - 1).clamp(min=0)
+    hidden = body(input_ids=input_ids, attention_mask=attention_mask, position_ids=pos).last_hidden_state
+    hidden, targets = hidden[:, :-1], input_ids[:, 1:]  # (B, T-1, H) predicts input_ids[:, 1:]
+    lps = [_HeadLogprob.apply(hidden[:, s:s + chunk], head.weight, targets[:, s:s + chunk])
+           for s in range(0, hidden.shape[1], chunk)]
+    lp = torch.cat(lps, 1)
+    return lp, torch.zeros_like(lp)

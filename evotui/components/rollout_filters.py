@@ -1,0 +1,127 @@
+"""The rollouts filter bar: domain, label, verdict, harness version, reward range, text."""
+
+from __future__ import annotations
+
+from textual import on
+from textual.app import ComposeResult
+from textual.containers import Horizontal
+from textual.message import Message
+from textual.widgets import Input, Select
+
+from backend.store.views import FilterChoices, RolloutFilter
+
+SEARCH_DEBOUNCE_S = 0.4
+
+
+def parse_range(text: str) -> tuple[float | None, float | None]:
+    """'0.5..1' -> (0.5, 1); '>0.5' -> (0.5, None); '<0.2' -> (None, 0.2); '1' -> (1, 1).
+
+    >>> parse_range("..0.3")
+    (None, 0.3)
+    """
+    t = text.strip().replace(" ", "")
+    if not t:
+        return None, None
+    num = lambda s: float(s) if s else None  # noqa: E731
+    if ".." in t:
+        lo, hi = t.split("..", 1)
+        return num(lo), num(hi)
+    if t[0] in "<>":
+        value = float(t.lstrip("<>="))
+        return (value, None) if t[0] == ">" else (None, value)
+    return float(t), float(t)
+
+
+class RolloutFilterBar(Horizontal):
+    """Posts `RolloutFilterBar.Changed` whenever the filter it shows changes."""
+
+    DEFAULT_CSS = """
+    RolloutFilterBar { height: 1; }
+    RolloutFilterBar Select { width: 11; margin-right: 1; }
+    RolloutFilterBar #f-label { width: 18; }
+    RolloutFilterBar #f-version { width: 8; }
+    RolloutFilterBar #f-reward { width: 11; margin-right: 1; }
+    RolloutFilterBar #f-text { width: 1fr; }
+    RolloutFilterBar Input.-invalid { color: $text-error; }
+    """
+
+    class Changed(Message):
+        def __init__(self, flt: RolloutFilter) -> None:
+            super().__init__()
+            self.flt = flt
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.flt = RolloutFilter()
+        self._timer = None
+
+    def compose(self) -> ComposeResult:
+        yield Select([], prompt="domain", id="f-domain", compact=True)
+        yield Select([], prompt="label", id="f-label", compact=True)
+        yield Select([], prompt="verdict", id="f-verdict", compact=True)
+        yield Select([], prompt="H ver", id="f-version", compact=True)
+        yield Input(placeholder="reward a..b", id="f-reward", compact=True)
+        yield Input(placeholder="/ search prompt, completion, task", id="f-text", compact=True)
+
+    def set_choices(self, choices: FilterChoices) -> None:
+        self._options("#f-domain", [(d, d) for d in choices.domains])
+        self._options("#f-label", [(lbl, lbl) for lbl in choices.labels])
+        self._options("#f-verdict", [(v, v) for v in choices.verdicts])
+        self._options("#f-version", [(f"v{v}", v) for v in choices.harness_versions])
+
+    def _options(self, selector: str, options: list[tuple]) -> None:
+        select = self.query_one(selector, Select)
+        value = select.value
+        if value != Select.NULL and value not in [v for _, v in options]:
+            options.append((str(value), value))
+        with select.prevent(Select.Changed):
+            select.set_options(options)
+            select.value = value
+
+    def set_label(self, label: str) -> None:
+        """Show only rollouts with `label` (from the Diagnoses screen)."""
+        select = self.query_one("#f-label", Select)
+        if label not in [v for _, v in select._options]:
+            self._options("#f-label", [*[o for o in select._options if o[1] != Select.NULL], (label, label)])
+        select.value = label
+
+    def clear(self) -> None:
+        for select in self.query(Select):
+            with select.prevent(Select.Changed):
+                select.clear()
+        for inp in self.query(Input):
+            with inp.prevent(Input.Changed):
+                inp.value = ""
+            inp.remove_class("-invalid")
+        self._emit()
+
+    @on(Select.Changed)
+    @on(Input.Submitted)
+    def _emit(self) -> None:
+        flt = self._read()
+        if flt is not None and flt != self.flt:
+            self.flt = flt
+            self.post_message(self.Changed(flt))
+
+    @on(Input.Changed, "#f-text")
+    def _typed(self) -> None:
+        if self._timer is not None:
+            self._timer.stop()
+        self._timer = self.set_timer(SEARCH_DEBOUNCE_S, self._emit)
+
+    def _read(self) -> RolloutFilter | None:
+        reward = self.query_one("#f-reward", Input)
+        try:
+            lo, hi = parse_range(reward.value)
+            reward.remove_class("-invalid")
+        except ValueError:
+            reward.add_class("-invalid")
+            self.notify("reward range: use a..b, >a, <b or a number", severity="warning")
+            return None
+        return RolloutFilter(domain=self._value("#f-domain"), label=self._value("#f-label"),
+                             verdict=self._value("#f-verdict"), harness_version=self._value("#f-version"),
+                             reward_min=lo, reward_max=hi, text=self.query_one("#f-text", Input).value.strip())
+
+    def _value(self, selector: str):
+        value = self.query_one(selector, Select).value
+        return None if value == Select.NULL else value

@@ -1,0 +1,112 @@
+"""`evotui bench` end to end at toy sizes (timings are printed, never asserted),
+and the memory estimate behind the automatic micro-batch."""
+
+import torch
+
+from backend.bench import Row, main, table
+from backend.policy import memory
+from backend.policy.fastgen import Spec
+
+
+def test_bench_runs_and_prints_a_table(tmp_path, capsys):
+    args = ["--only", "gen,train", "--batch", "2", "--new", "3", "--train-batch", "2", "--train-len", "12",
+            "--full-vocab-batch", "2", "--micro", "1", "--reps", "1", "--out", str(tmp_path)]
+    assert main(args, quick=True) == 0
+    out = capsys.readouterr().out
+    assert "tok/s, fast" in out and "LoRA fwd+bwd" in out and "ours/base" in out
+    assert (tmp_path / "rows.json").exists() and (tmp_path / "table.txt").exists()
+
+
+def test_unknown_section_is_a_user_error(capsys):
+    assert main(["--only", "nope"], quick=True) == 2
+
+
+def test_cli_passes_options_through(monkeypatch):
+    seen = {}
+    monkeypatch.setattr("backend.bench.main", lambda rest, quick: seen.update(rest=rest, quick=quick) or 0)
+    from evotui.cli import main as cli
+
+    assert cli(["bench", "--quick", "--", "--only", "gen"]) == 0
+    assert seen["quick"] and seen["rest"][-2:] == ["--only", "gen"]
+    from backend.bench import parse
+
+    assert parse(["--only", "gen"], quick=True).only == "gen"
+
+
+def test_table_aligns_columns():
+    text = table([Row("gen", "tok/s", "1", "10", "10.0x", "note")])
+    head, rule, row = text.splitlines()
+    assert head.index("baseline") == row.index("1 ") and rule.startswith("---")
+
+
+def test_activation_estimate_matches_saved_tensors():
+    """The fitted bytes per token per layer against autograd's saved tensors on a small LoRA Llama."""
+    from peft import LoraConfig, get_peft_model
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from backend.policy.grpo import token_logprobs
+
+    cfg = LlamaConfig(vocab_size=128, hidden_size=192, intermediate_size=512, num_hidden_layers=2,
+                      num_attention_heads=3, num_key_value_heads=1, head_dim=64)
+    model = get_peft_model(LlamaForCausalLM(cfg).to(torch.bfloat16), LoraConfig(r=8, target_modules=[
+        "q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]))
+    for p in model.parameters():
+        if p.requires_grad:
+            p.data = p.data.float()
+    params = {p.untyped_storage().data_ptr() for p in model.parameters()}
+
+    def saved(T):
+        seen = {}
+
+        def pack(t):
+            seen[t.untyped_storage().data_ptr()] = t.untyped_storage().nbytes()
+            return t
+
+        ids = torch.randint(0, 128, (2, T))
+        att = torch.ones_like(ids)
+        att[1, T // 2:] = 0  # padding, as in training batches
+        with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+            token_logprobs(model, ids, att, chunk=64)
+        return sum(v for k, v in seen.items() if k not in params)
+
+    per_token_layer = (saved(128) - saved(64)) / (2 * 64) / 2
+    est = memory.act_bytes_per_token_layer(Spec.of(cfg))
+    assert 0.8 < est / per_token_layer < 1.25
+
+
+def test_micro_batch_fits_and_balances():
+    spec = Spec(30, 576, 9, 3, 64, 1536, 49152, 1e-5)
+    per = memory.train_bytes_per_sequence(spec, 384)
+    mb = memory.pick_micro_batch(spec, 384, 40 << 30)
+    assert mb * per <= (40 << 30) * memory.MARGIN and mb >= 32
+    assert memory.pick_micro_batch(spec, 384, 1 << 20) == 1  # never zero
+    assert memory.balance(256, 85) == 64 and memory.balance(5, 8) == 5
+
+
+def test_fast_logprobs_match_chunked_values_and_gradients():
+    from peft import LoraConfig, get_peft_model
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from backend.policy.fast_train import fast_token_logprobs
+    from backend.policy.grpo import token_logprobs
+
+    torch.manual_seed(0)
+    cfg = LlamaConfig(vocab_size=300, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                      num_attention_heads=4, num_key_value_heads=2, tie_word_embeddings=True)
+    model = get_peft_model(LlamaForCausalLM(cfg), LoraConfig(r=4, target_modules=["q_proj", "v_proj", "down_proj"]))
+    for n, p in model.named_parameters():
+        if "lora_B" in n:
+            torch.nn.init.normal_(p, std=0.1)
+    ids = torch.randint(0, 300, (3, 11))
+    att = torch.ones_like(ids)
+    att[2, 8:] = 0
+    w = torch.randn(3, 10)
+    grads = []
+    for fn in (token_logprobs, fast_token_logprobs):
+        model.zero_grad()
+        lp, _ = fn(model, ids, att, chunk=4)
+        (lp * w).sum().backward()
+        grads.append((lp.detach(), [p.grad.clone() for p in model.parameters() if p.requires_grad]))
+    assert torch.allclose(grads[0][0], grads[1][0], atol=1e-5)
+    for a, b in zip(grads[0][1], grads[1][1]):
+        assert torch.allclose(a, b, atol=1e-5, rtol=1e-4)
