@@ -49,8 +49,78 @@ def probe_rollouts(run_dir: Path) -> int:
     return int(n)
 
 
+def _extra_tasks(base: RunConfig, out: Path, seed: int) -> int:
+    probes = probe_rollouts(out / f"coevolve-s{seed}")
+    per_step = base.train.group_size * max(base.steps, 1)
+    return math.ceil(probes / per_step) if probes else 0
+
+
+def _row(arm: str, seed: int, run_dir: Path, extra: int) -> dict:
+    from backend import worker
+    from backend.store import Store
+
+    s = Store.open(run_dir, create=False)
+    try:
+        sm = worker.summary(s)
+    finally:
+        s.close()
+    return {"arm": arm, "seed": seed, "run_dir": str(run_dir), "heldout_acc": sm["heldout_acc"],
+            "heldout_acc_start": sm["heldout_acc_start"], "promoted": sm["promoted"], "status": sm["status"],
+            "extra_tasks_per_step": extra}
+
+
+def run_parallel(base: RunConfig, seeds: list[int], out: Path, jobs: int, quiet: bool = False) -> list[dict]:
+    """Like `run_compare`, with arms as parallel `evotui run --headless` processes on one
+    machine (where GPU memory allows): static and coevolve first, then the controls,
+    whose budget depends on the co-evolution arms' probes."""
+    import subprocess
+    import sys
+
+    from backend.config import to_toml
+
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "configs").mkdir(exist_ok=True)
+    base_d = to_dict(base)
+
+    def launch(arm: str, seed: int, extra: int):
+        run_dir = out / f"{arm}-s{seed}"
+        if (run_dir / "run.db").exists():
+            args = ["--resume", str(run_dir)]
+        else:
+            cfgf = out / "configs" / f"{arm}-s{seed}.toml"
+            cfgf.write_text(to_toml(arm_config(base_d, arm, seed, extra)))
+            args = ["--config", str(cfgf), "--run-dir", str(run_dir),
+                    "--auto-promote" if arm == "coevolve" else "--supervised"]
+        log = open(out / f"{arm}-s{seed}.log", "a")
+        return subprocess.Popen([sys.executable, "-m", "evotui", "run", "--headless", "--quiet", *args],
+                                stdout=log, stderr=subprocess.STDOUT)
+
+    def wave(specs):
+        pending, running = list(specs), []
+        while pending or running:
+            while pending and len(running) < jobs:
+                arm, seed, extra = pending.pop(0)
+                running.append((launch(arm, seed, extra), arm, seed))
+            for item in list(running):
+                if item[0].poll() is not None:
+                    running.remove(item)
+                    if not quiet:
+                        print(f"{item[1]:<9} seed {item[2]}: exit {item[0].returncode}", flush=True)
+            import time
+
+            time.sleep(0.5)
+
+    wave([(arm, seed, 0) for seed in seeds for arm in ("static", "coevolve")])
+    extras = {seed: _extra_tasks(base, out, seed) for seed in seeds}
+    wave([("control", seed, extras[seed]) for seed in seeds])
+    rows = [_row(arm, seed, out / f"{arm}-s{seed}", extras[seed] if arm == "control" else 0)
+            for seed in seeds for arm in ARMS]
+    (out / "compare.json").write_text(json.dumps(rows, indent=2))
+    return rows
+
+
 def run_compare(base: RunConfig, seeds: list[int], out: Path, quiet: bool = False) -> list[dict]:
-    """Run every arm for every seed; returns one row per run."""
+    """Run every arm for every seed, one after another; returns one row per run."""
     from backend import worker
 
     out.mkdir(parents=True, exist_ok=True)
@@ -58,11 +128,7 @@ def run_compare(base: RunConfig, seeds: list[int], out: Path, quiet: bool = Fals
     rows = []
     for seed in seeds:
         for arm in ("static", "coevolve", "control"):
-            extra = 0
-            if arm == "control":
-                probes = probe_rollouts(out / f"coevolve-s{seed}")
-                per_step = base.train.group_size * max(base.steps, 1)
-                extra = math.ceil(probes / per_step) if probes else 0
+            extra = _extra_tasks(base, out, seed) if arm == "control" else 0
             cfg = arm_config(base_d, arm, seed, extra)
             run_dir = out / f"{arm}-s{seed}"
             if (run_dir / "run.db").exists():

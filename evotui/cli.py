@@ -61,6 +61,7 @@ def _parser() -> argparse.ArgumentParser:
     cmp_.add_argument("--steps", type=int)
     cmp_.add_argument("--seeds", default="0,1,2", help="comma-separated seeds (default 0,1,2)")
     cmp_.add_argument("--out", help="folder for the arms' runs and the report (default under $EVOTUI_HOME)")
+    cmp_.add_argument("--jobs", type=int, default=1, help="arms run as parallel processes (GPU memory allowing)")
     cmp_.add_argument("--quiet", action="store_true")
     rep = sub.add_parser("report", help="write a Markdown report with plots for runs")
     rep.add_argument("runs", nargs="+", help="run directories, or a compare folder")
@@ -222,7 +223,12 @@ def _compare(args) -> int:
         raise UserError(f"--seeds expects comma-separated integers, got '{args.seeds}'") from None
     cfg = worker.load_cli_config(args.config, args.sets, args.steps, None)
     out = Path(args.out).expanduser() if args.out else worker.home() / "compare" / f"{datetime.now():%Y%m%d-%H%M%S}"
-    rows = run_compare(cfg, seeds, out, quiet=args.quiet)
+    if args.jobs > 1:
+        from backend.compare import run_parallel
+
+        rows = run_parallel(cfg, seeds, out, args.jobs, quiet=args.quiet)
+    else:
+        rows = run_compare(cfg, seeds, out, quiet=args.quiet)
     path, text = write_report([Path(r["run_dir"]) for r in rows], out / "report")
     print(text)
     print(f"report: {path}")

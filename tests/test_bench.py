@@ -8,9 +8,24 @@ from backend.policy import memory
 from backend.policy.fastgen import Spec
 
 
+def tiny_model_folder(path):
+    """config.json of a tiny Llama and the default model's tokenizer: what --random-init needs."""
+    from transformers import AutoTokenizer, LlamaConfig
+
+    from backend.policy.model import embedded_gguf
+
+    folder, gguf = embedded_gguf()
+    AutoTokenizer.from_pretrained(folder, gguf_file=gguf).save_pretrained(path)
+    LlamaConfig(vocab_size=49152, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
+                num_key_value_heads=2, eos_token_id=2, bos_token_id=1, pad_token_id=2).save_pretrained(path)
+    return str(path)
+
+
 def test_bench_runs_and_prints_a_table(tmp_path, capsys):
-    args = ["--only", "gen,train", "--batch", "2", "--new", "3", "--train-batch", "2", "--train-len", "12",
-            "--full-vocab-batch", "2", "--micro", "1", "--reps", "1", "--out", str(tmp_path)]
+    model = tiny_model_folder(tmp_path / "model")
+    args = ["--only", "gen,train", "--random-init", "--model", model, "--batch", "2", "--new", "3",
+            "--train-batch", "2", "--train-len", "12", "--full-vocab-batch", "2", "--micro", "1", "--reps", "1",
+            "--out", str(tmp_path)]
     assert main(args, quick=True) == 0
     out = capsys.readouterr().out
     assert "tok/s, fast" in out and "LoRA fwd+bwd" in out and "ours/base" in out
@@ -110,3 +125,7 @@ def test_fast_logprobs_match_chunked_values_and_gradients():
     assert torch.allclose(grads[0][0], grads[1][0], atol=1e-5)
     for a, b in zip(grads[0][1], grads[1][1]):
         assert torch.allclose(a, b, atol=1e-5, rtol=1e-4)
+    _, ent = fast_token_logprobs(model, ids, att, chunk=4, want_entropy=True)  # with grad on: one pass
+    with torch.no_grad():
+        _, ref = token_logprobs(model, ids, att, chunk=4, want_entropy=True)
+    assert torch.allclose(ent, ref, atol=1e-4) and not ent.requires_grad

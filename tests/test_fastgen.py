@@ -125,8 +125,8 @@ def test_greedy_matches_hf_on_the_default_model():
     from backend.config import ModelConfig
     from backend.policy.model import chat_ids, load_base
 
-    model, tok, _, _ = load_base(ModelConfig(dtype="bf16", device="cpu"))
-    model = model.float().eval()  # fp32 on the same weights: the comparison is exact
+    model, tok, _, _ = load_base(ModelConfig(dtype="fp32", device="cpu"))  # fp32: the comparison is exact
+    model.eval()
     prompts = [chat_ids(tok, [{"role": "user", "content": q}]) for q in ("What is 17 + 25?", "Hi")]
     hf = HFEngine(model, tok, "cpu").generate(prompts, 12, 0.0)
     fast = FastEngine(model, tok, "cpu").generate(prompts, 12, 0.0)
@@ -190,3 +190,90 @@ def triton_checks():
     assert (freq - p).abs().max() < 0.07  # 600 draws: about 5 standard deviations
     assert torch.allclose(lps, torch.log_softmax(logits[0], -1)[toks], atol=1e-5)
     assert bool(ws.done.any()) and torch.equal(ws.done, toks == 2) and torch.equal(ws.tok, toks)
+
+
+def _stand_in_vllm(monkeypatch, calls):
+    """A stand-in for the parts of vllm the adapter uses (vllm itself is CUDA-only and large)."""
+    import sys
+    import types
+    from types import SimpleNamespace as NS
+
+    class LLM:
+        def __init__(self, **kw):
+            calls["llm"] = kw
+
+        def generate(self, prompts, sp, lora_request=None, use_tqdm=False):
+            calls.setdefault("lora", []).append(lora_request.lora_int_id)
+            calls["sp"] = sp
+            outs = []
+            for p in prompts:
+                ids = [7, 8, 2] if len(p["prompt_token_ids"]) < 3 else [7, 8, 9]
+                lps = [{t: NS(logprob=-0.5)} for t in ids]
+                reason = "stop" if ids[-1] == 2 else "length"
+                outs.append(NS(outputs=[NS(token_ids=ids, text="7 8", finish_reason=reason, logprobs=lps)]))
+            return outs
+
+        def sleep(self, level):
+            calls["sleep"] = level
+
+        def wake_up(self):
+            calls["wake"] = True
+
+    class LoRARequest:
+        def __init__(self, name, lora_int_id, path):
+            self.lora_name, self.lora_int_id, self.path = name, lora_int_id, path
+
+    vllm = types.ModuleType("vllm")
+    vllm.LLM, vllm.SamplingParams = LLM, lambda **kw: kw
+    req = types.ModuleType("vllm.lora.request")
+    req.LoRARequest = LoRARequest
+    monkeypatch.setitem(sys.modules, "vllm", vllm)
+    monkeypatch.setitem(sys.modules, "vllm.lora", types.ModuleType("vllm.lora"))
+    monkeypatch.setitem(sys.modules, "vllm.lora.request", req)
+
+
+def test_vllm_adapter_loads_a_lora_per_policy_version(monkeypatch):
+    from backend.policy.generate import VLLMEngine
+
+    calls = {}
+    _stand_in_vllm(monkeypatch, calls)
+    model = tiny()
+    eng = VLLMEngine(model, Tok(), "cpu", model_path="base-folder")
+    assert calls["llm"]["enable_lora"] and calls["llm"]["model"] == "base-folder"
+    gens = eng.generate([[1, 2], [1, 2, 3]], 3, 1.0)
+    assert [g.ids for g in gens] == [[7, 8, 2], [7, 8, 9]] and [g.finish for g in gens] == ["stop", "length"]
+    assert gens[0].logprobs == [-0.5] * 3 and calls["sp"]["stop_token_ids"] == [2]
+    with torch.no_grad():  # what an optimizer step does: the adapter changes in place
+        next(p for n, p in model.named_parameters() if "lora_B" in n).add_(1.0)
+    eng.sleep()
+    eng.generate([[1, 2]], 3, 1.0)
+    assert calls["lora"] == [1, 2] and calls["sleep"] == 1 and calls["wake"]
+    assert (eng.dir / "v2" / "adapter_config.json").exists()
+
+
+def test_vllm_for_real_when_installed():
+    pytest.importorskip("vllm")
+    if not torch.cuda.is_available():
+        pytest.skip("vllm needs a CUDA GPU")
+    from backend.config import ModelConfig
+    from backend.policy.generate import VLLMEngine
+    from backend.policy.model import chat_ids, load_policy
+
+    lm = load_policy(ModelConfig())
+    eng = VLLMEngine(lm.model, lm.tokenizer, lm.device)
+    gens = eng.generate([chat_ids(lm.tokenizer, [{"role": "user", "content": "Hi"}])], 8, 0.0)
+    assert gens[0].ids and gens[0].logprobs
+
+
+def test_unsloth_when_installed_else_peft_with_the_reason():
+    from backend.policy.fast_train import unsloth_status
+
+    why = unsloth_status("auto")
+    if why is not None:
+        assert "unsloth" in why
+        return
+    from backend.config import ModelConfig
+    from backend.policy.fast_train import load_fast_policy
+
+    lm, path = load_fast_policy(ModelConfig())
+    assert path == "unsloth" and hasattr(lm.model, "get_base_model")

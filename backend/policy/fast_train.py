@@ -93,39 +93,44 @@ class _HeadLogprob(torch.autograd.Function):
     d lp / d h = W[target] - sum_v softmax(h W^T)_v W_v: a (.., hidden) tensor, so
     forward keeps that instead of the (.., vocab) logits, and backward is one
     multiply. Two head matmuls in all, as with full-vocab log-softmax, and none
-    recomputed (activation checkpointing of the chunk would add a third).
+    recomputed (activation checkpointing of the chunk would add a third). The
+    entropy (no gradient) comes from the same softmax at little cost.
     """
 
     @staticmethod
-    def forward(ctx, h, weight, targets):
+    def forward(ctx, h, weight, targets, want_entropy: bool):
         logits = (h @ weight.t()).float()  # (B, c, V): one chunk only
         lse = torch.logsumexp(logits, -1, keepdim=True)
         lp = logits.gather(-1, targets[..., None])[..., 0] - lse[..., 0]
-        p = logits.sub_(lse).exp_().to(weight.dtype)  # softmax, in place of the logits
+        logp = logits.sub_(lse)  # in place: log-softmax
+        ent = -(logp.exp() * logp).sum(-1) if want_entropy else torch.zeros_like(lp)
+        p = logp.exp_().to(weight.dtype)  # softmax, in place again
         jac = weight[targets].float() - (p @ weight).float()  # (B, c, H)
         ctx.save_for_backward(jac)
         ctx.h_dtype = h.dtype
-        return lp
+        ctx.mark_non_differentiable(ent)
+        return lp, ent
 
     @staticmethod
-    def backward(ctx, g):
+    def backward(ctx, g, _g_ent):
         (jac,) = ctx.saved_tensors
-        return (g[..., None] * jac).to(ctx.h_dtype), None, None
+        return (g[..., None] * jac).to(ctx.h_dtype), None, None, None
 
 
 def fast_token_logprobs(model, input_ids, attention_mask, chunk: int = 64, want_entropy: bool = False):
     """Drop-in for grpo.token_logprobs: same values, no recomputed head in backward.
 
-    Falls back to grpo.token_logprobs where the head itself trains, or where
-    entropy is asked for with gradients on.
+    With want_entropy the entropy comes along (without gradient), so one pass
+    can give the new log-probs, the old ones (`.detach()`, when there is one
+    PPO epoch) and the entropy metric. Falls back to grpo.token_logprobs where
+    the head itself trains or no gradient is wanted.
     """
     body, head = backbone_and_head(model)
-    if not torch.is_grad_enabled() or head.weight.requires_grad or want_entropy:
+    if not torch.is_grad_enabled() or head.weight.requires_grad:
         return chunked_token_logprobs(model, input_ids, attention_mask, chunk, want_entropy)
     pos = (attention_mask.cumsum(-1) - 1).clamp(min=0)
     hidden = body(input_ids=input_ids, attention_mask=attention_mask, position_ids=pos).last_hidden_state
     hidden, targets = hidden[:, :-1], input_ids[:, 1:]  # (B, T-1, H) predicts input_ids[:, 1:]
-    lps = [_HeadLogprob.apply(hidden[:, s:s + chunk], head.weight, targets[:, s:s + chunk])
-           for s in range(0, hidden.shape[1], chunk)]
-    lp = torch.cat(lps, 1)
-    return lp, torch.zeros_like(lp)
+    outs = [_HeadLogprob.apply(hidden[:, s:s + chunk], head.weight, targets[:, s:s + chunk], want_entropy)
+            for s in range(0, hidden.shape[1], chunk)]
+    return torch.cat([o[0] for o in outs], 1), torch.cat([o[1] for o in outs], 1)

@@ -431,11 +431,14 @@ class FastEngine:
 
     # ------------------------------------------------------------ generate
     def _workspace(self, B: int, T: int) -> Workspace:
-        ws = self._ws.get(B)
+        ws = self._ws.pop(B, None)  # re-inserted below: the dict is in order of last use
         if ws is None or ws.T < T:
-            self._ws.pop(B, None)
+            ws = None  # free the old cache before the new one is allocated
+            while len(self._ws) >= 4:  # keep a few batch shapes, not every one ever seen
+                self._ws.pop(next(iter(self._ws)))
             cap = min(len(self.freqs), -(-T // BUCKET) * BUCKET)
-            ws = self._ws[B] = Workspace(self.spec, B, cap, self.dtype, self.device)
+            ws = Workspace(self.spec, B, cap, self.dtype, self.device)
+        self._ws[B] = ws
         return ws
 
     def _batch_cap(self, width: int, max_new: int) -> int:

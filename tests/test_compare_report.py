@@ -1,0 +1,38 @@
+"""`evotui compare` with tiny budgets on the CPU, then `evotui report`: the
+path stays working in CI (the real GPU results are in the README)."""
+
+import json
+import subprocess
+import sys
+
+
+def test_compare_then_report(tmp_path, tiny_overrides):
+    out = tmp_path / "cmp"
+    sets = [x for o in tiny_overrides for x in ("--set", o)]
+    sets += ["--set", "evolve.every=2", "--set", "evolve.candidates=2", "--set", "evolve.probe_tasks=1"]
+    p = subprocess.run([sys.executable, "-m", "evotui", "compare", "--steps", "2", "--seeds", "0", "--out", str(out),
+                        "--quiet", *sets], capture_output=True, text=True, timeout=1200)
+    assert p.returncode == 0, p.stderr[-3000:]
+    rows = json.loads((out / "compare.json").read_text())
+    assert {r["arm"] for r in rows} == {"static", "coevolve", "control"}
+    for arm in ("static", "coevolve", "control"):
+        assert (out / f"{arm}-s0" / "run.db").exists()
+    report = (out / "report" / "report.md").read_text()
+    assert "| static |" in report and "| coevolve |" in report and "| control |" in report
+    for svg in ("heldout.svg", "dead_groups.svg", "agreement.svg"):
+        assert (out / "report" / svg).read_text().startswith("<svg")
+    # the planted exploitable reward was blocked by a validity diagnostic, with evidence
+    assert "## Blocked by validity diagnostics" in report
+    blocked = report.split("## Blocked by validity diagnostics")[1].split("##")[0]
+    assert "planted trap" in blocked and "answer_copied_from_prompt" in blocked
+    assert "arm" in p.stdout and "report:" in p.stdout
+    # report also works on its own, on the run folders
+    q = subprocess.run([sys.executable, "-m", "evotui", "report", str(out), "--out", str(tmp_path / "r2")],
+                       capture_output=True, text=True, timeout=300)
+    assert q.returncode == 0, q.stderr
+    assert (tmp_path / "r2" / "report.md").exists()
+
+
+def test_report_rejects_non_run(tmp_path):
+    p = subprocess.run([sys.executable, "-m", "evotui", "report", str(tmp_path)], capture_output=True, text=True)
+    assert p.returncode == 2 and "not an evotui run" in p.stderr
