@@ -168,6 +168,8 @@ class Engine:
         t0 = time.perf_counter()
         samples = [Sample(s.prompt_ids, s.completion_ids, s.loss_mask, s.advantage)
                    for s in items if s.kept and abs(s.advantage) > 0 and s.completion_ids]
+        if getattr(self.engine, "name", "") == "vllm":
+            self.engine.sleep()  # give vLLM's memory back to training
         tstats = self.with_oom_retry(lambda: self.trainer.step(samples), self.cfg.train, "micro_batch")
         train_ms = (time.perf_counter() - t0) * 1000
         progress.phase("checkpoint")
@@ -221,6 +223,8 @@ class Engine:
                     p.data.zero_()
             self.policy_version = 0
         self.store.set_run(policy_version=self.policy_version or None)
+        if hasattr(self.engine, "refresh"):  # in-place zeroing bypasses the fast engine's change tracking
+            self.engine.refresh()
         self.say(f"policy restored to version {self.policy_version} (checkpoint at or before step {step})")
 
     # ------------------------------------------------------------ held-out

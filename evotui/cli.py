@@ -74,7 +74,12 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["bench"]:  # bench takes its own flags (--only, --model, ...)
+        args, rest = _parser().parse_known_args(argv)
+        args.rest = [a for a in (args.rest or []) + rest if a != "--"]
+    else:
+        args = _parser().parse_args(argv)
     try:
         return _dispatch(args)
     except KeyboardInterrupt:

@@ -147,17 +147,26 @@ class GRPOTrainer:
         """One GRPO update over `samples`; returns metrics."""
         if not samples:
             return {"loss": 0.0, "kl": 0.0, "clip_frac": 0.0, "grad_norm": 0.0, "entropy": float("nan"), "tokens": 0}
+        self._pick_micro_batch(samples)
         with_ref = self.cfg.kl_coef > 0
-        olds, refs, entropy = self._reference(samples, with_ref)
+        # One epoch and no KL: the old log-probs equal the new ones at the only update
+        # (ratio 1), so the separate no-grad pass is skipped, as TRL does.
+        one_pass = self.cfg.ppo_epochs == 1 and not with_ref
+        olds, refs, entropy = ([], [], None) if one_pass else self._reference(samples, with_ref)
         total_tokens = float(sum(sum(s.mask) for s in samples)) or 1.0
         stats = {"loss": 0.0, "kl": 0.0, "clip_frac": 0.0}
+        ent_sum = ent_n = 0.0
         n_mb = 0
         self.model.train()
         for _ in range(self.cfg.ppo_epochs):
             self.opt.zero_grad(set_to_none=True)
             for k, (ids, att, m, adv) in enumerate(self._batches(samples)):
-                new_lp, _ = token_logprobs(self.model, ids, att, self.cfg.logprob_chunk)
-                loss, st = grpo_loss(new_lp, olds[k], adv, m, self.cfg.clip_eps,
+                new_lp, ent = token_logprobs(self.model, ids, att, self.cfg.logprob_chunk, want_entropy=one_pass)
+                old = new_lp.detach() if one_pass else olds[k]
+                if one_pass:
+                    ent_sum += float((ent.detach() * m).sum())
+                    ent_n += float(m.sum())
+                loss, st = grpo_loss(new_lp, old, adv, m, self.cfg.clip_eps,
                                      refs[k] if with_ref else None, self.cfg.kl_coef, denom=total_tokens)
                 loss.backward()
                 stats["loss"] += float(loss.detach())
@@ -168,8 +177,19 @@ class GRPOTrainer:
             gn = torch.nn.utils.clip_grad_norm_(params, self.cfg.max_grad_norm)
             self.opt.step()
         self.model.eval()
+        if one_pass:
+            entropy = ent_sum / max(ent_n, 1.0)
         epochs = self.cfg.ppo_epochs
         return {"loss": stats["loss"] / epochs, "kl": stats["kl"] / max(n_mb, 1),
                 "clip_frac": stats["clip_frac"] / max(n_mb, 1),
                 "grad_norm": float(gn) if math.isfinite(float(gn)) else float("nan"),
                 "entropy": entropy, "tokens": int(total_tokens)}
+
+    def _pick_micro_batch(self, samples: list[Sample]) -> None:
+        """On CUDA, the largest micro-batch that fits, from a memory estimate (not by trial and OOM)."""
+        if torch.device(self.device).type != "cuda" or not getattr(self.cfg, "auto_micro_batch", False):
+            return
+        from backend.policy import memory
+
+        self.cfg.micro_batch = memory.auto_micro_batch(self.model, samples, self.device, self.cfg.logprob_chunk,
+                                                       fallback=self.cfg.micro_batch)

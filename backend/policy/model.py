@@ -20,6 +20,8 @@ from backend.config import DEFAULT_MODEL, ModelConfig
 DEFAULT_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 # peft calls a transformers API that warns about its own deprecation on every run
 warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*", category=FutureWarning)
+# the embedded GGUF folder has no config.json; peft warns on every checkpoint save
+warnings.filterwarnings("ignore", message="Could not find a config file in.*", category=UserWarning)
 
 
 class ModelLoadError(RuntimeError):
