@@ -71,15 +71,17 @@ def propose_edit(engine, cmd: dict, step: int) -> tuple[str, str]:
 def plant_trap(engine, step: int) -> None:
     """Submit the domain's planted exploitable harness once (evolve.plant_trap): the
     backtest must block it with a validity diagnostic; the report shows the evidence."""
-    from pathlib import Path
-
     from backend.evolve import submit
+    from backend.harness.traps import trap_code
 
-    path = Path(__file__).parent / "harness" / "traps" / f"{engine.harness.domain}.py"
-    if not path.exists() or engine.store.scalar("SELECT count(*) FROM interventions WHERE proposer = 'trap'"):
+    domain = engine.harness.domain
+    if engine.store.scalar("SELECT count(*) FROM interventions WHERE proposer = 'trap'"):
         return
     try:
-        res = submit(_context(engine, step), path.read_text(), title=f"planted trap: exploitable {path.stem} reward",
+        code = trap_code(domain, engine.harness.code)
+        if code is None:
+            return
+        res = submit(_context(engine, step), code, title=f"planted trap: exploitable {domain} reward",
                      hypothesis="credits answers a policy can produce without solving the task", proposer="trap",
                      target="reward hack")
         engine.say(f"planted trap #{res.get('id')}: backtest {res.get('verdict')} ({res.get('reason', '')})"[:300],
