@@ -30,8 +30,11 @@ FAKE_ENGINE = textwrap.dedent("""
     from tui_fixtures import build_run
     from backend.store import Store
     run_dir = Path(sys.argv[sys.argv.index("--run-dir") + 1])
-    build_run(run_dir, pid=os.getpid())
-    (run_dir / "engine.log").unlink()  # the real engine writes none: its output is the log
+    # like the real engine: build the run under a temporary name, then rename it
+    tmp = run_dir.parent / (".creating-" + run_dir.name)
+    build_run(tmp, pid=os.getpid())
+    (tmp / "engine.log").unlink()  # the real engine writes none: its output is the log
+    os.replace(tmp, run_dir)
     store = Store.open(run_dir / "run.db")
     while True:
         for c in store.pending_commands():
