@@ -18,6 +18,8 @@ import statistics
 
 from backend.harness.loader import advantages
 
+from backend.rollout import reward_threshold
+
 from .aggregate import auc
 
 BLOCK_SHARE = 0.25
@@ -31,8 +33,8 @@ MIN_KEPT = 0.2
 
 
 def threshold(weights: dict) -> float:
-    """'The harness says right' = above half the best possible total (as backend.rollout)."""
-    return 0.5 * sum(w for w in weights.values() if w > 0)
+    """'The harness says right': the loop's own rule, so replay and training agree."""
+    return reward_threshold(weights)
 
 
 def view(rows: list[dict], res: dict) -> dict:

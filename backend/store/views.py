@@ -17,11 +17,12 @@ function also accepts a `Store`, which has the same read methods.
 
 from __future__ import annotations
 
-import json
 import sqlite3
 import threading
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+
+from backend.store import loads  # one JSON reader for the package
 
 PAGE = 50
 MIX_WINDOW = 300  # steps of failure mix kept for the dashboard plot
@@ -44,15 +45,6 @@ INTERVENTION_COLS = (
 
 class RunNotReadable(RuntimeError):
     """The folder holds no readable evotui run (the message says why, in one line)."""
-
-
-def loads(text: str | None, default=None):
-    if not text:
-        return default
-    try:
-        return json.loads(text)
-    except ValueError:
-        return default
 
 
 class RunDB:
