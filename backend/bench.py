@@ -177,7 +177,7 @@ def bench_gen(b: Bench) -> None:
     HFEngine(model, tok, dev).generate(prompts[:8], 8, 1.0)  # warm-up
     hf = HFEngine(model, tok, dev, batch_size=B, min_new_tokens=new)  # min_new_tokens: no early stop
     t_hf, _ = b.timed(lambda: hf.generate(prompts, new, 1.0))
-    base_tps = B * new / t_hf
+    base_tps = plain_generate_check(b, model, tok, prompts, new, B * new / t_hf)
     variants = [("fast, torch kernels", {"kernels": "torch"})]
     if b.cuda:  # triton last: a kernel fault would poison the CUDA context for what follows
         variants += [("fast, torch kernels + compiled sampling", {"kernels": "torch", "compile": True}),
@@ -208,6 +208,31 @@ def bench_gen(b: Bench) -> None:
                          best[2])
         if b.a.profile and b.cuda:
             profile_step(b, best[0], prompts)
+
+
+def plain_generate_check(b: Bench, model, tok, prompts, new: int, hf_tps: float) -> float:
+    """The baseline as ../shared/GPU.md measured it: bare `model.generate`, the model's own
+    generation defaults (top-k 50 and so on), no forced length. Rows may stop early, so
+    tok/s is given both per requested token (B x new / t) and per token actually made.
+    Returns the faster baseline (per requested token) for the ratios that follow."""
+    pad = tok.pad_token_id
+    width = max(len(p) for p in prompts)
+    ids = torch.full((len(prompts), width), pad, dtype=torch.long)
+    att = torch.zeros_like(ids)
+    for j, p in enumerate(prompts):
+        ids[j, width - len(p):] = torch.tensor(p)
+        att[j, width - len(p):] = 1
+    ids, att = ids.to(b.device), att.to(b.device)
+    with torch.no_grad():
+        t, out = b.timed(lambda: model.generate(input_ids=ids, attention_mask=att, do_sample=True,
+                                                max_new_tokens=new, pad_token_id=pad))
+    made = int((out[:, width:] != pad).sum())
+    nominal = len(prompts) * new / t
+    b.add(Row("gen", f"baseline check: bare model.generate, model defaults, batch {len(prompts)}",
+              f"{hf_tps:,.0f}", f"{nominal:,.0f}", f"{nominal / hf_tps:.2f}x",
+              f"{made:,} of {len(prompts) * new:,} tokens made ({made / t:,.0f} real tok/s); "
+              f"the ratios below use the faster of the two baselines"))
+    return max(hf_tps, nominal)
 
 
 def profile_step(b: Bench, eng, prompts) -> None:
@@ -242,11 +267,10 @@ def greedy_agreement(b: Bench, eng, hf, prompts, name: str) -> None:
 def train_pass(model, opt, ids, att, mask, adv, micro: int, kind: str, chunk: int) -> None:
     """One optimizer step over all rows in micro-batches: policy-gradient loss on completion tokens.
 
-    kind: full (log-softmax over the whole vocabulary), chunked (grpo.token_logprobs:
-    checkpointed chunks), fused (fast_train.fast_token_logprobs: chunks, gradient in forward).
+    kind: full (log-softmax over the whole vocabulary), chunked (grpo.checkpointed_token_logprobs:
+    checkpointed chunks), fused (grpo.token_logprobs, the trainer's path: chunks, gradient in forward).
     """
-    from backend.policy.fast_train import fast_token_logprobs
-    from backend.policy.grpo import token_logprobs
+    from backend.policy.grpo import checkpointed_token_logprobs, token_logprobs
 
     model.train()
     opt.zero_grad(set_to_none=True)
@@ -257,7 +281,7 @@ def train_pass(model, opt, ids, att, mask, adv, micro: int, kind: str, chunk: in
             logits = model(input_ids=x, attention_mask=a).logits[:, :-1].float()  # (b, T-1, V): all at once
             lp = torch.log_softmax(logits, -1).gather(-1, x[:, 1:, None])[..., 0]
         else:
-            lp, _ = (fast_token_logprobs if kind == "fused" else token_logprobs)(model, x, a, chunk)
+            lp, _ = (token_logprobs if kind == "fused" else checkpointed_token_logprobs)(model, x, a, chunk)
         loss = -(torch.exp(lp - lp.detach()) * v[:, None] * m).sum() / n_tok
         loss.backward()
     opt.step()
@@ -318,7 +342,7 @@ def bench_train(b: Bench) -> None:
     est = memory.train_bytes_per_sequence(spec, T, chunk) * min(micro, N)
     b.add(Row("train", f"LoRA fwd+bwd, batch {small} x {T}", fmt(base), fmt(ours_small),
               _ratio(ours_small, base), f"full-vocab log-softmax vs fused chunks, one micro-batch; "
-              f"grpo.py's checkpointed chunks: {fmt(chunked_small)}"))
+              f"checkpointed chunks: {fmt(chunked_small)}"))
     b.add(Row("train", f"LoRA fwd+bwd, batch {N} x {T}", fmt(big_full), fmt(ours),
               _ratio(ours, base) + (" vs full @" + str(small) if ours and base else ""),
               f"ours: fused chunks, micro-batch {micro} from memory.py (est. peak {est / gib:.1f} GiB of "
@@ -347,8 +371,8 @@ def bench_harness() -> str:
 def one_step(b: Bench, engine: str, micro: int | None, fused: bool, steps: int = 2, tag: str = "") -> dict | None:
     """Run `steps` real loop steps in a fresh run; returns the fastest step after the first (warm-up).
 
-    `micro=None`: the micro-batch from memory.py (CUDA). `fused`: the trainer uses
-    fast_train.fast_token_logprobs in place of grpo.token_logprobs.
+    `micro=None`: the micro-batch from memory.py (CUDA). `fused=False`: the trainer uses
+    grpo.checkpointed_token_logprobs in place of its own fused grpo.token_logprobs.
     """
     from backend.policy import grpo
     from backend.config import load_config
@@ -376,10 +400,8 @@ def one_step(b: Bench, engine: str, micro: int | None, fused: bool, steps: int =
             Spec.of(unwrap(lm.model).config), T, memory.free_bytes(b.device)))
     rows = []
     plain = grpo.token_logprobs
-    if fused:
-        from backend.policy.fast_train import fast_token_logprobs
-
-        grpo.token_logprobs = fast_token_logprobs
+    if not fused:
+        grpo.token_logprobs = grpo.checkpointed_token_logprobs
     try:
         for s in range(1, steps + 1):
             b.sync()

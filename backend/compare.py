@@ -55,6 +55,18 @@ def _extra_tasks(base: RunConfig, out: Path, seed: int) -> int:
     return math.ceil(probes / per_step) if probes else 0
 
 
+def _finished(run_dir: Path) -> bool:
+    from backend.store import Store
+
+    if not (run_dir / "run.db").exists():
+        return False
+    s = Store.open(run_dir, readonly=True)
+    try:
+        return s.run()["status"] == "finished"
+    finally:
+        s.close()
+
+
 def _row(arm: str, seed: int, run_dir: Path, extra: int) -> dict:
     from backend import worker
     from backend.store import Store
@@ -71,10 +83,11 @@ def _row(arm: str, seed: int, run_dir: Path, extra: int) -> dict:
 
 def run_parallel(base: RunConfig, seeds: list[int], out: Path, jobs: int, quiet: bool = False) -> list[dict]:
     """Like `run_compare`, with arms as parallel `evotui run --headless` processes on one
-    machine (where GPU memory allows): static and coevolve first, then the controls,
-    whose budget depends on the co-evolution arms' probes."""
+    machine (where GPU memory allows): static and coevolve first; each seed's control
+    starts when that seed's co-evolution arm ends, as its budget depends on its probes."""
     import subprocess
     import sys
+    import time
 
     from backend.config import to_toml
 
@@ -84,6 +97,8 @@ def run_parallel(base: RunConfig, seeds: list[int], out: Path, jobs: int, quiet:
 
     def launch(arm: str, seed: int, extra: int):
         run_dir = out / f"{arm}-s{seed}"
+        if _finished(run_dir):  # compare run again over the same --out: only the unfinished arms go on
+            return subprocess.Popen([sys.executable, "-c", ""])
         if (run_dir / "run.db").exists():
             args = ["--resume", str(run_dir)]
         else:
@@ -95,24 +110,27 @@ def run_parallel(base: RunConfig, seeds: list[int], out: Path, jobs: int, quiet:
         return subprocess.Popen([sys.executable, "-m", "evotui", "run", "--headless", "--quiet", *args],
                                 stdout=log, stderr=subprocess.STDOUT)
 
-    def wave(specs):
-        pending, running = list(specs), []
-        while pending or running:
-            while pending and len(running) < jobs:
-                arm, seed, extra = pending.pop(0)
-                running.append((launch(arm, seed, extra), arm, seed))
-            for item in list(running):
-                if item[0].poll() is not None:
-                    running.remove(item)
-                    if not quiet:
-                        print(f"{item[1]:<9} seed {item[2]}: exit {item[0].returncode}", flush=True)
-            import time
-
-            time.sleep(0.5)
-
-    wave([(arm, seed, 0) for seed in seeds for arm in ("static", "coevolve")])
-    extras = {seed: _extra_tasks(base, out, seed) for seed in seeds}
-    wave([("control", seed, extras[seed]) for seed in seeds])
+    # static and coevolve start at once; each control starts as soon as its seed's
+    # co-evolution arm has finished, since its budget is that arm's probe count
+    pending = [(arm, seed) for seed in seeds for arm in ("static", "coevolve")]
+    waiting, running, extras = list(seeds), [], {}
+    while pending or running or waiting:
+        while pending and len(running) < jobs:
+            arm, seed = pending.pop(0)
+            running.append((launch(arm, seed, extras.get(seed, 0) if arm == "control" else 0), arm, seed))
+        for item in list(running):
+            proc, arm, seed = item
+            if proc.poll() is None:
+                continue
+            running.remove(item)
+            if not quiet:
+                print(f"{arm:<9} seed {seed}: exit {proc.returncode}", flush=True)
+            if arm == "coevolve":
+                extras[seed] = _extra_tasks(base, out, seed)
+                waiting.remove(seed)
+                pending.append(("control", seed))
+        time.sleep(0.5)
+    extras = {seed: extras.get(seed, 0) for seed in seeds}
     rows = [_row(arm, seed, out / f"{arm}-s{seed}", extras[seed] if arm == "control" else 0)
             for seed in seeds for arm in ARMS]
     (out / "compare.json").write_text(json.dumps(rows, indent=2))
@@ -131,15 +149,15 @@ def run_compare(base: RunConfig, seeds: list[int], out: Path, quiet: bool = Fals
             extra = _extra_tasks(base, out, seed) if arm == "control" else 0
             cfg = arm_config(base_d, arm, seed, extra)
             run_dir = out / f"{arm}-s{seed}"
-            if (run_dir / "run.db").exists():
-                _, s = worker.resume(run_dir, quiet=quiet)
+            if _finished(run_dir):  # compare run again over the same --out: only unfinished arms go on
+                pass
+            elif (run_dir / "run.db").exists():
+                worker.resume(run_dir, quiet=quiet)
             else:
-                _, s = worker.start(cfg, run_dir, quiet=quiet)
-            rows.append({"arm": arm, "seed": seed, "run_dir": str(run_dir), "heldout_acc": s["heldout_acc"],
-                         "heldout_acc_start": s["heldout_acc_start"], "promoted": s["promoted"],
-                         "extra_tasks_per_step": extra})
+                worker.start(cfg, run_dir, quiet=quiet)
+            rows.append(r := _row(arm, seed, run_dir, extra))
             if not quiet:
-                print(f"{arm:<9} seed {seed}: held-out {s['heldout_acc']:.3f} (start {s['heldout_acc_start']:.3f})",
+                print(f"{arm:<9} seed {seed}: held-out {r['heldout_acc']:.3f} (start {r['heldout_acc_start']:.3f})",
                       flush=True)
     (out / "compare.json").write_text(json.dumps(rows, indent=2))
     return rows

@@ -102,8 +102,8 @@ def test_fast_logprobs_match_chunked_values_and_gradients():
     from peft import LoraConfig, get_peft_model
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    from backend.policy.fast_train import fast_token_logprobs
-    from backend.policy.grpo import token_logprobs
+    from backend.policy.grpo import checkpointed_token_logprobs as token_logprobs
+    from backend.policy.grpo import token_logprobs as fast_token_logprobs
 
     torch.manual_seed(0)
     cfg = LlamaConfig(vocab_size=300, hidden_size=32, intermediate_size=64, num_hidden_layers=2,

@@ -10,10 +10,18 @@ def test_compare_then_report(tmp_path, tiny_overrides):
     out = tmp_path / "cmp"
     sets = [x for o in tiny_overrides for x in ("--set", o)]
     sets += ["--set", "evolve.every=2", "--set", "evolve.candidates=2", "--set", "evolve.probe_tasks=1"]
+    # the parallel path (arms as processes; the control waits for its seed's coevolve arm)
     p = subprocess.run([sys.executable, "-m", "evotui", "compare", "--steps", "2", "--seeds", "0", "--out", str(out),
-                        "--quiet", *sets], capture_output=True, text=True, timeout=1200)
+                        "--jobs", "2", "--quiet", *sets], capture_output=True, text=True, timeout=1200)
     assert p.returncode == 0, p.stderr[-3000:]
     rows = json.loads((out / "compare.json").read_text())
+    assert all(r["status"] == "finished" for r in rows), rows
+    # run again over the same folder, sequentially: finished arms are kept, not re-run
+    steps_before = {a: _steps(out / f"{a}-s0") for a in ("static", "coevolve", "control")}
+    p = subprocess.run([sys.executable, "-m", "evotui", "compare", "--steps", "2", "--seeds", "0", "--out", str(out),
+                        *sets], capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert {a: _steps(out / f"{a}-s0") for a in steps_before} == steps_before
     assert {r["arm"] for r in rows} == {"static", "coevolve", "control"}
     for arm in ("static", "coevolve", "control"):
         assert (out / f"{arm}-s0" / "run.db").exists()
@@ -31,6 +39,16 @@ def test_compare_then_report(tmp_path, tiny_overrides):
                        capture_output=True, text=True, timeout=300)
     assert q.returncode == 0, q.stderr
     assert (tmp_path / "r2" / "report.md").exists()
+
+
+def _steps(run_dir):
+    import sqlite3
+
+    db = sqlite3.connect(run_dir / "run.db")
+    try:
+        return db.execute("SELECT count(*), max(step) FROM steps").fetchone()
+    finally:
+        db.close()
 
 
 def test_report_rejects_non_run(tmp_path):

@@ -6,6 +6,7 @@ It is optional (`pip install unsloth`, CUDA only); everything here imports it
 lazily, and `load_fast_policy` falls back to plain peft (`load_policy`) with
 the reason when it cannot be used. The trainer does not change: an Unsloth
 model is a peft model, so chunked log-probs and GRPO run on it as on any.
+(The fused chunked log-probs that used to live here are now grpo.token_logprobs.)
 
 Unsloth wants to be imported before transformers to patch everything; in
 evotui transformers is already loaded by then, so only the patches Unsloth
@@ -20,8 +21,6 @@ import os
 import torch
 
 from backend.config import DEFAULT_MODEL, ModelConfig
-from backend.policy.grpo import backbone_and_head
-from backend.policy.grpo import token_logprobs as chunked_token_logprobs  # bound now: callers may rebind grpo's
 from backend.policy.model import LoadedModel, load_policy, pick_device
 
 
@@ -85,52 +84,3 @@ def load_fast_policy(cfg: ModelConfig, adapter_dir=None) -> tuple[LoadedModel, s
         except Exception as e:  # an optional fast path that fails must not stop the run
             why = f"unsloth failed: {type(e).__name__}: {e}"
     return load_policy(cfg, adapter_dir), f"peft ({why})"
-
-
-class _HeadLogprob(torch.autograd.Function):
-    """Log-prob of the target through a frozen LM head, with its gradient worked out in forward.
-
-    d lp / d h = W[target] - sum_v softmax(h W^T)_v W_v: a (.., hidden) tensor, so
-    forward keeps that instead of the (.., vocab) logits, and backward is one
-    multiply. Two head matmuls in all, as with full-vocab log-softmax, and none
-    recomputed (activation checkpointing of the chunk would add a third). The
-    entropy (no gradient) comes from the same softmax at little cost.
-    """
-
-    @staticmethod
-    def forward(ctx, h, weight, targets, want_entropy: bool):
-        logits = (h @ weight.t()).float()  # (B, c, V): one chunk only
-        lse = torch.logsumexp(logits, -1, keepdim=True)
-        lp = logits.gather(-1, targets[..., None])[..., 0] - lse[..., 0]
-        logp = logits.sub_(lse)  # in place: log-softmax
-        ent = -(logp.exp() * logp).sum(-1) if want_entropy else torch.zeros_like(lp)
-        p = logp.exp_().to(weight.dtype)  # softmax, in place again
-        jac = weight[targets].float() - (p @ weight).float()  # (B, c, H)
-        ctx.save_for_backward(jac)
-        ctx.h_dtype = h.dtype
-        ctx.mark_non_differentiable(ent)
-        return lp, ent
-
-    @staticmethod
-    def backward(ctx, g, _g_ent):
-        (jac,) = ctx.saved_tensors
-        return (g[..., None] * jac).to(ctx.h_dtype), None, None, None
-
-
-def fast_token_logprobs(model, input_ids, attention_mask, chunk: int = 64, want_entropy: bool = False):
-    """Drop-in for grpo.token_logprobs: same values, no recomputed head in backward.
-
-    With want_entropy the entropy comes along (without gradient), so one pass
-    can give the new log-probs, the old ones (`.detach()`, when there is one
-    PPO epoch) and the entropy metric. Falls back to grpo.token_logprobs where
-    the head itself trains or no gradient is wanted.
-    """
-    body, head = backbone_and_head(model)
-    if not torch.is_grad_enabled() or head.weight.requires_grad:
-        return chunked_token_logprobs(model, input_ids, attention_mask, chunk, want_entropy)
-    pos = (attention_mask.cumsum(-1) - 1).clamp(min=0)
-    hidden = body(input_ids=input_ids, attention_mask=attention_mask, position_ids=pos).last_hidden_state
-    hidden, targets = hidden[:, :-1], input_ids[:, 1:]  # (B, T-1, H) predicts input_ids[:, 1:]
-    outs = [_HeadLogprob.apply(hidden[:, s:s + chunk], head.weight, targets[:, s:s + chunk], want_entropy)
-            for s in range(0, hidden.shape[1], chunk)]
-    return torch.cat([o[0] for o in outs], 1), torch.cat([o[1] for o in outs], 1)

@@ -8,8 +8,8 @@ scalar advantage. The loss per token is the PPO clipped surrogate
 
 averaged over all completion tokens of the step (token-level, so long
 answers are not down-weighted per token). Log-probs are computed in chunks
-of positions through the LM head with activation checkpointing, so the
-batch x length x vocab logits are never held at once.
+of positions through the LM head, each chunk's gradient formed in forward,
+so the batch x length x vocab logits are never held at once.
 """
 
 from __future__ import annotations
@@ -49,17 +49,16 @@ def _chunk_logprobs(head, h, targets, want_entropy: bool):
     return lp, torch.zeros_like(lp)
 
 
-def token_logprobs(model, input_ids, attention_mask, chunk: int = 64, want_entropy: bool = False):
+def checkpointed_token_logprobs(model, input_ids, attention_mask, chunk: int = 64, want_entropy: bool = False):
     """Log-prob of each next token: (B, T-1), plus entropy (B, T-1) if asked.
 
     Chunks of `chunk` positions go through the LM head one at a time; with
-    grad enabled each chunk is checkpointed, so backward recomputes its logits.
+    grad enabled each chunk is checkpointed, so backward recomputes its logits
+    (three head matmuls per chunk). Used where the head itself trains; see
+    `token_logprobs` for the usual frozen-head case.
     """
     body, head = backbone_and_head(model)
-    pos = (attention_mask.cumsum(-1) - 1).clamp(min=0)
-    hidden = body(input_ids=input_ids, attention_mask=attention_mask, position_ids=pos).last_hidden_state
-    hidden = hidden[:, :-1]  # (B, T-1, H) predicts input_ids[:, 1:]
-    targets = input_ids[:, 1:]
+    hidden, targets = _hidden(body, input_ids, attention_mask)
     lps, ents = [], []
     for s in range(0, hidden.shape[1], chunk):
         h, t = hidden[:, s:s + chunk], targets[:, s:s + chunk]
@@ -70,6 +69,61 @@ def token_logprobs(model, input_ids, attention_mask, chunk: int = 64, want_entro
         lps.append(lp)
         ents.append(ent)
     return torch.cat(lps, 1), torch.cat(ents, 1)
+
+
+def _hidden(body, input_ids, attention_mask):
+    """Last hidden states (B, T-1, H) that predict input_ids[:, 1:], and those targets."""
+    pos = (attention_mask.cumsum(-1) - 1).clamp(min=0)
+    hidden = body(input_ids=input_ids, attention_mask=attention_mask, position_ids=pos).last_hidden_state
+    return hidden[:, :-1], input_ids[:, 1:]
+
+
+class _HeadLogprob(torch.autograd.Function):
+    """Log-prob of the target through a frozen LM head, with its gradient worked out in forward.
+
+    d lp / d h = W[target] - sum_v softmax(h W^T)_v W_v: a (.., hidden) tensor, so
+    forward keeps that instead of the (.., vocab) logits, and backward is one
+    multiply. Two head matmuls per chunk, against three for a checkpointed
+    chunk (forward, recompute, backward). The entropy (no gradient) comes from
+    the same softmax at little cost.
+    """
+
+    @staticmethod
+    def forward(ctx, h, weight, targets, want_entropy: bool):
+        logits = (h @ weight.t()).float()  # (B, c, V): one chunk only
+        lse = torch.logsumexp(logits, -1, keepdim=True)
+        lp = logits.gather(-1, targets[..., None])[..., 0] - lse[..., 0]
+        logp = logits.sub_(lse)  # in place: log-softmax
+        ent = -(logp.exp() * logp).sum(-1) if want_entropy else torch.zeros_like(lp)
+        p = logp.exp_().to(weight.dtype)  # softmax, in place again
+        jac = weight[targets].float() - (p @ weight).float()  # (B, c, H)
+        ctx.save_for_backward(jac)
+        ctx.h_dtype = h.dtype
+        ctx.mark_non_differentiable(ent)
+        return lp, ent
+
+    @staticmethod
+    def backward(ctx, g, _g_ent):
+        (jac,) = ctx.saved_tensors
+        return (g[..., None] * jac).to(ctx.h_dtype), None, None, None
+
+
+def token_logprobs(model, input_ids, attention_mask, chunk: int = 64, want_entropy: bool = False):
+    """Log-prob of each next token: (B, T-1), plus entropy (B, T-1, no gradient) if asked.
+
+    The trainer's path. With grad enabled and a frozen LM head (LoRA), each
+    chunk's gradient with respect to the hidden state is formed in forward,
+    so the batch x length x vocab logits are never held and never recomputed.
+    Otherwise (no grad, or a trainable head) it is `checkpointed_token_logprobs`.
+    Values and gradients match the checkpointed path (tests/test_bench.py).
+    """
+    body, head = backbone_and_head(model)
+    if not torch.is_grad_enabled() or head.weight.requires_grad:
+        return checkpointed_token_logprobs(model, input_ids, attention_mask, chunk, want_entropy)
+    hidden, targets = _hidden(body, input_ids, attention_mask)
+    outs = [_HeadLogprob.apply(hidden[:, s:s + chunk], head.weight, targets[:, s:s + chunk], want_entropy)
+            for s in range(0, hidden.shape[1], chunk)]
+    return torch.cat([o[0] for o in outs], 1), torch.cat([o[1] for o in outs], 1)
 
 
 def collate(samples: list[Sample], pad_id: int, device):
