@@ -13,7 +13,7 @@ import time
 from datetime import datetime
 from pathlib import Path
 
-from backend.config import RunConfig, config_from_dict, load_config, to_toml
+from backend.config import ConfigError, RunConfig, config_from_dict, load_config, to_toml
 from backend.harness.loader import Harness, default_harness_path, sha
 from backend.store import Store, StoreError, loads
 
@@ -84,6 +84,7 @@ def start(cfg: RunConfig, run_dir: Path | None, quiet: bool = False) -> tuple[Pa
     from backend.envs import make_env
 
     make_env(cfg)  # surfaces bad domain settings before anything is written
+    check_proposer(cfg)
     lm = load_policy(cfg.model)
     run_dir = Path(run_dir) if run_dir else new_run_dir(cfg)
     store = create_run(run_dir, cfg, code)
@@ -109,10 +110,23 @@ def resume(run_dir: Path, steps: int | None = None, overrides: list[str] | None 
         cfg.steps = steps
     if run["pid"] and run["status"] == "running" and _alive(run["pid"]) and run["pid"] != os.getpid():
         raise StoreError(f"{run_dir} is already running (pid {run['pid']})")
+    check_proposer(cfg)
     store.set_run(steps_total=cfg.steps)
     if not quiet:
         print(f"resuming {run_dir} after step {store.last_step()}", flush=True)
     return Path(run_dir), _drive(Engine(Path(run_dir), cfg, store, quiet=quiet), store, quiet)
+
+
+def check_proposer(cfg: RunConfig) -> None:
+    """An LLM proposer that cannot be reached at start-up is a configuration mistake (a wrong
+    port, a server not started): one clear line now. Outages later in the run become failed
+    proposals with the reason, and the run goes on."""
+    if cfg.evolve.enabled and cfg.evolve.proposer == "llm":
+        from backend.evolve.llm import check_endpoint
+
+        why = check_endpoint(cfg.evolve.llm)
+        if why:
+            raise ConfigError(f"evolve.proposer is 'llm' but {why}; start it, or use --set evolve.proposer=offline")
 
 
 def _alive(pid: int) -> bool:

@@ -18,6 +18,8 @@ from pathlib import Path
 
 USER_ERRORS = ("ConfigError", "StoreError", "HarnessError", "ModelLoadError", "SkillError", "UserError")
 STOPPED = ("RunStopped",)
+SHELL_BUSY_S = 10.0
+"""How long a shell command (approve, pause, ...) waits for a run database another process has locked."""
 
 
 class UserError(RuntimeError):
@@ -89,7 +91,7 @@ def main(argv: list[str] | None = None) -> int:
         if type(e).__name__ in STOPPED:
             print(f"evotui: stopped: {e}", file=sys.stderr)
             return 3
-        if type(e).__name__ in USER_ERRORS or isinstance(e, (UserError, FileNotFoundError, PermissionError)):
+        if type(e).__name__ in USER_ERRORS or isinstance(e, (UserError, OSError)):  # OSError: a path, a disk
             print(f"evotui: error: {e}", file=sys.stderr)
             return 2
         if os.environ.get("EVOTUI_DEBUG"):
@@ -201,7 +203,7 @@ def _runs() -> int:
 def _command(args) -> int:
     from backend.store import Store
 
-    store = Store.open(_run_dir(args.run_dir), create=False)
+    store = Store.open(_run_dir(args.run_dir), create=False, busy_s=SHELL_BUSY_S)
     if args.cmd in ("approve", "veto"):
         if store.get("interventions", args.id) is None:
             raise UserError(f"run has no intervention {args.id}")

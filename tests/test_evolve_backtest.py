@@ -84,7 +84,7 @@ def test_regression_on_rollouts_an_earlier_promotion_fixed(store):
     (lambda c: set_constant(c, "REWARD_WEIGHTS", {"correct": 1.0, "bogus": 1.0}),
      "candidate crashed in replay: HarnessError"),
     (lambda c: c.replace("REWARD_WEIGHTS = {", "import os\nREWARD_WEIGHTS = {"),
-     "candidate crashed in replay: HarnessError"),
+     "harness check rejected the change: line 21: import of 'os' is not allowed"),
     (lambda c: set_constant(set_constant(c, "ADVANTAGE", {"rule": "rank"}), "FILTERS", {"drop_dead_groups": True}),
      "not a single-factor change: touches ADVANTAGE, FILTERS"),
     (lambda c: c + "\ndef broken(:\n", "does not parse"),

@@ -71,7 +71,11 @@ def _replay_all(ctx, todo: list[dict]) -> list[dict]:
     out = []
     for row, res in zip(todo, results[1:]):
         names = iv.params(row).get("names", [])
-        verdict, reason, metrics, score = judge(row["kind"], names, rows, results[0], res, fixed, cfg.min_gain)
+        try:
+            verdict, reason, metrics, score = judge(row["kind"], names, rows, results[0], res, fixed, cfg.min_gain)
+        except Exception as e:  # odd replay output (the candidate's constants) fails its candidate only
+            verdict, reason, metrics, score = "failed", f"judging the replay failed: {type(e).__name__}: {e}"[:300], \
+                {}, 0.0
         metrics["incumbent_version"] = ctx.harness_version
         out.append(_record(store, row["id"], "replay", len(rows), verdict, reason, metrics, score, t0))
     return out
@@ -113,6 +117,11 @@ def _probe_one(ctx, row: dict) -> dict:
     t0 = time.perf_counter()
     if ctx.probe is None:
         return _record(store, row["id"], "probe", 0, "failed", "no probe available for a generation-side change",
+                       {}, 0.0, t0)
+    # Loading runs the candidate's top level (PROMPT = ... may loop or allocate): first in the sandbox.
+    loaded = replay([row["code"]], [], ctx.cfg.evolve.backtest_timeout_s)[0]
+    if loaded.get("error"):
+        return _record(store, row["id"], "probe", 0, "failed", f"candidate does not load: {loaded['error']}"[:300],
                        {}, 0.0, t0)
     try:
         cand = Harness.from_code(row["code"])

@@ -35,6 +35,8 @@ def _parse(code: str, what: str = "harness") -> ast.Module:
         return ast.parse(code)
     except SyntaxError as e:
         raise EditError(f"{what} does not parse: line {e.lineno}: {e.msg}") from None
+    except (ValueError, RecursionError, MemoryError) as e:  # nesting too deep for the parser, and the like
+        raise EditError(f"{what} does not parse: {type(e).__name__}: {str(e)[:100]}") from None
 
 
 def _stmt_name(stmt: ast.stmt) -> str | None:
@@ -168,7 +170,10 @@ def changed_names(old: str, new: str) -> list[str]:
             elif not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant)):  # docstrings don't count
                 out[ast.unparse(s).splitlines()[0][:60]] = ast.dump(s)  # imports and the like, by their text
         return out
-    a, b = dumps(old), dumps(new)
+    try:
+        a, b = dumps(old), dumps(new)
+    except RecursionError:
+        raise EditError("harness is nested too deeply to compare") from None
     return sorted(n for n in set(a) | set(b) if a.get(n) != b.get(n))
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from backend.harness.loader import MAX_BYTES, HarnessError, check_source
 from backend.store import dumps, loads, now
 
 from .edit import EditError, changed_names, unified_diff
@@ -74,23 +75,48 @@ class Candidate:
         return unified_diff(self.parent_code, self.code, f"a/harness_v{self.parent_version}.py", "b/candidate.py")
 
 
-def record(store, round_id: int | None, c: Candidate) -> int:
-    """Store a candidate as a `proposed` intervention (or `failed` when it has an error)."""
-    ts = now()
+def _storable(text):
+    """SQLite stores UTF-8: a lone surrogate (JSON allows one) would make the insert raise."""
+    return text.encode("utf-8", "replace").decode("utf-8") if isinstance(text, str) else text
+
+
+def _screen(c: Candidate) -> list[str]:
+    """Set `c.error` for a candidate that must not reach a backtest; returns its changed names.
+    Cheap, and before any of its code runs: a forbidden import or name never reaches the sandbox."""
+    code = _storable(c.code or "")
+    if code != (c.code or ""):
+        c.code, c.error = code, c.error or "candidate is not valid UTF-8 text"
+    if len(code.encode()) > MAX_BYTES:  # first, and kept short: diffing megabytes would stall the engine
+        c.code = code[:MAX_BYTES]
+        c.error = c.error or f"harness check rejected the change: harness is {len(code.encode())} bytes; " \
+                             f"the limit is {MAX_BYTES}"
+        return []
     try:
         names = c.names()
     except EditError as e:  # candidate code that does not even parse
         names, c.error = [], c.error or f"candidate does not parse: {e}"
     if not c.error and len(names) != 1:
         c.error = f"not a single-factor change: touches {', '.join(names) or 'nothing'}"
+    if not c.error:
+        try:
+            check_source(c.code)
+        except HarnessError as e:
+            c.error = f"harness check rejected the change: {e}"
+    return names
+
+
+def record(store, round_id: int | None, c: Candidate) -> int:
+    """Store a candidate as a `proposed` intervention (or `failed` when it has an error)."""
+    ts = now()
+    names = _screen(c)
     kind = c.kind or (kind_of(names[0]) if names else "")
     history = [{"ts": ts, "from": None, "to": "proposed", "reason": f"proposed by {c.proposer}"}]
+    text = {k: _storable(getattr(c, k)) for k in ("target", "title", "hypothesis", "expected")}
     with store.tx():
         iid = store.insert("interventions", {
-            "round_id": round_id, "created_at": ts, "updated_at": ts, "kind": kind, "target": c.target,
-            "title": c.title, "hypothesis": c.hypothesis, "expected": c.expected, "diff": c.diff(),
-            "code": c.code or "", "parent_version": c.parent_version, "child_version": None,
-            "proposer": c.proposer, "skills_json": dumps(c.skills), "status": "proposed",
+            "round_id": round_id, "created_at": ts, "updated_at": ts, "kind": kind, **text,
+            "diff": c.diff(), "code": c.code or "", "parent_version": c.parent_version,
+            "child_version": None, "proposer": c.proposer, "skills_json": dumps(c.skills), "status": "proposed",
             "reason": None, "history_json": dumps(history),
             "params_json": dumps(dict(c.params, names=names)), "score": None, "promoted_step": None,
         })

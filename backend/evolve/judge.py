@@ -64,6 +64,7 @@ def view(rows: list[dict], res: dict) -> dict:
         "kept_agreement": _mean([high[i] == correct[i] for i in kept_ix]),
         "adv_agreement": _mean([(adv[i] > 0) == correct[i] for i in mixed if adv[i] != 0]),
         "error_share": _mean([bool(x[2]) for x in res["rows"]]),
+        "diag_error_share": _mean(["diagnostic_error" in x for x in labels]),
     }
 
 
@@ -170,7 +171,7 @@ def judge(kind: str, names: list[str], rows: list[dict], old_res: dict, new_res:
     old, new = view(rows, old_res), view(rows, new_res)
     m = {"n_rollouts": len(rows), "n_groups": len(old["groups"])}
     for k in ("agreement", "auc", "dead_frac", "kept_frac", "kept_dead_frac", "kept_agreement",
-              "adv_agreement", "error_share"):
+              "adv_agreement", "error_share", "diag_error_share"):
         m[f"{k}_old"], m[f"{k}_new"] = old[k], new[k]
     revived = sorted(old["dead"] - new["dead"])
     m["revived"], m["killed"] = len(revived), len(new["dead"] - old["dead"])
@@ -181,6 +182,9 @@ def judge(kind: str, names: list[str], rows: list[dict], old_res: dict, new_res:
     m["fixed_ids"] = fixed_by(rows, old, new)[:64]
     if new["error_share"] > MAX_ERROR_SHARE:
         return "failed", f"reward components crashed on {new['error_share']:.0%} of rollouts", m, 0.0
+    if new["diag_error_share"] > max(MAX_ERROR_SHARE, old["diag_error_share"]):
+        # a diagnostic that crashes stops firing: it must not pass as "retired" or "quieter"
+        return "failed", f"diagnostics crashed on {new['diag_error_share']:.0%} of rollouts", m, 0.0
     if blocked:
         e = m["invalid"][blocked]
         m["blocked"] = {"label": blocked, "examples": e["examples"]}

@@ -112,6 +112,36 @@ def _client(cfg):
     return OpenAI(base_url=base_url, api_key=key, timeout=cfg.timeout_s, max_retries=0)
 
 
+def check_endpoint(cfg) -> str | None:
+    """Why the endpoint cannot be used, or None. Checked when a run starts, so a wrong port or
+    a server that is not up fails at once instead of costing every round its proposals; a TCP
+    connect, not a request, so it needs no key and costs no tokens.
+
+    >>> check_endpoint(LLMProposerConfig(base_url="http://127.0.0.1:9/v1", model="m"))  # doctest: +SKIP
+    'cannot reach the LLM endpoint http://127.0.0.1:9/v1: Connection refused'
+    """
+    import socket
+    from urllib.parse import urlsplit
+
+    base_url = cfg.base_url or os.environ.get("OPENAI_BASE_URL", "")
+    if not base_url:
+        return "no endpoint is set (evolve.llm.base_url or OPENAI_BASE_URL)"
+    if not cfg.model:
+        return "evolve.llm.model is not set"
+    try:
+        url = urlsplit(base_url)
+        host, port = url.hostname, url.port or (443 if url.scheme == "https" else 80)
+    except ValueError as e:
+        return f"evolve.llm.base_url '{base_url}' is not a valid URL ({e})"
+    if url.scheme not in ("http", "https") or not host:
+        return f"evolve.llm.base_url '{base_url}' is not an http(s) URL"
+    try:
+        socket.create_connection((host, port), timeout=min(5.0, cfg.timeout_s)).close()
+    except OSError as e:
+        return f"cannot reach the LLM endpoint {base_url}: {e.strerror or e}"
+    return None
+
+
 def propose(ctx, table: list[dict], metrics: dict, n: int, exclude: set[str]) -> list[Candidate]:
     """Up to `n` candidates from one chat completion; failures come back as failed candidates."""
     cfg = ctx.cfg.evolve.llm

@@ -2,11 +2,12 @@
 
 Candidate harness code is untrusted (an LLM may have written it), so it never
 runs in the engine process. One subprocess replays the incumbent and every
-candidate of a round over the same rows; each harness gets a CPU-time limit
-inside it (SIGVTALRM, which math-verify's own SIGALRM timeouts leave alone),
-and the whole process a wall-clock and memory limit. When that batch dies (a
-loop the alarm cannot interrupt, a memory blow-up), each harness is replayed
-alone, so one bad candidate fails only itself.
+candidate of a round over the same rows. Each harness runs in a child forked
+from it with a CPU-time limit (SIGVTALRM, which math-verify's own SIGALRM
+timeouts leave alone, backed by RLIMIT_CPU for C loops no signal handler
+interrupts), and the whole process has a wall-clock and memory limit. When
+that batch dies anyway, each harness is replayed alone, so one bad candidate
+fails only itself.
 
 The subprocess goes through `backend.sandbox.run_python` when it exists and
 falls back to a plain `subprocess.run` with the same limits.
@@ -15,6 +16,7 @@ falls back to a plain `subprocess.run` with the same limits.
 from __future__ import annotations
 
 import json
+import math
 import subprocess
 import sys
 import tempfile
@@ -31,8 +33,8 @@ MAX_OUTPUT = 50_000_000
 ROW_FIELDS = ("id", "step", "group_idx", "idx", "prompt", "completion", "finish", "completion_tokens",
               "task_json", "obs_json", "domain", "task_id", "correct", "reward", "verdict", "labels")
 
-DRIVER = r'''
-import json, os, resource, signal, sys
+DRIVER = r"""
+import json, math, os, resource, select, signal, sys, time
 for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ[var] = "1"  # numeric libraries must not spawn a thread per core under the process limit
 inp = json.load(open("replay_in.json"))
@@ -44,18 +46,21 @@ import types
 # import) so backend.envs.math loads in a fraction of a second. Harness code cannot import it.
 sys.modules.setdefault("reasoning_gym", types.ModuleType("reasoning_gym"))
 from backend.harness.loader import Harness, RolloutView
+import backend.envs.math
+if inp["rows"]:
+    import math_verify  # noqa: F401 - once here, not in every child
 
 class Overtime(BaseException):
-    """BaseException: harness code that catches Exception cannot swallow it."""
+    "BaseException: harness code that catches Exception cannot swallow it."
 
 def _alarm(signum, frame):
     raise Overtime()
 
-signal.signal(signal.SIGVTALRM, _alarm)
-results = []
-for code in inp["codes"]:
+def replay_one(code):
     res = {"rows": [], "error": None}
-    signal.setitimer(signal.ITIMER_VIRTUAL, inp["limit_s"])
+    signal.signal(signal.SIGVTALRM, _alarm)
+    # re-arms every 0.1 s of CPU: a loop in a `finally:` cannot outlast the first alarm
+    signal.setitimer(signal.ITIMER_VIRTUAL, inp["limit_s"], 0.1)
     try:
         h = Harness.from_code(code)
         res.update(validity=sorted(h.validity), filters=h.filters, advantage=h.advantage, weights=h.weights)
@@ -65,14 +70,54 @@ for code in inp["codes"]:
             labels = sorted({label for label, _ in h.diagnose(v)})
             res["rows"].append([reward, labels, bool(comps.get("_errors"))])
     except Overtime:
-        res = {"rows": [], "error": "replay ran over %ss of CPU time" % inp["limit_s"]}
+        res = {"rows": [], "error": OVERTIME}
     except BaseException as e:
         res = {"rows": [], "error": ("%s: %s" % (type(e).__name__, e))[:300]}
     finally:
         signal.setitimer(signal.ITIMER_VIRTUAL, 0)
-    results.append(res)
+    return json.dumps(res, default=str).encode()
+
+def in_child(code):
+    # A forked child per harness: C code that never returns to the interpreter
+    # (sum(iter(int, 1))) outlasts the alarm, so RLIMIT_CPU and a deadline stop it,
+    # and whatever it does costs only this harness.
+    rfd, wfd = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(rfd)
+        cpu = math.ceil(inp["limit_s"]) + 1
+        resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
+        try:
+            out = replay_one(code)
+        except BaseException as e:
+            out = json.dumps({"rows": [], "error": ("%s: %s" % (type(e).__name__, e))[:300]}).encode()
+        with os.fdopen(wfd, "wb") as f:
+            f.write(out)
+        os._exit(0)
+    os.close(wfd)
+    chunks, deadline = [], time.monotonic() + 2 * inp["limit_s"] + 10
+    with os.fdopen(rfd, "rb") as f:
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([f], [], [], left)[0]:
+                os.kill(pid, signal.SIGKILL)
+                break
+            chunk = os.read(f.fileno(), 1 << 16)
+            if not chunk:
+                break
+            chunks.append(chunk)
+    status = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+    try:
+        return json.loads(b"".join(chunks))
+    except ValueError:
+        if status in (-signal.SIGXCPU, -signal.SIGKILL):
+            return {"rows": [], "error": OVERTIME}
+        return {"rows": [], "error": "replay of this harness died (exit status %s)" % status}
+
+OVERTIME = "replay ran over %ss of CPU time" % inp["limit_s"]
+results = [in_child(code) for code in inp["codes"]]
 sys.stdout.write("\n" + MARKER + json.dumps(results, default=str) + "\n")
-'''.replace("MARKER", repr(MARKER))
+""".replace("MARKER", repr(MARKER))
 
 
 def select_rows(store, step: int, window: int, extra_ids=(), history_groups: int = HISTORY_GROUPS) -> list[dict]:
@@ -158,12 +203,16 @@ def replay(codes: list[str], rows: list[dict], timeout_s: float) -> list[dict]:
     if not codes:
         return []
     prow = _payload_rows(rows)
-    # Startup (imports) takes a second or two; give the batch its harnesses' limits plus that.
-    results, why = _run(codes, prow, timeout_s, timeout_s * len(codes) + 20)
+    # Startup (imports) takes a second or two; give the batch its harnesses' limits plus that
+    # (a harness stopped by RLIMIT_CPU rather than the alarm runs up to a second or two longer).
+    per = math.ceil(timeout_s) + 2
+    results, why = _run(codes, prow, timeout_s, per * len(codes) + 20)
     if results is not None and len(results) == len(codes):
         return results
+    if len(codes) == 1:  # alone already: running it again would fail the same way
+        return [{"rows": [], "error": why}]
     out = []
     for code in codes:  # the batch died: isolate each harness
-        res, why_one = _run([code], prow, timeout_s, timeout_s + 20)
+        res, why_one = _run([code], prow, timeout_s, per + 20)
         out.append(res[0] if res else {"rows": [], "error": why_one or why})
     return out

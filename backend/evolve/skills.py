@@ -23,6 +23,7 @@ import os
 import re
 from pathlib import Path
 
+from backend.harness.loader import HarnessError, check_source
 from backend.store import dumps, loads, now
 
 FORMAT = 1
@@ -56,6 +57,11 @@ def validate(card, where: str) -> dict:
         raise SkillError(f"{where}: skill '{card['name']}' has no valid change (op and name)")
     if ch["op"] != "remove" and not isinstance(ch.get("source"), str):
         raise SkillError(f"{where}: skill '{card['name']}' change has no source")
+    if ch["op"] != "remove":
+        try:  # a card's source becomes harness code: refuse what the harness check would
+            check_source(ch["source"])
+        except HarnessError as e:
+            raise SkillError(f"{where}: skill '{card['name']}' change fails the harness check: {e}") from None
     labels = card["trigger"].get("labels", [])
     if not isinstance(labels, list) or not all(isinstance(x, str) for x in labels):
         raise SkillError(f"{where}: skill '{card['name']}' trigger labels must be a list of strings")

@@ -24,10 +24,12 @@ from __future__ import annotations
 import ast
 import hashlib
 import math
+import re
 import statistics
+import string
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import MappingProxyType
+from types import MappingProxyType, ModuleType, SimpleNamespace
 
 from .lib import HELPERS
 
@@ -48,6 +50,11 @@ SAFE_BUILTINS = {
         "pow", "hash", "iter", "next", "slice", "True", "False", "None",
     )
 }
+INTERNAL_ATTR = re.compile(r"^(gi|cr|ag|f|tb|co)_|^mro$")
+"""Frame, code and traceback attributes (`g.gi_frame.f_back.f_globals` reaches the caller's
+globals) and `mro` (`Exception.mro()[1]` is BaseException, which would catch the replay's time limit)."""
+HIDDEN_MODULE_ATTRS = {"Formatter"}
+"""`string.Formatter().get_field("0.__class__", ...)` reads any attribute by a name built at run time."""
 REQUIRED = ("DOMAIN", "PROMPT", "SAMPLING", "REWARD_WEIGHTS", "ADVANTAGE", "FILTERS", "CURRICULUM")
 ADVANTAGE_RULES = ("group_std", "group_mean", "rank")
 
@@ -60,20 +67,47 @@ def sha(code: str) -> str:
     return hashlib.sha256(code.encode()).hexdigest()[:16]
 
 
+def module_view(mod: ModuleType) -> SimpleNamespace:
+    """What harness code sees of an allowed module: its public functions, classes and
+    constants, but not the modules it imported (`statistics.sys` is `sys`), except its
+    own submodules (`collections.abc`), and not HIDDEN_MODULE_ATTRS."""
+    public = {}
+    for k, v in vars(mod).items():
+        if k.startswith("_") or k in HIDDEN_MODULE_ATTRS:
+            continue
+        if isinstance(v, ModuleType):
+            if v.__name__ == f"{mod.__name__}.{k}":
+                public[k] = module_view(v)
+            continue
+        public[k] = v
+    return SimpleNamespace(**public)
+
+
 def _safe_import(name, globals=None, locals=None, fromlist=(), level=0):
     if name.split(".")[0] not in ALLOWED_IMPORTS or level:
         raise ImportError(f"import of '{name}' is not allowed in a harness")
-    return __import__(name, globals, locals, fromlist, level)
+    return module_view(__import__(name, globals, locals, fromlist, level))
+
+
+def parse(code: str) -> ast.Module:
+    """`ast.parse`, with every way it can fail as a HarnessError."""
+    try:
+        size = len(code.encode())
+    except UnicodeEncodeError:
+        raise HarnessError("harness is not valid UTF-8 text") from None
+    if size > MAX_BYTES:
+        raise HarnessError(f"harness is {size} bytes; the limit is {MAX_BYTES}")
+    try:
+        return ast.parse(code)
+    except SyntaxError as e:
+        raise HarnessError(f"syntax error on line {e.lineno}: {e.msg}") from None
+    except (ValueError, RecursionError, MemoryError) as e:  # null bytes, nesting too deep for the parser
+        raise HarnessError(f"harness does not parse: {type(e).__name__}: {str(e)[:100]}") from None
 
 
 def check_source(code: str) -> ast.Module:
     """Static checks; raises HarnessError naming the first problem found."""
-    if len(code.encode()) > MAX_BYTES:
-        raise HarnessError(f"harness is {len(code.encode())} bytes; the limit is {MAX_BYTES}")
-    try:
-        tree = ast.parse(code)
-    except SyntaxError as e:
-        raise HarnessError(f"syntax error on line {e.lineno}: {e.msg}") from None
+    tree = parse(code)
     for node in ast.walk(tree):
         line = getattr(node, "lineno", "?")
         if isinstance(node, ast.Import):
@@ -87,6 +121,8 @@ def check_source(code: str) -> ast.Module:
             raise HarnessError(f"line {line}: name '{node.id}' is not allowed in a harness")
         elif isinstance(node, ast.Attribute) and node.attr.startswith("_"):
             raise HarnessError(f"line {line}: private attribute '.{node.attr}' is not allowed")
+        elif isinstance(node, ast.Attribute) and INTERNAL_ATTR.search(node.attr):
+            raise HarnessError(f"line {line}: interpreter internals ('.{node.attr}') are not allowed")
         elif isinstance(node, (ast.Global, ast.Nonlocal, ast.ClassDef, ast.AsyncFunctionDef,
                                ast.Await, ast.Yield, ast.YieldFrom)):
             raise HarnessError(f"line {line}: {type(node).__name__} is not allowed in a harness")
@@ -144,21 +180,30 @@ class Harness:
     # -------------------------------------------------------------- loading
     @classmethod
     def from_code(cls, code: str) -> "Harness":
-        check_source(code)
+        tree = check_source(code)
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ExceptHandler) and node.type is None:
+                # a bare `except:` would also catch the replay's time limit (a BaseException)
+                node.type = ast.copy_location(ast.Name("Exception", ast.Load()), node)
         builtins = dict(SAFE_BUILTINS, __import__=_safe_import)
-        ns: dict = {"__builtins__": builtins, "__name__": "harness", "math": math,
-                    "statistics": statistics, **HELPERS}
+        ns: dict = {"__builtins__": builtins, "__name__": "harness", "math": module_view(math),
+                    "statistics": module_view(statistics), **HELPERS}
         try:
-            exec(compile(code, "<harness>", "exec"), ns)  # noqa: S102 - checked above
+            exec(compile(tree, "<harness>", "exec"), ns)  # noqa: S102 - checked above
         except Exception as e:
-            raise HarnessError(f"harness failed to load: {type(e).__name__}: {e}") from None
+            raise HarnessError(f"harness failed to load: {type(e).__name__}: {str(e)[:200]}") from None
         missing = [n for n in REQUIRED if n not in ns]
         if missing:
             raise HarnessError(f"harness lacks {', '.join(missing)}")
         h = cls(code=code, ns=ns, sha=sha(code))
         h.rewards = {k[7:]: v for k, v in ns.items() if k.startswith("reward_") and callable(v)}
         h.diagnostics = {k[9:]: v for k, v in ns.items() if k.startswith("diagnose_") and callable(v)}
-        h._validate()
+        try:
+            h._validate()
+        except HarnessError:
+            raise
+        except Exception as e:  # e.g. float("hot") for a temperature
+            raise HarnessError(f"harness constants are malformed: {type(e).__name__}: {str(e)[:200]}") from None
         return h
 
     @classmethod
@@ -171,8 +216,17 @@ class Harness:
         return cls.from_code(code)
 
     def _validate(self) -> None:
+        if not isinstance(self.ns["DOMAIN"], str):
+            raise HarnessError("DOMAIN must be a string")
+        for name in REQUIRED[1:]:
+            value = self.ns[name]
+            if not isinstance(value, dict) or not all(isinstance(k, str) for k in value):
+                raise HarnessError(f"{name} must be a dict with string keys")
+        v = self.ns.get("VALIDITY", ())
+        if not isinstance(v, (list, tuple, set, frozenset)) or not all(isinstance(x, str) for x in v):
+            raise HarnessError("VALIDITY must be a list of label names")
         w = self.ns["REWARD_WEIGHTS"]
-        if not isinstance(w, dict) or not w:
+        if not w:
             raise HarnessError("REWARD_WEIGHTS must be a non-empty dict")
         for name, weight in w.items():
             if name not in self.rewards:
@@ -182,13 +236,21 @@ class Harness:
         rule = self.advantage.get("rule")
         if rule not in ADVANTAGE_RULES:
             raise HarnessError(f"ADVANTAGE rule '{rule}' is not one of {', '.join(ADVANTAGE_RULES)}")
+        eps = self.advantage.get("eps", 1e-6)
+        if isinstance(eps, bool) or not isinstance(eps, (int, float)) or not 0 < eps < math.inf:
+            raise HarnessError("ADVANTAGE eps must be a positive finite number")
         s = self.sampling
         if not (0 <= float(s.get("temperature", 1.0)) <= 5 and 0 < float(s.get("top_p", 1.0)) <= 1):
             raise HarnessError("SAMPLING temperature must be in [0, 5] and top_p in (0, 1]")
         if int(s.get("max_new_tokens", 1)) < 1:
             raise HarnessError("SAMPLING max_new_tokens must be at least 1")
-        if not isinstance(self.prompt.get("template", "{question}"), str):
-            raise HarnessError("PROMPT template must be a string")
+        for key in ("system", "template"):
+            if not isinstance(self.prompt.get(key, ""), str):
+                raise HarnessError(f"PROMPT {key} must be a string")
+        for _text, field_name, spec, conv in string.Formatter().parse(self.prompt.get("template", "{question}")):
+            # `{question.__class__}` would read attributes, `{question:>999999999}` allocate a gigabyte
+            if field_name is not None and (not field_name.isidentifier() or spec or conv):
+                raise HarnessError(f"PROMPT template field '{{{field_name}}}' must be a plain {{name}}")
 
     # -------------------------------------------------------------- parts
     domain = property(lambda self: self.ns["DOMAIN"])
@@ -221,6 +283,9 @@ class Harness:
                 v = 0.0
             comps[name] = v
             total += weight * v
+        if not math.isfinite(total):  # finite parts with huge weights can still overflow
+            errors["_total"] = f"weighted total {total!r} is not finite"
+            total = 0.0
         if errors:
             comps["_errors"] = errors
         return total, comps

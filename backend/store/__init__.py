@@ -12,6 +12,7 @@ whole step or none of it.
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import time
 from contextlib import contextmanager
@@ -41,13 +42,18 @@ def loads(text: str | None, default=None):
         return default
 
 
-def _connect(path: Path, readonly: bool) -> sqlite3.Connection:
+BUSY_S = 30.0
+"""How long a writer waits for another process's write lock before giving up."""
+
+
+def _connect(path: Path, readonly: bool, busy_s: float, immutable: bool = False) -> sqlite3.Connection:
     if readonly:
-        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=30, check_same_thread=False)
+        uri = f"file:{path}?mode=ro" + ("&immutable=1" if immutable else "")
+        conn = sqlite3.connect(uri, uri=True, timeout=busy_s, check_same_thread=False)
     else:
-        conn = sqlite3.connect(str(path), timeout=30, check_same_thread=False, isolation_level=None)
+        conn = sqlite3.connect(str(path), timeout=busy_s, check_same_thread=False, isolation_level=None)
     conn.row_factory = sqlite3.Row
-    conn.execute("PRAGMA busy_timeout = 30000")
+    conn.execute(f"PRAGMA busy_timeout = {int(busy_s * 1000)}")
     if not readonly:
         conn.execute("PRAGMA journal_mode = WAL")
         conn.execute("PRAGMA synchronous = NORMAL")
@@ -58,30 +64,47 @@ def _connect(path: Path, readonly: bool) -> sqlite3.Connection:
 class Store:
     """A run database. Use `Store.open(path)`; `readonly=True` never writes."""
 
-    def __init__(self, conn: sqlite3.Connection, path: Path):
+    def __init__(self, conn: sqlite3.Connection, path: Path, busy_s: float = BUSY_S):
         from sqlite_utils import Database  # imports pandas: only when a Store is opened
 
         self.conn = conn
         self.path = path
+        self.busy_s = busy_s
         self.db = Database(conn)
 
     # ------------------------------------------------------------ opening
     @classmethod
-    def open(cls, path: str | Path, readonly: bool = False, create: bool = True) -> "Store":
+    def open(cls, path: str | Path, readonly: bool = False, create: bool = True, busy_s: float = BUSY_S) -> "Store":
+        """busy_s: how long to wait for a lock another process holds (the shell waits less than the engine)."""
         path = Path(path)
         if path.is_dir():
             path = path / "run.db"
         if not path.exists() and (readonly or not create):
             raise StoreError(f"not an evotui run: {path} does not exist")
+        if not create and path.is_file() and path.stat().st_size == 0:  # do not turn it into one
+            raise StoreError(f"{path} is not an evotui run database")
         try:
-            conn = _connect(path, readonly)
-            store = cls(conn, path)
-            store._check_schema(readonly)
+            return cls._open(path, readonly, busy_s, create)
         except sqlite3.DatabaseError as e:
-            raise StoreError(f"cannot open {path}: {e}") from None
+            if not (readonly and "unable to open" in str(e) and not Path(f"{path}-shm").exists()):
+                raise StoreError(_db_problem(path, e)) from None
+        # On read-only media a reader cannot create the WAL index (-shm), and no writer can be there
+        try:
+            return cls._open(path, readonly, busy_s, create, immutable=True)
+        except sqlite3.DatabaseError as e:
+            raise StoreError(_db_problem(path, e)) from None
+
+    @classmethod
+    def _open(cls, path: Path, readonly: bool, busy_s: float, create: bool, immutable: bool = False) -> "Store":
+        store = cls(_connect(path, readonly, busy_s, immutable), path, busy_s)
+        try:
+            store._check_schema(readonly, create)
+        except BaseException:
+            store.close()
+            raise
         return store
 
-    def _check_schema(self, readonly: bool) -> None:
+    def _check_schema(self, readonly: bool, create: bool) -> None:
         from .schema import MIGRATIONS, TABLES, known_migrations
 
         applied = [m.name for m in MIGRATIONS.applied(self.db)] if "_sqlite_migrations" in self.db.table_names() else []
@@ -90,30 +113,31 @@ class Store:
             raise StoreError(
                 f"{self.path} was written by a newer evotui (schema {unknown[-1]}); upgrade evotui to open it"
             )
-        if readonly:
-            if not applied and self.db.table_names():
-                raise StoreError(f"{self.path} is not an evotui run database")
-            return
-        if not applied and [t for t in self.db.table_names() if t not in TABLES]:
-            raise StoreError(f"{self.path} is not an evotui run database")
-        MIGRATIONS.apply(self.db)
+        if not applied and (readonly or not create or [t for t in self.db.table_names() if t not in TABLES]):
+            raise StoreError(f"{self.path} is not an evotui run database")  # empty, or someone else's
+        if not readonly:
+            MIGRATIONS.apply(self.db)
 
     def close(self) -> None:
         self.conn.close()
 
     @contextmanager
     def tx(self):
-        """One write transaction (BEGIN IMMEDIATE: writers queue instead of failing)."""
-        for attempt in range(50):
+        """One write transaction (BEGIN IMMEDIATE: writers queue instead of failing), waiting
+        at most `busy_s` in all for the write lock."""
+        deadline = time.monotonic() + self.busy_s
+        attempt = 0
+        while True:
             try:
                 self.conn.execute("BEGIN IMMEDIATE")
                 break
             except sqlite3.OperationalError as e:
                 if "locked" not in str(e) and "busy" not in str(e):
                     raise
-                time.sleep(0.05 * (attempt + 1))
-        else:
-            raise StoreError(f"{self.path}: database is locked by another process")
+                if time.monotonic() >= deadline:
+                    raise StoreError(_db_problem(self.path, e)) from None
+                attempt += 1
+                time.sleep(min(0.05 * attempt, 0.5))
         try:
             yield self
         except BaseException:
@@ -235,6 +259,16 @@ class Store:
     def ack_command(self, cid: int, status: str, result: str) -> None:
         with self.tx():
             self.update("commands", cid, {"status": status, "result": result, "acked_at": now()})
+
+
+def _db_problem(path: Path, e: sqlite3.Error) -> str:
+    """One line for the user about a database that cannot be used right now."""
+    text = str(e)
+    if "locked" in text or "busy" in text:
+        return f"{path} is locked by another process; try again when it is free"
+    if "readonly" in text or (path.exists() and not (os.access(path, os.W_OK) and os.access(path.parent, os.W_OK))):
+        return f"{path} is read-only here (a read-only disk or folder), so nothing can be changed: {text}"
+    return f"cannot open {path}: {text}"
 
 
 def integrity_ok(path: str | Path) -> bool:

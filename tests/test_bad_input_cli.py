@@ -1,0 +1,261 @@
+"""Bad input at the shell: each mistake or broken environment gets one clear line
+on stderr, a non-zero exit, no traceback, and loses nothing already stored.
+
+Covered here (test_config, test_store and test_compare_report cover bad config
+values, bad TOML, a missing harness file and `report` on an empty folder): a
+read-only run (disk or folder), a run database another process keeps locked,
+corrupt and hostile skill files, model paths that are not models, an LLM
+proposer whose endpoint is down, and `open` / `report` / `runs` / `approve`
+on folders that are not runs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import sqlite3
+import subprocess
+import sys
+import textwrap
+import uuid
+from pathlib import Path
+
+import pytest
+
+from backend.evolve import interventions as iv
+from backend.evolve.synthetic import build_run
+from backend.harness.loader import default_harness_path
+from backend.store.schema import TABLES
+from evotui.cli import SHELL_BUSY_S
+
+
+def evotui(*args, timeout: float = 120) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "evotui", *map(str, args)], capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def one_line_error(p: subprocess.CompletedProcess, *needles: str) -> str:
+    """The process failed with exactly one clear line on stderr containing `needles`."""
+    err = p.stderr.strip()
+    assert p.returncode != 0, (p.stdout, err)
+    assert "Traceback" not in err and len(err.splitlines()) == 1, err
+    assert err.startswith("evotui: error: "), err
+    for n in needles:
+        assert n in err, err
+    return err
+
+
+def make_run(run_dir: Path) -> Path:
+    """A real run (real migrations, scored rollouts) with one waiting intervention."""
+    store = build_run(run_dir / "run.db", steps=2)
+    code = default_harness_path("math").read_text()
+    iv.record(store, None, iv.Candidate(title="more format weight", code=code.replace('"format": 0.1', '"format": 0.2'),
+                                        parent_version=1, parent_code=code, proposer="test"))
+    store.close()
+    return run_dir
+
+
+def counts(run_dir: Path) -> dict:
+    # immutable: also readable on a read-only disk, and takes no lock
+    db = sqlite3.connect(f"file:{run_dir / 'run.db'}?mode=ro&immutable=1", uri=True)
+    try:
+        return {t: db.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in TABLES}
+    finally:
+        db.close()
+
+
+# ---------------------------------------------------------------- read-only runs
+
+
+@pytest.fixture
+def readonly_run(tmp_path):
+    """A run whose folder and database cannot be written: a read-only tmpfs as root (where
+    file modes do not stop writes), else mode 0o555 on the folder and 0o444 on run.db."""
+    home = tmp_path / f"ro-{uuid.uuid4().hex[:6]}"
+    home.mkdir()
+    if os.geteuid() == 0:
+        r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16m", "tmpfs", str(home)], capture_output=True)
+        if r.returncode != 0:
+            pytest.skip("running as root but cannot mount a tmpfs here, so nothing can be made read-only")
+    run_dir = make_run(home / "runs" / "r")
+    before = counts(run_dir)
+    if os.geteuid() == 0:
+        subprocess.run(["mount", "-o", "remount,ro", str(home)], check=True)
+    else:
+        os.chmod(run_dir / "run.db", 0o444)
+        os.chmod(run_dir, 0o555)
+    yield run_dir, before
+    if os.geteuid() == 0:
+        subprocess.run(["umount", "-l", str(home)], capture_output=True)
+    else:
+        os.chmod(run_dir, 0o755)
+
+
+def test_read_only_run(readonly_run, tmp_path, monkeypatch):
+    run_dir, before = readonly_run
+    lib = tmp_path / "lib.json"
+    lib.write_text(json.dumps({"name": "ok", "trigger": {"labels": ["no_answer_tag"]}, "change": {
+        "op": "replace", "name": "extract_answer", "source": "def extract_answer(r):\n    return None\n"}}))
+    for args in (["approve", run_dir, 1], ["pause", run_dir], ["skills", "import", run_dir, lib],
+                 ["run", "--headless", "--resume", run_dir]):
+        one_line_error(evotui(*args), "read-only")
+    # reading still works (no WAL index can be made there), and writing elsewhere too
+    one_line_error(evotui("report", run_dir), "Read-only file system" if os.geteuid() == 0 else "Permission denied")
+    p = evotui("report", run_dir, "--out", tmp_path / "rep")
+    assert p.returncode == 0 and (tmp_path / "rep" / "report.md").exists(), p.stderr
+    assert evotui("skills", "list", run_dir).returncode == 0
+    monkeypatch.setenv("EVOTUI_HOME", str(run_dir.parent.parent))
+    p = evotui("runs")
+    assert p.returncode == 0 and str(run_dir) in p.stdout and "unreadable" not in p.stdout, p.stdout
+    assert counts(run_dir) == before
+
+
+# ---------------------------------------------------------------- a locked database
+
+HOLDER = textwrap.dedent("""
+    import sqlite3, sys, time
+    db = sqlite3.connect(sys.argv[1], isolation_level=None)
+    db.execute("BEGIN EXCLUSIVE")
+    print("locked", flush=True)
+    time.sleep(float(sys.argv[2]))
+    db.execute("COMMIT")
+""")
+
+
+def _hold(db: Path, seconds: float) -> subprocess.Popen:
+    holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(db), str(seconds)], stdout=subprocess.PIPE,
+                              text=True)
+    assert holder.stdout.readline().strip() == "locked"
+    return holder
+
+
+def test_locked_database_waits_then_fails_clearly_or_succeeds(tmp_path):
+    """A shell command waits SHELL_BUSY_S for a lock: released in time, it succeeds; held
+    longer, one line says the run is locked and nothing is written."""
+    long_run, short_run = make_run(tmp_path / "long"), make_run(tmp_path / "short")
+    before_long, before_short = counts(long_run), counts(short_run)
+    holders = [_hold(long_run / "run.db", SHELL_BUSY_S + 4), _hold(short_run / "run.db", 2)]
+    shells = [subprocess.Popen([sys.executable, "-m", "evotui", *args], stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True)
+              for args in (["approve", str(long_run), "1"], ["pause", str(short_run)])]
+    (out_long, err_long), (out_short, err_short) = [s.communicate(timeout=120) for s in shells]
+    for h in holders:
+        h.wait(timeout=60)
+    one_line_error(subprocess.CompletedProcess([], shells[0].returncode, out_long, err_long),
+                   "is locked by another process")
+    assert shells[1].returncode == 0 and "command 1 queued: pause" in out_short, err_short
+    assert counts(long_run) == before_long
+    assert counts(short_run) == dict(before_short, commands=before_short["commands"] + 1)
+
+
+# ---------------------------------------------------------------- skill files
+
+HOSTILE = {"evotui_skills": 1, "skills": [
+    {"name": "fine", "trigger": {"labels": ["no_answer_tag"]},
+     "change": {"op": "replace", "name": "extract_answer", "source": "def extract_answer(r):\n    return None\n"}},
+    {"name": "evil", "trigger": {"labels": ["no_answer_tag"]},
+     "change": {"op": "replace", "name": "extract_answer",
+                "source": "def extract_answer(r):\n    import os\n    os.system('touch /tmp/pwned')\n"}},
+    {"name": "sneaky", "trigger": {"labels": ["no_answer_tag"]},
+     "change": {"op": "add", "name": "diagnose_x",
+                "source": "def diagnose_x(r):\n    return ().__class__.__bases__[0].__subclasses__()\n"}},
+]}
+
+
+@pytest.mark.parametrize("content, needle", [
+    (os.urandom(256) + b"\xff", "not a valid JSON skill file"),
+    (json.dumps(HOSTILE).encode()[:150], "not a valid JSON skill file"),
+    (b"", "not a valid JSON skill file"),
+    (json.dumps(HOSTILE).encode(), "skill 'evil' change fails the harness check: line 2: import of 'os'"),
+    (json.dumps(dict(HOSTILE, skills=[HOSTILE["skills"][2]])).encode(), "private attribute '.__"),
+    (json.dumps([1, 2]).encode(), "must be a JSON object"),
+], ids=["garbage", "truncated", "empty", "hostile-import", "hostile-dunder", "not-a-card"])
+def test_corrupt_or_hostile_skill_file_imports_nothing(tmp_path, content, needle):
+    run_dir = make_run(tmp_path / "run")
+    before = counts(run_dir)
+    bad = tmp_path / "bad.json"
+    bad.write_bytes(content)
+    one_line_error(evotui("skills", "import", run_dir, bad), str(bad), needle)
+    assert counts(run_dir) == before  # all or nothing: the good card in the file is not imported either
+
+
+# ---------------------------------------------------------------- models and endpoints
+
+
+@pytest.mark.parametrize("model, needle", [
+    ("/nope", "no such model path '/nope'"),
+    ("EMPTY_DIR", "cannot load model"),
+])
+def test_model_path_that_is_not_a_model(tmp_path, model, needle):
+    if model == "EMPTY_DIR":
+        model = tmp_path / "empty-model"
+        model.mkdir()
+    one_line_error(evotui("run", "--headless", "--steps", "1", "--run-dir", tmp_path / "r", "--set",
+                          f"model.name={model}", timeout=300), needle)
+    assert not (tmp_path / "r").exists()
+
+
+def _closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]  # nothing listens once it is closed
+
+
+def test_unreachable_llm_endpoint_fails_at_start_up(tmp_path):
+    """An LLM proposer that cannot be reached when the run starts is a mistake to fix now, not
+    a run whose every round silently proposes nothing (outages later in a run stay recorded
+    failed proposals: test_evolve_llm)."""
+    url = f"http://127.0.0.1:{_closed_port()}/v1"
+    llm = ["--set", "evolve.proposer=llm", "--set", f"evolve.llm.base_url={url}", "--set", "evolve.llm.model=m"]
+    one_line_error(evotui("run", "--headless", "--steps", "1", "--run-dir", tmp_path / "r", *llm, timeout=300),
+                   f"cannot reach the LLM endpoint {url}", "evolve.proposer=offline")
+    assert not (tmp_path / "r").exists()
+    one_line_error(evotui("run", "--headless", "--run-dir", tmp_path / "r", "--set", "evolve.proposer=llm",
+                          "--set", "evolve.llm.base_url=", "--set", "evolve.llm.model=m"), "no endpoint is set")
+    run_dir = make_run(tmp_path / "existing")
+    before = counts(run_dir)
+    one_line_error(evotui("run", "--headless", "--resume", run_dir, *llm), "cannot reach the LLM endpoint")
+    assert counts(run_dir) == before
+
+
+# ---------------------------------------------------------------- not a run
+
+
+def test_folders_that_are_not_runs(tmp_path, monkeypatch):
+    home = tmp_path / "home"
+    runs = home / "runs"
+    good = make_run(runs / "good")
+    (runs / "empty").mkdir()
+    (runs / "empty" / "run.db").touch()
+    (runs / "garbage").mkdir()
+    (runs / "garbage" / "run.db").write_bytes(b"not sqlite at all " * 100)
+    (runs / "foreign").mkdir()
+    db = sqlite3.connect(runs / "foreign" / "run.db")
+    db.execute("CREATE TABLE invoices (id int)")
+    db.commit()
+    db.close()
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    before = counts(good)
+    for args, needle in [
+        (["open", plain], "not an evotui run directory"),
+        (["open", runs / "garbage"], "file is not a database"),
+        (["open", runs / "empty"], "is not an evotui run database"),
+        (["report", runs / "empty"], "is not an evotui run database"),
+        (["report", runs / "garbage"], "file is not a database"),
+        (["report", plain / "missing"], "not an evotui run directory"),
+        (["approve", runs / "foreign", 1], "is not an evotui run database"),
+        (["pause", plain], "not an evotui run directory"),
+        (["skills", "list", runs / "garbage"], "file is not a database"),
+        (["run", "--headless", "--resume", runs / "empty"], "is not an evotui run database"),
+    ]:
+        one_line_error(evotui(*args), needle)
+    # `runs` lists what it can: a broken folder is a row saying why, not a failed listing
+    monkeypatch.setenv("EVOTUI_HOME", str(home))
+    p = evotui("runs")
+    assert p.returncode == 0 and not p.stderr, p.stderr
+    lines = {line.split()[-1]: line for line in p.stdout.splitlines()[1:]}
+    assert set(lines) == {str(runs / n) for n in ("good", "empty", "garbage", "foreign")}
+    assert all(lines[str(runs / n)].startswith("unreadable:") for n in ("empty", "garbage", "foreign"))
+    assert counts(good) == before
