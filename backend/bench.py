@@ -16,6 +16,8 @@ table at the end gives the ratio ours / baseline for each line:
          engine with the fixed micro-batch is the baseline.
 - trl    (CPU) our GRPO step against TRL's GRPOTrainer: same model, group
          size, lengths and threads (`pip install 'evotui[bench]'`).
+- dtype  (CPU) why the CPU default is fp32: `generate` with long prompts in
+         fp32 against bf16 (not in the default sections: `--only dtype`).
 
     evotui bench --quick              # CPU-sized, a couple of minutes
     evotui bench --out /tmp/bench     # full sizes (a GPU); logs and rows.json there
@@ -27,6 +29,7 @@ Timings are never asserted anywhere; this prints a table.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import random
@@ -38,7 +41,8 @@ from pathlib import Path
 
 import torch
 
-SECTIONS = ("gen", "train", "step", "trl")
+SECTIONS = ("gen", "train", "step", "trl", "dtype")
+DEFAULT_SECTIONS = ("gen", "train", "step", "trl")
 
 
 @dataclass
@@ -347,6 +351,39 @@ def bench_train(b: Bench) -> None:
               _ratio(ours, base) + (" vs full @" + str(small) if ours and base else ""),
               f"ours: fused chunks, micro-batch {micro} from memory.py (est. peak {est / gib:.1f} GiB of "
               f"{free / gib:.0f} free)" if b.cuda else f"ours: fused chunks, micro-batch {micro}"))
+    bench_unsloth(b, ids, att, mask, adv, micro, chunk, ours)
+
+
+def bench_unsloth(b: Bench, ids, att, mask, adv, micro: int, chunk: int, peft_row) -> None:
+    """The same LoRA training pass on Unsloth's patched model, against peft (ours above)."""
+    from backend.policy.fast_train import load_unsloth_policy, unsloth_status
+
+    N, T = ids.shape
+    why = unsloth_status(str(b.device))
+    if why:
+        return b.add(Row("train", f"Unsloth LoRA fwd+bwd, batch {N} x {T}", note=f"skipped: {why}"))
+    b.free()
+    try:
+        lm = load_unsloth_policy(b.model_config(), max_seq_length=T)
+    except Exception as e:
+        return b.add(Row("train", f"Unsloth LoRA fwd+bwd, batch {N} x {T}", note=f"failed to load: "
+                         f"{type(e).__name__}: {e}"[:200]))
+    opt = torch.optim.AdamW([p for p in lm.model.parameters() if p.requires_grad], lr=1e-6)
+    go = lambda: train_pass(lm.model, opt, ids, att, mask, adv, micro, "fused", chunk)  # noqa: E731
+    try:
+        go()
+        if b.cuda:
+            torch.cuda.reset_peak_memory_stats(b.device)
+        t, _ = b.timed(go)
+    except Exception as e:
+        return b.add(Row("train", f"Unsloth LoRA fwd+bwd, batch {N} x {T}", note=f"failed: "
+                         f"{type(e).__name__}: {e}"[:200]))
+    peak = torch.cuda.max_memory_allocated(b.device) if b.cuda else 0
+    tps = N * T / t
+    base = f"{peft_row[0]:,.0f} tok/s" if peft_row else "-"
+    b.add(Row("train", f"Unsloth LoRA fwd+bwd, batch {N} x {T}", base, f"{tps:,.0f} tok/s, {peak / (1 << 30):.1f} GiB",
+              f"{tps / peft_row[0]:.2f}x" if peft_row else "", f"peft (ours above) vs Unsloth-patched model, same "
+              f"fused chunks and micro-batch {micro}"))
 
 
 def _ratio(a, c) -> str:
@@ -464,6 +501,30 @@ def bench_step(b: Bench) -> dict | None:
     return ours
 
 
+# ---------------------------------------------------------------- dtype
+
+
+def bench_dtype(b: Bench, n_prompts: int = 4, prompt_len: int = 300, new: int = 16) -> None:
+    """Plain `generate` on long prompts in fp32 (baseline) and bf16, same weights and threads."""
+    if b.cuda:
+        return b.add(Row("dtype", "fp32 vs bf16 generate", note="CPU only: on CUDA bf16 is the default"))
+    from backend.policy.generate import HFEngine
+
+    model, tok, dev, _ = load(b, lora=False)
+    g = torch.Generator().manual_seed(0)
+    prompts = [torch.randint(100, 20000, (prompt_len,), generator=g).tolist() for _ in range(n_prompts)]
+    rates = {}
+    for dtype in (torch.float32, torch.bfloat16):
+        model.to(dtype)
+        eng = HFEngine(model, tok, dev, batch_size=n_prompts, min_new_tokens=new)
+        eng.generate(prompts[:1], 2, 1.0)  # warm-up
+        t, _ = b.timed(lambda: eng.generate(prompts, new, 1.0))
+        rates[dtype] = n_prompts * new / t
+    f32, bf16 = rates[torch.float32], rates[torch.bfloat16]
+    b.add(Row("dtype", f"generate tok/s, {n_prompts} prompts x {prompt_len} tokens, {new} new", f"{f32:.1f} (fp32)",
+              f"{bf16:.1f} (bf16)", f"{bf16 / f32:.2f}x", "bf16 as the CPU default would be this much of fp32"))
+
+
 # ---------------------------------------------------------------- trl
 
 
@@ -554,7 +615,7 @@ def table(rows: list[Row]) -> str:
 
 def parse(argv: list[str], quick: bool):
     p = argparse.ArgumentParser(prog="evotui bench", description=__doc__.split("\n\n")[0])
-    p.add_argument("--only", default=",".join(SECTIONS), help=f"comma list of {', '.join(SECTIONS)}")
+    p.add_argument("--only", default=",".join(DEFAULT_SECTIONS), help=f"comma list of {', '.join(SECTIONS)}")
     p.add_argument("--out", default=os.environ.get("EVOTUI_BENCH_OUT", ""), help="folder for bench.log, rows.json")
     p.add_argument("--device", default="auto")
     p.add_argument("--model", default="smollm2-135m")
@@ -599,6 +660,11 @@ def main(argv: list[str] | None = None, quick: bool = False) -> int:
     if bad:
         print(f"evotui bench: unknown section {', '.join(bad)} (choose from {', '.join(SECTIONS)})", file=sys.stderr)
         return 2
+    if b.cuda and "train" in only and importlib.util.find_spec("unsloth") is not None:
+        try:  # before transformers, so Unsloth can patch everything it wants to
+            import unsloth  # noqa: F401
+        except Exception as e:
+            b.log(f"import unsloth failed: {type(e).__name__}: {e}")
     dev = torch.cuda.get_device_name(b.device) if b.cuda else f"CPU, {torch.get_num_threads()} threads"
     b.log(f"device: {dev}; torch {torch.__version__}")
     ours_step = None
@@ -615,6 +681,8 @@ def main(argv: list[str] | None = None, quick: bool = False) -> int:
                 b.add(Row("trl", "GRPO step vs TRL", note="measured on the CPU only (evotui bench --quick)"))
             elif sec == "trl":
                 bench_trl(b, ours_step)
+            elif sec == "dtype":
+                bench_dtype(b)
         except Exception as e:  # one section failing still prints the others
             import traceback
 

@@ -28,7 +28,8 @@ from backend.harness.loader import Harness
 from backend.policy import checkpoint as ckpt
 from backend.policy.generate import make_engine
 from backend.policy.grpo import GRPOTrainer, Sample
-from backend.policy.model import chat_ids, load_policy
+from backend.policy.fast_train import load_fast_policy
+from backend.policy.model import chat_ids
 from backend.rollout import (Scored, agreement, diagnosis_rows, from_episode, group_stats,
                              rollout_row, score_all, turn_rows)
 from backend.store import Store, dumps, now
@@ -56,7 +57,8 @@ class Engine:
         pv = store.latest_policy_version()
         self.policy_version = pv["id"] if pv else 0
         adapter = pv["checkpoint"] if pv and pv["checkpoint"] else None
-        self.lm = lm if lm is not None and not adapter else load_policy(cfg.model, adapter)
+        self.lm = lm if lm is not None and not adapter else load_fast_policy(cfg.model, adapter)[0]
+        store.log("info", f"LoRA trainer: {self.lm.trainer}; device {self.lm.device}, {self.lm.dtype}")
         self.engine = make_engine(cfg.model.engine, self.lm.model, self.lm.tokenizer, self.lm.device)
         self.trainer = GRPOTrainer(self.lm.model, self.lm.tokenizer, cfg.train, self.lm.device)
         if adapter:

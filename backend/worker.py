@@ -78,14 +78,14 @@ def create_run(run_dir: Path, cfg: RunConfig, code: str) -> Store:
 def start(cfg: RunConfig, run_dir: Path | None, quiet: bool = False) -> tuple[Path, dict]:
     """Create a run and train it to the end. Returns (run_dir, summary)."""
     from backend.loop import Engine
-    from backend.policy.model import load_policy
+    from backend.policy.fast_train import load_fast_policy
 
     code = harness_code(cfg)
     from backend.envs import make_env
 
     make_env(cfg)  # surfaces bad domain settings before anything is written
     check_proposer(cfg)
-    lm = load_policy(cfg.model)
+    lm, _ = load_fast_policy(cfg.model)  # Unsloth where it can train here, else peft
     run_dir = Path(run_dir) if run_dir else new_run_dir(cfg)
     store = create_run(run_dir, cfg, code)
     if not quiet:

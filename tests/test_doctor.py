@@ -18,3 +18,14 @@ def test_main_prints_and_exits_zero(capsys):
     assert main() == 0
     out = capsys.readouterr().out
     assert "generation" in out and "training" in out and "device" in out
+
+
+def test_engine_says_which_lora_trainer_it_took(monkeypatch):
+    """Where Unsloth cannot train (no CUDA here, or EVOTUI_NO_UNSLOTH), the run loads peft and says why."""
+    from backend.config import load_config
+    from backend.policy.fast_train import load_fast_policy
+
+    monkeypatch.setenv("EVOTUI_NO_UNSLOTH", "1")
+    lm, path = load_fast_policy(load_config(None, []).model)
+    assert path == lm.trainer == "peft (EVOTUI_NO_UNSLOTH is set)"
+    assert hasattr(lm.model, "disable_adapter")  # a peft model

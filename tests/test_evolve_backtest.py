@@ -137,3 +137,18 @@ def test_a_probe_that_turns_up_reward_hacks_is_blocked(store):
     res = submit(ctx, set_constant(DEFAULT, "PROMPT", prompt), "Copy prompt")
     assert res["verdict"] == "failed"
     assert res["reason"].startswith("blocked by validity diagnostic answer_copied_from_prompt: 8 of 8")
+
+
+def test_replay_child_sees_packages_installed_on_pythonpath(tmp_path, monkeypatch):
+    """`python -I` drops PYTHONPATH; a math-verify installed with `pip install --target` (as on a
+    machine without a venv) must still import in the replay child, or every candidate fails."""
+    from backend.evolve import replay as rp
+
+    pkg = tmp_path / "site" / "evotui_probe_pkg"
+    pkg.mkdir(parents=True)
+    (pkg / "__init__.py").write_text("VALUE = 41 + 1\n")
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path / "site"))
+    assert str((tmp_path / "site").resolve()) in rp.import_paths()
+    driver = "import sys, json; sys.path[:0] = json.load(open('p.json')); import evotui_probe_pkg as m; print(m.VALUE)"
+    out, why = rp._execute(driver, {"p.json": __import__("json").dumps(rp.import_paths())}, 60)
+    assert out.strip().endswith("42"), why

@@ -164,10 +164,10 @@ def _diagnostic_gain(rows, old, new, names, min_gain) -> tuple[bool, str, float,
 def judge(kind: str, names: list[str], rows: list[dict], old_res: dict, new_res: dict,
           fixed_ids: set, min_gain: float) -> tuple[str, str, dict, float]:
     """(verdict 'passed'|'failed', reason, metrics, score) for a replayed candidate."""
+    if old_res.get("error"):  # first: then the replay itself is broken, not the candidate
+        return "failed", f"incumbent replay failed: {old_res['error']}", {}, 0.0
     if new_res.get("error"):
         return "failed", f"candidate crashed in replay: {new_res['error']}", {}, 0.0
-    if old_res.get("error"):
-        return "failed", f"incumbent replay failed: {old_res['error']}", {}, 0.0
     old, new = view(rows, old_res), view(rows, new_res)
     m = {"n_rollouts": len(rows), "n_groups": len(old["groups"])}
     for k in ("agreement", "auc", "dead_frac", "kept_frac", "kept_dead_frac", "kept_agreement",

@@ -17,12 +17,31 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import site
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
 ROOT = str(Path(__file__).resolve().parents[2])
+
+
+def import_paths() -> list[str]:
+    """Where the replay child imports from: the project, plus what an isolated (`-I`)
+    interpreter would not see but this process does (PYTHONPATH, user site-packages),
+    so math-verify installed with `pip install --target` or `--user` is found there too."""
+    extra = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    if site.ENABLE_USER_SITE:
+        extra.append(site.getusersitepackages())
+    paths = [ROOT]
+    for p in extra:
+        p = str(Path(p).resolve())
+        if Path(p).is_dir() and p not in paths:
+            paths.append(p)
+    return paths
+
+
 MARKER = "@@REPLAY@@"
 MEMORY_MB = 1536
 HISTORY_GROUPS = 16
@@ -154,7 +173,7 @@ def _payload_rows(rows: list[dict]) -> list[dict]:
 
 def _run(codes: list[str], rows: list[dict], limit_s: float, wall_s: float) -> tuple[list | None, str]:
     """Run the driver once; returns (results, "") or (None, why it failed)."""
-    payload = json.dumps({"codes": codes, "rows": rows, "limit_s": limit_s, "path": [ROOT],
+    payload = json.dumps({"codes": codes, "rows": rows, "limit_s": limit_s, "path": import_paths(),
                           "memory_mb": MEMORY_MB})
     stdout, why = _execute(DRIVER, {"replay_in.json": payload}, wall_s)
     if MARKER not in (stdout or ""):
@@ -174,7 +193,7 @@ def _execute(code: str, files: dict, wall_s: float) -> tuple[str, str]:
         run_python = None
     for _attempt in range(2 if run_python is not None else 0):
         try:
-            res = run_python(code, files=files, timeout_s=wall_s, memory_mb=MEMORY_MB * 2, pythonpath=[ROOT],
+            res = run_python(code, files=files, timeout_s=wall_s, memory_mb=MEMORY_MB * 2, pythonpath=import_paths(),
                              max_output=MAX_OUTPUT)
         except TypeError:
             break  # a sandbox with another signature: use the plain fallback

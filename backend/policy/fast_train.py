@@ -39,7 +39,7 @@ def _hf_name(cfg: ModelConfig) -> str:
         return cfg.name
     from backend.policy.model import _gguf_cache_dir, embedded_gguf, load_base, pick_dtype
 
-    folder, gguf = embedded_gguf() if cfg.name == DEFAULT_MODEL else (cfg.name, cfg.gguf_file)
+    folder, gguf = embedded_gguf() if cfg.name == DEFAULT_MODEL else (os.path.expanduser(cfg.name), cfg.gguf_file)
     cache = _gguf_cache_dir(folder, gguf, pick_dtype(cfg.dtype, pick_device(cfg.device)))
     if cache is None:
         raise ValueError(f"no GGUF file {gguf} in {folder}")
@@ -80,7 +80,11 @@ def load_fast_policy(cfg: ModelConfig, adapter_dir=None) -> tuple[LoadedModel, s
         why = "resuming from a saved adapter loads through peft"
     if why is None:
         try:
-            return load_unsloth_policy(cfg), "unsloth"
+            lm = load_unsloth_policy(cfg)
+            lm.trainer = "unsloth"
+            return lm, lm.trainer
         except Exception as e:  # an optional fast path that fails must not stop the run
             why = f"unsloth failed: {type(e).__name__}: {e}"
-    return load_policy(cfg, adapter_dir), f"peft ({why})"
+    lm = load_policy(cfg, adapter_dir)
+    lm.trainer = f"peft ({why})"
+    return lm, lm.trainer

@@ -77,6 +77,8 @@ class LoadedModel:
     device: torch.device
     dtype: torch.dtype
     name: str
+    trainer: str = "peft"
+    """Which LoRA path built it: "peft", or "unsloth" (backend/policy/fast_train.py), with the reason."""
 
 
 def load_base(cfg: ModelConfig):
