@@ -72,15 +72,16 @@ def plant_trap(engine, step: int) -> None:
     """Submit the domain's planted exploitable harness once (evolve.plant_trap): the
     backtest must block it with a validity diagnostic; the report shows the evidence."""
     from backend.evolve import submit
-    from backend.harness.traps import trap_code
+    from backend.harness.traps import trap_code, trap_domain
 
-    domain = engine.harness.domain
     if engine.store.scalar("SELECT count(*) FROM interventions WHERE proposer = 'trap'"):
         return
     try:
-        code = trap_code(domain, engine.harness.code)
-        if code is None:
+        # the harness's DOMAIN (a mix plants the first listed trap that fits the harness)
+        domain = trap_domain(engine.harness.domain, engine.harness.code)
+        if domain is None:
             return
+        code = trap_code(domain, engine.harness.code)
         res = submit(_context(engine, step), code, title=f"planted trap: exploitable {domain} reward",
                      hypothesis="credits answers a policy can produce without solving the task", proposer="trap",
                      target="reward hack")
