@@ -5,11 +5,14 @@ table at the end gives the ratio ours / baseline for each line:
 
 - gen    tokens/s of the fast engine against plain transformers `generate`
          (GGUF quantizer removed, `.eval()`), same prompts, same lengths:
-         EOS is ignored by both, so both decode batch x new tokens. Also
-         greedy agreement with `generate` on the device.
+         EOS is ignored by both, so both decode batch x new tokens. A check
+         row runs bare `model.generate` with the model's defaults (it stops
+         at EOS) and the ratios use the faster of the two. Also greedy
+         agreement with `generate` on the device.
 - train  LoRA forward + backward + AdamW, tokens/s and peak memory: chunked
          log-probs with a micro-batch from backend/policy/memory.py (ours)
-         against full-vocabulary log-softmax at the largest batch it fits.
+         against full-vocabulary log-softmax at the largest batch it fits;
+         and, where Unsloth is installed (CUDA), its patched model against peft.
 - step   one whole GRPO step of the real loop (math env, default harness):
          time per phase, and the engine's own overhead (harness scoring,
          diagnosis, storing rows) as a share of the step. On CUDA, the hf
