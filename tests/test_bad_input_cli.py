@@ -135,11 +135,14 @@ def test_locked_database_waits_then_fails_clearly_or_succeeds(tmp_path):
     longer, one line says the run is locked and nothing is written."""
     long_run, short_run = make_run(tmp_path / "long"), make_run(tmp_path / "short")
     before_long, before_short = counts(long_run), counts(short_run)
-    holders = [_hold(long_run / "run.db", SHELL_BUSY_S + 4), _hold(short_run / "run.db", 2)]
+    # the long lock outlasts the shell however slowly it starts (a loaded machine); it is
+    # released once the shell has given up
+    holders = [_hold(long_run / "run.db", SHELL_BUSY_S + 600), _hold(short_run / "run.db", 2)]
     shells = [subprocess.Popen([sys.executable, "-m", "evotui", *args], stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE, text=True)
               for args in (["approve", str(long_run), "1"], ["pause", str(short_run)])]
     (out_long, err_long), (out_short, err_short) = [s.communicate(timeout=120) for s in shells]
+    holders[0].kill()  # an exclusive transaction that never commits: nothing of it is kept
     for h in holders:
         h.wait(timeout=60)
     one_line_error(subprocess.CompletedProcess([], shells[0].returncode, out_long, err_long),
