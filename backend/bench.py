@@ -222,13 +222,11 @@ def plain_generate_check(b: Bench, model, tok, prompts, new: int, hf_tps: float)
     generation defaults (top-k 50 and so on), no forced length. Rows may stop early, so
     tok/s is given both per requested token (B x new / t) and per token actually made.
     Returns the faster baseline (per requested token) for the ratios that follow."""
+    from backend.policy.generate import left_pad
+
     pad = tok.pad_token_id
-    width = max(len(p) for p in prompts)
-    ids = torch.full((len(prompts), width), pad, dtype=torch.long)
-    att = torch.zeros_like(ids)
-    for j, p in enumerate(prompts):
-        ids[j, width - len(p):] = torch.tensor(p)
-        att[j, width - len(p):] = 1
+    ids, att = left_pad(prompts, pad)
+    width = ids.shape[1]
     ids, att = ids.to(b.device), att.to(b.device)
     with torch.no_grad():
         t, out = b.timed(lambda: model.generate(input_ids=ids, attention_mask=att, do_sample=True,

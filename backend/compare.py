@@ -97,8 +97,6 @@ def run_parallel(base: RunConfig, seeds: list[int], out: Path, jobs: int, quiet:
 
     def launch(arm: str, seed: int, extra: int):
         run_dir = out / f"{arm}-s{seed}"
-        if _finished(run_dir):  # compare run again over the same --out: only the unfinished arms go on
-            return subprocess.Popen([sys.executable, "-c", ""])
         if (run_dir / "run.db").exists():
             args = ["--resume", str(run_dir)]
         else:
@@ -106,29 +104,33 @@ def run_parallel(base: RunConfig, seeds: list[int], out: Path, jobs: int, quiet:
             cfgf.write_text(to_toml(arm_config(base_d, arm, seed, extra)))
             args = ["--config", str(cfgf), "--run-dir", str(run_dir),
                     "--auto-promote" if arm == "coevolve" else "--supervised"]
-        log = open(out / f"{arm}-s{seed}.log", "a")
-        return subprocess.Popen([sys.executable, "-m", "evotui", "run", "--headless", "--quiet", *args],
-                                stdout=log, stderr=subprocess.STDOUT)
+        with open(out / f"{arm}-s{seed}.log", "a") as log:  # the child keeps its own copy
+            return subprocess.Popen([sys.executable, "-m", "evotui", "run", "--headless", "--quiet", *args],
+                                    stdout=log, stderr=subprocess.STDOUT)
+
+    def ended(arm: str, seed: int, how: str) -> None:
+        if not quiet:
+            print(f"{arm:<9} seed {seed}: {how}", flush=True)
+        if arm == "coevolve":
+            extras[seed] = _extra_tasks(base, out, seed)
+            pending.append(("control", seed))
 
     # static and coevolve start at once; each control starts as soon as its seed's
     # co-evolution arm has finished, since its budget is that arm's probe count
     pending = [(arm, seed) for seed in seeds for arm in ("static", "coevolve")]
-    waiting, running, extras = list(seeds), [], {}
-    while pending or running or waiting:
+    running, extras = [], {}
+    while pending or running:
         while pending and len(running) < jobs:
             arm, seed = pending.pop(0)
-            running.append((launch(arm, seed, extras.get(seed, 0) if arm == "control" else 0), arm, seed))
+            if _finished(out / f"{arm}-s{seed}"):  # compare run again over the same --out: kept as is
+                ended(arm, seed, "finished before")
+            else:
+                running.append((launch(arm, seed, extras.get(seed, 0) if arm == "control" else 0), arm, seed))
         for item in list(running):
             proc, arm, seed = item
-            if proc.poll() is None:
-                continue
-            running.remove(item)
-            if not quiet:
-                print(f"{arm:<9} seed {seed}: exit {proc.returncode}", flush=True)
-            if arm == "coevolve":
-                extras[seed] = _extra_tasks(base, out, seed)
-                waiting.remove(seed)
-                pending.append(("control", seed))
+            if proc.poll() is not None:
+                running.remove(item)
+                ended(arm, seed, f"exit {proc.returncode}")
         time.sleep(0.5)
     extras = {seed: extras.get(seed, 0) for seed in seeds}
     rows = [_row(arm, seed, out / f"{arm}-s{seed}", extras[seed] if arm == "control" else 0)

@@ -46,6 +46,17 @@ def _finish(row: list[int], eos: list[int]) -> tuple[list[int], str]:
     return row, "length"
 
 
+def left_pad(prompts: list[list[int]], pad: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """(ids, attention mask), both (B, width): every prompt ends at column `width`."""
+    width = max(len(p) for p in prompts)
+    ids = torch.full((len(prompts), width), pad, dtype=torch.long)
+    mask = torch.zeros((len(prompts), width), dtype=torch.long)
+    for j, p in enumerate(prompts):
+        ids[j, width - len(p):] = torch.tensor(p, dtype=torch.long)
+        mask[j, width - len(p):] = 1
+    return ids, mask
+
+
 class HFEngine:
     """Batched sampling with transformers `generate` (left padding)."""
 
@@ -75,12 +86,8 @@ class HFEngine:
 
     def _batch(self, prompts, max_new_tokens, temperature, top_p) -> list[Generation]:
         pad = self.tok.pad_token_id
-        width = max(len(p) for p in prompts)
-        ids = torch.full((len(prompts), width), pad, dtype=torch.long)
-        mask = torch.zeros((len(prompts), width), dtype=torch.long)
-        for j, p in enumerate(prompts):  # left padding: every prompt ends at column `width`
-            ids[j, width - len(p):] = torch.tensor(p, dtype=torch.long)
-            mask[j, width - len(p):] = 1
+        ids, mask = left_pad(prompts, pad)
+        width = ids.shape[1]
         greedy = temperature <= 0
         kw = dict(do_sample=not greedy, max_new_tokens=max_new_tokens, pad_token_id=pad,
                   eos_token_id=self.eos_ids, **self.generate_kw)

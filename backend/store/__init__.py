@@ -156,27 +156,6 @@ class Store:
     def insert_many(self, table: str, rows: Iterable[dict]) -> None:
         self.db[table].insert_all(rows, batch_size=500)
 
-    def _columns(self, table: str) -> set[str]:
-        return {r[1] for r in self.conn.execute(f"PRAGMA table_info({table})")}
-
-    def _inserter(self, table: str, rows: list[dict]):
-        """A function inserting one row of `rows`' shape into `table` and returning its rowid.
-        Rows with columns the table lacks go through sqlite-utils (which adds them)."""
-        keys = sorted({k for r in rows for k in r})
-        if not set(keys) <= self._columns(table):
-            return lambda row: self.insert(table, row)
-        sql = f"INSERT INTO {table} ({', '.join(keys)}) VALUES ({', '.join('?' * len(keys))})"
-        return lambda row: self.conn.execute(sql, [_sql_value(row.get(k)) for k in keys]).lastrowid
-
-    def _insert_plain(self, table: str, rows: list[dict]) -> None:
-        if not rows:
-            return
-        keys = sorted({k for r in rows for k in r})
-        if not set(keys) <= self._columns(table):
-            return self.insert_many(table, rows)
-        sql = f"INSERT INTO {table} ({', '.join(keys)}) VALUES ({', '.join('?' * len(keys))})"
-        self.conn.executemany(sql, [[_sql_value(r.get(k)) for k in keys] for r in rows])
-
     def update(self, table: str, pk, values: dict) -> None:
         self.db[table].update(pk, values)
 
@@ -233,16 +212,18 @@ class Store:
         with self.tx():
             # Plain prepared statements: sqlite-utils' per-row insert inspects the table
             # every time, which cost ~70 ms for a 512-rollout step (a GPU step is ~2 s).
-            add_rollout = self._inserter("rollouts", rollouts)
+            sql, keys = _insert_sql("rollouts", rollouts)
             diags, turns = [], []
             for i, r in enumerate(rollouts):
-                rid = add_rollout(r)
+                rid = self.conn.execute(sql, _values(r, keys)).lastrowid
                 ids.append(rid)
                 diags += [dict(d, rollout_id=rid) for d in diagnoses_by_rollout[i]]
                 if turns_by_rollout and turns_by_rollout[i]:
                     turns += [dict(t, rollout_id=rid) for t in turns_by_rollout[i]]
-            self._insert_plain("diagnoses", diags)
-            self._insert_plain("turns", turns)
+            for table, rows in (("diagnoses", diags), ("turns", turns)):
+                if rows:
+                    sql, keys = _insert_sql(table, rows)
+                    self.conn.executemany(sql, [_values(r, keys) for r in rows])
             if policy_version:
                 self.insert("policy_versions", policy_version)
             self.insert("steps", step)
@@ -286,9 +267,16 @@ class Store:
             self.update("commands", cid, {"status": status, "result": result, "acked_at": now()})
 
 
-def _sql_value(v):
-    """What sqlite-utils would store: dicts and lists as JSON text."""
-    return json.dumps(v, default=str) if isinstance(v, (dict, list, tuple)) else v
+def _insert_sql(table: str, rows: list[dict]) -> tuple[str, list[str]]:
+    """(INSERT statement, its column order) for rows of these keys."""
+    keys = sorted({k for r in rows for k in r})
+    cols = ", ".join(f'"{k}"' for k in keys)
+    return f"INSERT INTO {table} ({cols}) VALUES ({', '.join('?' * len(keys))})", keys
+
+
+def _values(row: dict, keys: list[str]) -> list:
+    """The row in column order, as sqlite-utils would store it: dicts and lists as JSON text."""
+    return [json.dumps(v, default=str) if isinstance(v := row.get(k), (dict, list, tuple)) else v for k in keys]
 
 
 def _db_problem(path: Path, e: sqlite3.Error) -> str:
