@@ -57,7 +57,7 @@ class Engine:
         pv = store.latest_policy_version()
         self.policy_version = pv["id"] if pv else 0
         adapter = pv["checkpoint"] if pv and pv["checkpoint"] else None
-        self.lm = lm if lm is not None and not adapter else load_fast_policy(cfg.model, adapter)[0]
+        self.lm = lm if lm is not None and not adapter else load_fast_policy(cfg.model, adapter)
         store.log("info", f"LoRA trainer: {self.lm.trainer}; device {self.lm.device}, {self.lm.dtype}")
         self.engine = make_engine(cfg.model.engine, self.lm.model, self.lm.tokenizer, self.lm.device)
         self.trainer = GRPOTrainer(self.lm.model, self.lm.tokenizer, cfg.train, self.lm.device)

@@ -26,6 +26,6 @@ def test_engine_says_which_lora_trainer_it_took(monkeypatch):
     from backend.policy.fast_train import load_fast_policy
 
     monkeypatch.setenv("EVOTUI_NO_UNSLOTH", "1")
-    lm, path = load_fast_policy(load_config(None, []).model)
-    assert path == lm.trainer == "peft (EVOTUI_NO_UNSLOTH is set)"
+    lm = load_fast_policy(load_config(None, []).model)
+    assert lm.trainer == "peft (EVOTUI_NO_UNSLOTH is set)"
     assert hasattr(lm.model, "disable_adapter")  # a peft model

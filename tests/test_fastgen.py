@@ -275,5 +275,5 @@ def test_unsloth_when_installed_else_peft_with_the_reason():
     from backend.config import ModelConfig
     from backend.policy.fast_train import load_fast_policy
 
-    lm, path = load_fast_policy(ModelConfig())
-    assert path == "unsloth" and hasattr(lm.model, "get_base_model")
+    lm = load_fast_policy(ModelConfig())
+    assert lm.trainer == "unsloth" and hasattr(lm.model, "get_base_model")

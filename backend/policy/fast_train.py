@@ -67,11 +67,11 @@ def load_unsloth_policy(cfg: ModelConfig, max_seq_length: int = 4096) -> LoadedM
         tok.pad_token = tok.eos_token
     tok.padding_side = "left"
     device = next(model.parameters()).device
-    return LoadedModel(model, tok, device, next(model.parameters()).dtype, cfg.name)
+    return LoadedModel(model, tok, device, next(model.parameters()).dtype, cfg.name, trainer="unsloth")
 
 
-def load_fast_policy(cfg: ModelConfig, adapter_dir=None) -> tuple[LoadedModel, str]:
-    """(policy, trainer path used): Unsloth when usable for a fresh adapter, else peft, with the reason.
+def load_fast_policy(cfg: ModelConfig, adapter_dir=None) -> LoadedModel:
+    """Unsloth when usable for a fresh adapter, else peft; `.trainer` says which, and why not Unsloth.
 
     EVOTUI_NO_UNSLOTH=1 forces peft.
     """
@@ -80,11 +80,9 @@ def load_fast_policy(cfg: ModelConfig, adapter_dir=None) -> tuple[LoadedModel, s
         why = "resuming from a saved adapter loads through peft"
     if why is None:
         try:
-            lm = load_unsloth_policy(cfg)
-            lm.trainer = "unsloth"
-            return lm, lm.trainer
+            return load_unsloth_policy(cfg)
         except Exception as e:  # an optional fast path that fails must not stop the run
             why = f"unsloth failed: {type(e).__name__}: {e}"
     lm = load_policy(cfg, adapter_dir)
     lm.trainer = f"peft ({why})"
-    return lm, lm.trainer
+    return lm
