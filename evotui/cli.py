@@ -123,11 +123,11 @@ def _dispatch(args) -> int:
     if args.cmd == "report":
         return _report(args)
     if args.cmd == "doctor":
-        from backend.doctor import main as doctor
+        from backend.tools.doctor import main as doctor
 
         return doctor()
     if args.cmd == "bench":
-        from backend.bench import main as bench
+        from backend.tools.bench import main as bench
 
         return bench(args.rest, quick=args.quick)
     return 2
@@ -221,8 +221,8 @@ def _compare(args) -> int:
     from datetime import datetime
 
     from backend import worker
-    from backend.compare import run_compare
-    from backend.report import write_report
+    from backend.tools.compare import run_compare
+    from backend.tools.report import write_report
 
     try:
         seeds = [int(x) for x in args.seeds.split(",") if x.strip()]
@@ -231,7 +231,7 @@ def _compare(args) -> int:
     cfg = worker.load_cli_config(args.config, args.sets, args.steps, None)
     out = Path(args.out).expanduser() if args.out else worker.home() / "compare" / f"{datetime.now():%Y%m%d-%H%M%S}"
     if args.jobs > 1:
-        from backend.compare import run_parallel
+        from backend.tools.compare import run_parallel
 
         rows = run_parallel(cfg, seeds, out, args.jobs, quiet=args.quiet)
     else:
@@ -243,7 +243,7 @@ def _compare(args) -> int:
 
 
 def _report(args) -> int:
-    from backend.report import write_report
+    from backend.tools.report import write_report
 
     dirs: list[Path] = []
     for r in args.runs:

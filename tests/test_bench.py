@@ -3,7 +3,7 @@ and the memory estimate behind the automatic micro-batch."""
 
 import torch
 
-from backend.bench import Row, main, table
+from backend.tools.bench import Row, main, table
 from backend.policy import memory
 from backend.policy.fastgen import Spec
 
@@ -38,12 +38,12 @@ def test_unknown_section_is_a_user_error(capsys):
 
 def test_cli_passes_options_through(monkeypatch):
     seen = {}
-    monkeypatch.setattr("backend.bench.main", lambda rest, quick: seen.update(rest=rest, quick=quick) or 0)
+    monkeypatch.setattr("backend.tools.bench.main", lambda rest, quick: seen.update(rest=rest, quick=quick) or 0)
     from evotui.cli import main as cli
 
     assert cli(["bench", "--quick", "--", "--only", "gen"]) == 0
     assert seen["quick"] and seen["rest"][-2:] == ["--only", "gen"]
-    from backend.bench import parse
+    from backend.tools.bench import parse
 
     assert parse(["--only", "gen"], quick=True).only == "gen"
 

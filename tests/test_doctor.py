@@ -1,6 +1,6 @@
 """`evotui doctor` names every fast path and says why the inactive ones are off."""
 
-from backend.doctor import main, report
+from backend.tools.doctor import main, report
 
 
 def test_report_covers_each_fast_path():
