@@ -1,6 +1,6 @@
 """SweEnv: repository-level bug fixing over many turns, judged by hidden tests.
 
-Tasks come from swe_data/tasks.json (see tasks.py): a shipped repository with
+Tasks come from backend/data/swe/tasks.json (see tasks.py): a shipped repository with
 one or two injected bugs; the question is an issue describing the failing
 visible test(s), the file list and the tool reference (the tool format is the
 env's API, so the env states it, not the evolvable prompt). The agent works

@@ -1,4 +1,4 @@
-"""The shipped repositories under backend/envs/swe_data/, and running their
+"""The shipped repositories under backend/data/swe/, and running their
 tests in the sandbox.
 
 A repository is a folder `<name>/` with README.md, a package, `tests/`
@@ -19,7 +19,8 @@ from pathlib import Path
 
 from backend.sandbox import run_many
 
-DATA_DIR = Path(__file__).resolve().parent.parent / "swe_data"
+# Package data, not code (see backend/data/README.md).
+DATA_DIR = Path(__file__).resolve().parents[2] / "data" / "swe"
 HIDDEN_DIR = "hidden_tests"
 VISIBLE_DIR = "tests"
 RUNNER = (Path(__file__).with_name("_testrunner.py")).read_text()

@@ -1,5 +1,5 @@
 """SWE task generation: mutate the shipped repositories, keep the mutants the
-tests catch, write them to swe_data/tasks.json.
+tests catch, write them to backend/data/swe/tasks.json.
 
     python -m backend.envs.swe.tasks          # regenerate tasks.json (about 10 s)
 
