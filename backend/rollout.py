@@ -15,7 +15,8 @@ import time
 from dataclasses import dataclass, field
 
 from backend.envs.base import Episode, Task, Verdict
-from backend.harness.loader import Harness, RolloutView, advantages
+from backend.harness.loader import Harness
+from backend.harness.semantics import RolloutIn, apply_harness, is_dead
 from backend.store import dumps
 
 
@@ -44,11 +45,12 @@ class Scored:
     kept: bool = True
 
 
-def view_of(s: Scored, max_new_tokens: int) -> RolloutView:
-    return RolloutView(question=s.task.question, answer=s.task.answer, prompt=s.prompt_text,
-                       completion=s.completion, finish=s.finish, completion_tokens=len(s.completion_ids),
-                       max_new_tokens=max_new_tokens, obs=s.obs, turns=tuple(s.turns), domain=s.task.domain,
-                       meta=s.task.meta, task_id=s.task.id)
+def view_of(s: Scored, max_new_tokens: int) -> dict:
+    """The harness's view of a rollout: the documented contract, never the verdict."""
+    return {"question": s.task.question, "answer": s.task.answer, "prompt": s.prompt_text,
+            "completion": s.completion, "finish": s.finish, "completion_tokens": len(s.completion_ids),
+            "max_new_tokens": max_new_tokens, "obs": s.obs, "turns": list(s.turns), "domain": s.task.domain,
+            "meta": s.task.meta, "task_id": s.task.id}
 
 
 def reward_threshold(weights: dict) -> float:
@@ -64,21 +66,19 @@ def agreement(rewards: list[float], correct: list[bool], weights: dict) -> float
     return sum((r > thr) == c for r, c in zip(rewards, correct)) / len(rewards)
 
 
-def score_all(items: list[Scored], harness: Harness, env, max_new_tokens: int) -> tuple[float, float]:
-    """Evaluator, rewards, diagnostics for every item; returns (eval_ms, score_ms, diagnose_ms)."""
-    t_eval = t_score = t_diag = 0.0
+def evaluate_all(items: list[Scored], env) -> float:
+    """The evaluator's verdict and the domain's observations for every item; returns ms."""
+    t0 = time.perf_counter()
     todo = [s for s in items if s.verdict is None]
     if todo and hasattr(env, "evaluate_many"):  # e.g. code: test runs in parallel sandboxes
-        t0 = time.perf_counter()
         try:
             for s, v in zip(todo, env.evaluate_many([(s.task, s.completion) for s in todo])):
                 s.verdict = v
         except Exception as e:
             for s in todo:
                 s.verdict = Verdict(False, 0.0, "error", {"error": f"{type(e).__name__}: {e}"})
-        t_eval += time.perf_counter() - t0
     for s in items:
-        t0 = time.perf_counter()
+        t1 = time.perf_counter()
         if s.verdict is None:
             try:
                 s.verdict = env.evaluate(s.task, s.completion)
@@ -89,50 +89,31 @@ def score_all(items: list[Scored], harness: Harness, env, max_new_tokens: int) -
                 s.obs = env.observe(s.task, s.completion, s.verdict) or {}
             except Exception as e:
                 s.obs = {"observe_error": f"{type(e).__name__}: {e}"}
-        t1 = time.perf_counter()
-        v = view_of(s, max_new_tokens)
-        s.reward, s.components = harness.score(v)
-        t2 = time.perf_counter()
-        s.labels = harness.diagnose(v)
-        t3 = time.perf_counter()
-        s.eval_ms = (t1 - t0) * 1000
-        t_eval += t1 - t0
-        t_score += t2 - t1
-        t_diag += t3 - t2
-    return t_eval * 1000, t_score * 1000, t_diag * 1000
+        s.eval_ms = (time.perf_counter() - t1) * 1000
+    return (time.perf_counter() - t0) * 1000
+
+
+def score_all(items: list[Scored], harness: Harness, env, max_new_tokens: int) -> tuple[float, float, float]:
+    """Evaluator, then the harness applied to the batch (rewards, labels, filters, advantages):
+    returns (eval_ms, harness_ms, 0.0). Raises HarnessError / WorkerFailure when the harness
+    fails as a whole; the caller decides (a candidate fails, the active harness pauses the run)."""
+    eval_ms = evaluate_all(items, env)
+    t0 = time.perf_counter()
+    batch = [RolloutIn(s.group, view_of(s, max_new_tokens)) for s in items]
+    out = apply_harness(harness, batch)
+    for s, o in zip(items, out.rollouts):
+        s.reward, s.labels, s.kept, s.advantage = o.reward, o.labels, o.kept, o.advantage
+        s.components = dict(o.components, **({"_errors": o.errors} if o.errors else {}))
+    return eval_ms, (time.perf_counter() - t0) * 1000, 0.0
 
 
 def group_stats(items: list[Scored], harness: Harness) -> dict:
-    """Apply filters and the advantage rule in place; return per-step group metrics."""
+    """Per-step group metrics of a scored batch (filters and advantages were applied by `score_all`)."""
     groups: dict[int, list[Scored]] = {}
     for s in items:
         groups.setdefault(s.group, []).append(s)
-    f = harness.filters
-    adv = harness.advantage
-    invalid = harness.validity
-    dead = kept_groups = 0
-    for members in groups.values():
-        rewards = [m.reward for m in members]
-        is_dead = max(rewards) - min(rewards) < 1e-9
-        dead += is_dead
-        for m in members:
-            m.kept = True
-            if f.get("drop_truncated") and m.finish == "length":
-                m.kept = False
-            if f.get("drop_invalid") and any(lbl in invalid for lbl, _ in m.labels):
-                m.kept = False
-        if is_dead and f.get("drop_dead_groups"):
-            for m in members:
-                m.kept = False
-        live = [m for m in members if m.kept]
-        if len(live) >= 2:
-            advs = advantages([m.reward for m in live], adv.get("rule", "group_std"), float(adv.get("eps", 1e-6)))
-            for m, a in zip(live, advs):
-                m.advantage = a
-            kept_groups += any(abs(a) > 0 for a in advs)  # groups that carry a learning signal
-        else:
-            for m in live:
-                m.kept = False
+    dead = sum(is_dead([m.reward for m in members]) for members in groups.values())
+    kept_groups = sum(any(m.kept and m.advantage != 0.0 for m in members) for members in groups.values())
     n = len(groups) or 1
     rewards = [s.reward for s in items]
     return {
@@ -161,6 +142,7 @@ def rollout_row(s: Scored, step: int, harness_version: int, policy_version: int,
         "policy_version": policy_version, "gen_ms": s.gen_ms, "eval_ms": s.eval_ms,
         "task_json": dumps(s.task.to_dict()), "obs_json": json.dumps(obs, default=str),
         "token_ids_json": dumps(s.completion_ids), "labels": ",".join(sorted({l for l, _ in s.labels})),
+        "advantage": s.advantage, "kept": int(s.kept),
     }
 
 

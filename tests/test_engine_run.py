@@ -32,6 +32,13 @@ def test_short_real_run(tmp_path, tiny_overrides):
     step = s.rows("SELECT * FROM steps WHERE step = 1")[0]
     assert step["gen_ms"] > 0 and step["total_ms"] >= step["gen_ms"]
     assert (run / "config.toml").exists() and (run / "harness.py").exists()
+    # one harness semantics: replaying the incumbent over the stored rollouts reproduces
+    # exactly the rewards, labels and advantages training stored
+    from backend.evolve.replay import ROW_FIELDS, mismatches
+
+    stored = s.rows(f"SELECT {', '.join(ROW_FIELDS)} FROM rollouts ORDER BY id")
+    assert all(r["advantage"] is not None for r in stored)
+    assert mismatches(s, stored, s.get("harness_versions", s.run()["harness_version"])["code"]) == []
     listed = evotui("runs", timeout=60)
     assert "finished" in listed.stdout and str(run) in listed.stdout and "2/2" in listed.stdout
 

@@ -5,6 +5,7 @@ import pytest
 from backend.envs.base import Task, Verdict
 from backend.envs.math import MathEnv, extract_lenient
 from backend.harness.loader import Harness, HarnessError, RolloutView, advantages, load_default
+from backend.harness.semantics import RolloutOut, filter_and_advantage
 from backend.rollout import Scored, agreement, group_stats
 
 
@@ -83,6 +84,10 @@ def _scored(group, reward, correct, finish="stop"):
 def test_group_stats_dead_groups_and_filters():
     h = load_default("math")
     items = [_scored(0, 0.0, True), _scored(0, 0.0, False), _scored(1, 1.1, True), _scored(1, 0.0, False)]
+    outs = [RolloutOut(s.reward, {}, {}, []) for s in items]
+    filter_and_advantage([s.group for s in items], outs, [s.finish for s in items], h.spec)
+    for s, o in zip(items, outs):
+        s.kept, s.advantage = o.kept, o.advantage
     st = group_stats(items, h)
     assert st["dead_group_frac"] == 0.5 and st["kept_groups"] == 1
     assert items[2].advantage > 0 > items[3].advantage and items[0].advantage == 0

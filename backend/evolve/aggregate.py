@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import statistics
 
+from backend.harness.semantics import is_dead
+
 UNLABELED = "(unlabeled)"
 DEAD = "dead_groups"
 EXAMPLES = 5
@@ -46,7 +48,7 @@ def dead_groups(rows: list[dict], key="reward") -> list[tuple]:
     groups: dict[tuple, list[float]] = {}
     for r in rows:
         groups.setdefault((r["step"], r["group_idx"]), []).append(float(r[key] or 0.0))
-    return [g for g, rs in groups.items() if len(rs) > 1 and max(rs) - min(rs) < 1e-9]
+    return [g for g, rs in groups.items() if is_dead(rs)]
 
 
 def failure_table(store, steps: range) -> list[dict]:

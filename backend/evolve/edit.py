@@ -163,12 +163,14 @@ def changed_names(old: str, new: str) -> list[str]:
     """Top-level names added, removed or changed between two versions (by AST, so
     formatting-only changes do not count)."""
     def dumps(code):
-        out = {}
+        # every statement counts, not only the last definition of a name: a second `def` of an
+        # earlier name is a change of that name
+        out: dict[str, list[str]] = {}
         for s in _parse(code).body:
             if _stmt_name(s):
-                out[_stmt_name(s)] = ast.dump(s)
+                out.setdefault(_stmt_name(s), []).append(ast.dump(s))
             elif not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant)):  # docstrings don't count
-                out[ast.unparse(s).splitlines()[0][:60]] = ast.dump(s)  # imports and the like, by their text
+                out.setdefault(ast.unparse(s).splitlines()[0][:60], []).append(ast.dump(s))  # imports, by text
         return out
     try:
         a, b = dumps(old), dumps(new)

@@ -16,11 +16,10 @@ from __future__ import annotations
 
 import statistics
 
-from backend.harness.loader import advantages
-
 from backend.rollout import reward_threshold
 
 from .aggregate import auc
+from .replay import Replayed
 
 BLOCK_SHARE = 0.25
 """A candidate whose reward scores more than this share of invalid rollouts high is blocked..."""
@@ -37,57 +36,36 @@ def threshold(weights: dict) -> float:
     return reward_threshold(weights)
 
 
-def view(rows: list[dict], res: dict) -> dict:
-    """Per-harness replay summary."""
-    rewards = [float(x[0]) for x in res["rows"]]
-    labels = [set(x[1]) for x in res["rows"]]
+def view(rows: list[dict], res: Replayed) -> dict:
+    """Per-harness replay summary (filters, dead groups and advantages as training applied them)."""
+    outs = res.out.rollouts
+    rewards = [o.reward for o in outs]
+    labels = [o.label_set for o in outs]
     correct = [bool(r["correct"]) for r in rows]
-    thr = threshold(res.get("weights") or {})
+    thr = threshold(res.harness.weights)
     high = [x > thr for x in rewards]
     groups: dict[tuple, list[int]] = {}
-    for i, r in enumerate(rows):
-        groups.setdefault((r["step"], r["group_idx"]), []).append(i)
-    dead = {g for g, ix in groups.items()
-            if len(ix) > 1 and max(rewards[i] for i in ix) - min(rewards[i] for i in ix) < 1e-9}
-    kept, adv = _filter(rows, rewards, labels, groups, dead, res)
+    for i, g in enumerate(res.out.groups):
+        groups.setdefault(g, []).append(i)
+    dead = res.out.dead
+    kept = [o.kept for o in outs]
+    adv = [o.advantage for o in outs]
     mixed = [i for g, ix in groups.items() if len({correct[i] for i in ix}) > 1 for i in ix if kept[i]]
     kept_ix = [i for i in range(len(rows)) if kept[i]]
     kept_groups = {g for g, ix in groups.items() if any(kept[i] for i in ix)}
     return {
         "rewards": rewards, "labels": labels, "high": high, "kept": kept,
-        "validity": set(res.get("validity") or ()), "dead": dead, "groups": groups,
+        "validity": res.harness.validity, "dead": dead, "groups": groups,
         "agreement": _mean([h == c for h, c in zip(high, correct)]),
         "auc": auc(rewards, correct),
-        "dead_frac": len(dead) / len(groups) if groups else 0.0,
+        "dead_frac": res.out.dead_frac,
         "kept_frac": len(kept_ix) / len(rows) if rows else 0.0,
         "kept_dead_frac": len(kept_groups & dead) / len(kept_groups) if kept_groups else 0.0,
         "kept_agreement": _mean([high[i] == correct[i] for i in kept_ix]),
         "adv_agreement": _mean([(adv[i] > 0) == correct[i] for i in mixed if adv[i] != 0]),
-        "error_share": _mean([bool(x[2]) for x in res["rows"]]),
+        "error_share": _mean([bool(o.errors) for o in outs]),
         "diag_error_share": _mean(["diagnostic_error" in x for x in labels]),
     }
-
-
-def _filter(rows, rewards, labels, groups, dead, res):
-    """Kept mask and advantages under the harness's FILTERS and ADVANTAGE (as the loop applies them)."""
-    f, a = res.get("filters") or {}, res.get("advantage") or {}
-    invalid = set(res.get("validity") or ())
-    kept = [True] * len(rows)
-    adv = [0.0] * len(rows)
-    for g, ix in groups.items():
-        for i in ix:
-            if (f.get("drop_truncated") and rows[i]["finish"] == "length") or \
-                    (f.get("drop_invalid") and labels[i] & invalid) or (f.get("drop_dead_groups") and g in dead):
-                kept[i] = False
-        live = [i for i in ix if kept[i]]
-        if len(live) < 2:
-            for i in live:
-                kept[i] = False
-            continue
-        for i, v in zip(live, advantages([rewards[i] for i in live], a.get("rule", "group_std"),
-                                         float(a.get("eps", 1e-6)))):
-            adv[i] = v
-    return kept, adv
 
 
 def _mean(xs) -> float:
@@ -161,13 +139,13 @@ def _diagnostic_gain(rows, old, new, names, min_gain) -> tuple[bool, str, float,
     return False, "no diagnostic changed", 0.0, out
 
 
-def judge(kind: str, names: list[str], rows: list[dict], old_res: dict, new_res: dict,
+def judge(kind: str, names: list[str], rows: list[dict], old_res: Replayed, new_res: Replayed,
           fixed_ids: set, min_gain: float) -> tuple[str, str, dict, float]:
     """(verdict 'passed'|'failed', reason, metrics, score) for a replayed candidate."""
-    if old_res.get("error"):  # first: then the replay itself is broken, not the candidate
-        return "failed", f"incumbent replay failed: {old_res['error']}", {}, 0.0
-    if new_res.get("error"):
-        return "failed", f"candidate crashed in replay: {new_res['error']}", {}, 0.0
+    if old_res.error:  # first: then the replay itself is broken, not the candidate
+        return "failed", f"incumbent replay failed: {old_res.error}", {}, 0.0
+    if new_res.error:
+        return "failed", f"candidate failed in replay: {new_res.error}", {}, 0.0
     old, new = view(rows, old_res), view(rows, new_res)
     m = {"n_rollouts": len(rows), "n_groups": len(old["groups"])}
     for k in ("agreement", "auc", "dead_frac", "kept_frac", "kept_dead_frac", "kept_agreement",

@@ -22,7 +22,7 @@ from backend.envs.math import answers_match, extract_lenient
 from backend.harness.loader import Harness, RolloutView, default_harness_path, sha
 from backend.store import Store, dumps, now
 
-from .context import EvolveContext
+from backend.evolve.context import EvolveContext
 
 
 def _completion(rng: random.Random, a: int, b: int, mix: dict) -> str:
