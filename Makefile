@@ -40,7 +40,7 @@ bench: $(STAMP)
 	$(BIN)/evotui bench $(ARGS)
 
 screenshots: $(STAMP)
-	$(BIN)/python -m evotui.screenshots
+	$(BIN)/python tests/render_screenshots.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache

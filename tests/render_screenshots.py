@@ -1,12 +1,13 @@
 """Render every screen of the app over the frozen fixture run into screenshots/*.svg.
 
-    python -m evotui.screenshots            # from the repository root
-    python -m evotui.screenshots --out DIR
+    python tests/render_screenshots.py      # from the repository root (or: make screenshots)
+    python tests/render_screenshots.py --out DIR
 
 The scenarios here are the same ones the snapshot tests compare
 (tests/test_tui_snapshots.py), rendered the same way, so the SVGs in
-screenshots/ are byte-identical to tests/__snapshots__/. The fixture builder
-lives in tests/tui_fixtures.py, so this runs from a source checkout.
+screenshots/ are byte-identical to tests/__snapshots__/. It lives in tests/
+next to the fixture builder it uses (tui_fixtures.py), so it runs from a source
+checkout and the installed package never reaches into tests/.
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+
+import tui_fixtures as fx
 
 ROOT = Path(__file__).resolve().parents[1]
 SIZE = (100, 32)
@@ -54,16 +57,7 @@ SCENARIOS: dict[str, Scenario] = {
 }
 
 
-def _fixtures():
-    if str(ROOT / "tests") not in sys.path:
-        sys.path.insert(0, str(ROOT / "tests"))
-    import tui_fixtures
-
-    return tui_fixtures
-
-
 def build_fixture(kind: str, run_dir: Path) -> Path:
-    fx = _fixtures()
     if kind == "dead":
         return fx.build_run(run_dir, status="running", pid=424242)
     if kind == "crashed":
@@ -73,7 +67,6 @@ def build_fixture(kind: str, run_dir: Path) -> Path:
 
 def make(name: str, tmp: Path):
     """(app, run_before) for a scenario: the app over a fresh fixture, and the pilot script."""
-    fx = _fixtures()
     sc = SCENARIOS[name]
     run_dir = build_fixture(sc.run, tmp / name)
     app = fx.make_app(run_dir, alive=sc.run == "live", owns_engine=sc.owns_engine)
@@ -102,7 +95,7 @@ def render(name: str, tmp: Path) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m evotui.screenshots", description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(prog="python tests/render_screenshots.py", description=__doc__.splitlines()[0])
     p.add_argument("--out", default=str(ROOT / "screenshots"), help="folder for the SVGs")
     p.add_argument("names", nargs="*", help=f"scenarios (default all): {', '.join(SCENARIOS)}")
     args = p.parse_args(argv)

@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 
 from backend.evolve import interventions as iv
-from backend.evolve.synthetic import build_run
+from synthetic_run import build_run
 from backend.harness.loader import default_harness_path
 from backend.store.schema import TABLES
 from evotui.cli import SHELL_BUSY_S

@@ -9,7 +9,7 @@ from backend.config import RunConfig
 from backend.evolve import replay as replay_mod
 from backend.evolve import run_round, submit
 from backend.evolve.edit import replace_name, set_constant
-from backend.evolve.synthetic import build_run, context, make_probe
+from synthetic_run import build_run, context, make_probe
 from backend.harness.loader import default_harness_path
 
 DEFAULT = default_harness_path("math").read_text()

@@ -3,7 +3,7 @@
 import pytest
 
 from backend.evolve import after_eval, apply_command, promote, run_round
-from backend.evolve.synthetic import build_run, context, make_probe
+from synthetic_run import build_run, context, make_probe
 from backend.store import loads, now
 
 

@@ -7,7 +7,7 @@ import pytest
 
 from backend.evolve import failure_table, lineage, run_round
 from backend.evolve import offline
-from backend.evolve.synthetic import add_steps, build_run, context, make_probe
+from synthetic_run import add_steps, build_run, context, make_probe
 from backend.store import loads
 
 

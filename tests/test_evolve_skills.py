@@ -7,7 +7,7 @@ import pytest
 from backend.evolve import after_eval, promote, run_round
 from backend.evolve import ops
 from backend.evolve.skills import SkillError, global_library, retrieve
-from backend.evolve.synthetic import build_run, context, make_probe
+from synthetic_run import build_run, context, make_probe
 from backend.store import loads, now
 
 

@@ -29,7 +29,7 @@ from backend.config import RunConfig
 from backend.evolve import interventions as iv
 from backend.evolve.backtest import backtest
 from backend.evolve.edit import add_definition, replace_name, top_level
-from backend.evolve.synthetic import build_run, context, make_probe
+from synthetic_run import build_run, context, make_probe
 from backend.harness.loader import MAX_BYTES, Harness, HarnessError, RolloutView, default_harness_path
 
 BASE = default_harness_path("math").read_text()

@@ -23,7 +23,7 @@ from backend.envs.code_facts import code_facts, examples_from_prompt
 from backend.envs.swe import SweEnv
 from backend.envs.swe.tasks import load_tasks, mutated_files
 from backend.evolve.edit import changed_names
-from backend.evolve.synthetic import build_run
+from synthetic_run import build_run
 from backend.evolve_hooks import plant_trap
 from backend.harness.loader import Harness, default_harness_path, load_default
 from backend.harness.traps import TRAPS, trap_code, trap_domain

@@ -1,14 +1,14 @@
 """SVG snapshots of every screen over the frozen fixture run (pytest-textual-snapshot).
 
 Update after an intended change with `pytest tests/test_tui_snapshots.py --snapshot-update`;
-`python -m evotui.screenshots` writes the same SVGs into screenshots/.
+`python tests/render_screenshots.py` writes the same SVGs into screenshots/.
 """
 
 from __future__ import annotations
 
 import pytest
 
-from evotui.screenshots import SCENARIOS, make
+from render_screenshots import SCENARIOS, make
 
 
 @pytest.mark.parametrize("name", list(SCENARIOS))
