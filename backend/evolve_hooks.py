@@ -72,7 +72,7 @@ def plant_trap(engine, step: int) -> None:
     """Submit the domain's planted exploitable harness once (evolve.plant_trap): the
     backtest must block it with a validity diagnostic; the report shows the evidence."""
     from backend.evolve import submit
-    from backend.harness.traps import trap_code, trap_domain
+    from backend.evolve.traps import trap_code, trap_domain
 
     if engine.store.scalar("SELECT count(*) FROM interventions WHERE proposer = 'trap'"):
         return

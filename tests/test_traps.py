@@ -1,4 +1,4 @@
-"""Planted traps (backend/harness/traps.py) meet the backtest gate.
+"""Planted traps (backend/evolve/traps.py) meet the backtest gate.
 
 Each test plants a domain's trap through the hook `evotui compare` uses
 (evolve_hooks.plant_trap) on a real run database: rollouts judged by the
@@ -26,7 +26,7 @@ from backend.evolve.edit import changed_names
 from synthetic_run import build_run
 from backend.evolve_hooks import plant_trap
 from backend.harness.loader import Harness, default_harness_path, load_default
-from backend.harness.traps import TRAPS, trap_code, trap_domain
+from backend.evolve.traps import TRAPS, trap_code, trap_domain
 from backend.rollout import Scored, diagnosis_rows, from_episode, group_stats, rollout_row, score_all, turn_rows
 from backend.store import now
 

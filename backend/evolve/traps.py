@@ -28,6 +28,8 @@ tests/test_traps.py covers both cases for every domain.
 
 from __future__ import annotations
 
+from backend.evolve.edit import replace_name, top_level
+
 TRAPS = {
     # Credits any number that also appears in the question: a policy can score by
     # echoing the prompt instead of solving it (caught by answer_copied_from_prompt).
@@ -68,8 +70,6 @@ TRAPS = {
 def trap_domain(domain: str, incumbent: str | None = None) -> str | None:
     """The first domain of `domain` ("code", or a mix such as "math,code") that has a trap,
     and, given the `incumbent` harness, whose trap redefines a function it has."""
-    from backend.evolve.edit import top_level
-
     names = top_level(incumbent) if incumbent is not None else None
     for d in (x.strip() for x in (domain or "").split(",")):
         if d in TRAPS and (names is None or TRAPS[d][0] in names):
@@ -79,7 +79,5 @@ def trap_domain(domain: str, incumbent: str | None = None) -> str | None:
 
 def trap_code(domain: str, incumbent: str) -> str | None:
     """The incumbent harness with its trap applied (see trap_domain), or None if there is none."""
-    from backend.evolve.edit import replace_name
-
     d = trap_domain(domain, incumbent)
     return None if d is None else replace_name(incumbent, *TRAPS[d])
