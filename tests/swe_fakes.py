@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import re
 
-from backend.envs.base import Generation
+from backend.types import Generation
 
 IM_START, IM_END = 1, 2
 _PIECES = re.compile(r"\w+|\s|[^\w\s]")

@@ -5,7 +5,7 @@ import torch
 
 from backend.tools.bench import Row, main, table
 from backend.policy import memory
-from backend.policy.fastgen import Spec
+from backend.policy.shape import Spec
 
 
 def tiny_model_folder(path):

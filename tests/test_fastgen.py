@@ -175,7 +175,8 @@ def triton_checks():
         assert torch.allclose(out[b].view(Hkv, G, D), ref, atol=1e-3)
 
     # The sampler: frequencies follow softmax(logits / T); log-probs are at temperature 1.
-    from backend.policy.fastgen import Spec, Workspace
+    from backend.policy.fastgen import Workspace
+    from backend.policy.shape import Spec
 
     spec = Spec(1, 8, 1, 1, 8, 8, 8, 1e-5)
     n, V = 600, 8

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass, field
-from typing import Any, Callable, Protocol
+from typing import Any, Protocol
 
 
 @dataclass
@@ -44,20 +44,6 @@ class Verdict:
 
     def to_dict(self) -> dict:
         return {"correct": self.correct, "score": self.score, "status": self.status, "detail": self.detail}
-
-
-@dataclass
-class Generation:
-    """One sampled continuation from the policy."""
-
-    ids: list[int]
-    text: str
-    finish: str  # "stop" or "length"
-    logprobs: list[float] | None = None
-
-
-# generate(list of prompt token-id lists, max_new_tokens, temperature, top_p) -> generations
-GenerateFn = Callable[[list[list[int]], int, float, float], list[Generation]]
 
 
 @dataclass

@@ -39,20 +39,15 @@ from __future__ import annotations
 
 import math
 import os
-from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
 
-from backend.envs.base import Generation
+from backend.policy.shape import Spec, unwrap
+from backend.types import Generation
 
 SUPPORTED = ("llama", "mistral", "qwen2")
 BUCKET = 64  # attention spans the cache up to a multiple of this many columns
-
-
-def unwrap(model):
-    """The transformers model inside a peft wrapper (or the model itself)."""
-    return model.get_base_model() if hasattr(model, "get_base_model") else model
 
 
 def why_unsupported(model_or_config) -> str | None:
@@ -112,31 +107,6 @@ def _round_to(w: torch.Tensor, dtype: torch.dtype, gen: torch.Generator | None) 
     frac = torch.where(gap != 0, (w - lo_f) / gap, torch.zeros_like(w))
     u = torch.rand(w.shape, generator=gen, device=w.device)
     return torch.where(u < frac, step, lo_f).to(dtype)
-
-
-@dataclass
-class Spec:
-    layers: int
-    hidden: int
-    heads: int
-    kv_heads: int
-    head_dim: int
-    inter: int
-    vocab: int
-    eps: float
-
-    @classmethod
-    def of(cls, cfg) -> "Spec":
-        """From a transformers config (Llama names; other models get rough stand-ins)."""
-        h = cfg.hidden_size
-        heads = cfg.num_attention_heads
-        d = getattr(cfg, "head_dim", None) or h // heads
-        return cls(cfg.num_hidden_layers, h, heads, getattr(cfg, "num_key_value_heads", None) or heads, d,
-                   getattr(cfg, "intermediate_size", None) or 4 * h, cfg.vocab_size,
-                   getattr(cfg, "rms_norm_eps", 1e-5))
-
-    def kv_bytes_per_token(self, dtype_bytes: int = 2) -> int:
-        return 2 * self.layers * self.kv_heads * self.head_dim * dtype_bytes
 
 
 class Workspace:

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import torch
 
-from backend.envs.base import Generation
+from backend.types import Generation
 
 ENGINES = ("auto", "hf", "fast", "static", "vllm")
 

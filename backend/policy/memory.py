@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import torch
 
-from backend.policy.fastgen import Spec, unwrap
+from backend.policy.shape import Spec, unwrap
 
 MARGIN = 0.85  # fraction of free memory we plan to use: allocator fragmentation, cuBLAS workspaces
 RESERVE = 1 << 30  # bytes kept free besides the margin

@@ -81,7 +81,7 @@ def report(cfg=None) -> list[tuple[str, str]]:
     out.append(("training", f"{lora}, chunked token log-probs (never batch x length x vocab at once)"))
     if cuda:
         from backend.policy import memory
-        from backend.policy.fastgen import Spec
+        from backend.policy.shape import Spec
 
         try:
             spec = Spec.of(mcfg)
