@@ -129,7 +129,10 @@ class HarnessWorker:
         rt = runtime_dir()
         boot = ("import runpy, sys; sys.path.insert(0, %r); "
                 "runpy.run_path(%r, run_name='__main__')" % (rt, rt + "/backend/harness/worker_main.py"))
-        self._proc = spawn(boot, pythonpath=[rt, *_site_paths()], memory_mb=self.memory_mb)
+        try:
+            self._proc = spawn(boot, pythonpath=[rt, *_site_paths()], memory_mb=self.memory_mb)
+        except Exception as e:  # no sandbox, no harness code: the run cannot score
+            raise WorkerFailure(f"the harness worker cannot start: {type(e).__name__}: {e}"[:300]) from None
 
     def close(self) -> None:
         with self._lock:

@@ -44,8 +44,8 @@ from pathlib import Path
 
 import torch
 
-SECTIONS = ("gen", "train", "step", "trl", "dtype")
-DEFAULT_SECTIONS = ("gen", "train", "step", "trl")
+SECTIONS = ("gen", "train", "step", "trl", "dtype", "harness")
+DEFAULT_SECTIONS = ("gen", "train", "step", "trl", "harness")
 
 
 @dataclass
@@ -684,6 +684,12 @@ def main(argv: list[str] | None = None, quick: bool = False) -> int:
                 bench_trl(b, ours_step)
             elif sec == "dtype":
                 bench_dtype(b)
+            elif sec == "harness":
+                from .bench_harness import bench_harness_boundary
+
+                sizes = [("GPU step, 64 x 8", 512, 8), ("CPU default, 4 x 4", 16, 4)]
+                step_s = ours_step["total_ms"] / 1000 if isinstance(ours_step, dict) else None
+                bench_harness_boundary(b, sizes, step_s)
         except Exception as e:  # one section failing still prints the others
             import traceback
 
