@@ -19,11 +19,13 @@ import typing
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from backend.errors import EvoError
+
 DEFAULT_MODEL = "smollm2-135m"
 DOMAINS = ("math", "code", "swe")
 
 
-class ConfigError(ValueError):
+class ConfigError(EvoError, ValueError):
     """A user-facing configuration problem: the message is one line."""
 
 

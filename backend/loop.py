@@ -23,6 +23,7 @@ import torch
 
 from backend import evolve_hooks as hooks
 from backend.config import RunConfig
+from backend.errors import EvoError
 from backend.envs import make_env
 from backend.harness.loader import Harness
 from backend.policy import checkpoint as ckpt
@@ -36,7 +37,7 @@ from backend.store import Store, dumps, now
 from backend.progress import StepProgress
 
 
-class ResourceExhausted(RuntimeError):
+class ResourceExhausted(EvoError, RuntimeError):
     """Out of GPU memory or disk: the run stops cleanly with its state saved."""
 
 

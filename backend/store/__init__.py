@@ -20,8 +20,10 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterable
 
+from backend.errors import EvoError
 
-class StoreError(RuntimeError):
+
+class StoreError(EvoError, RuntimeError):
     """A user-facing store problem (not a run, newer schema, locked, ...)."""
 
 
