@@ -14,6 +14,7 @@ from datetime import datetime
 from pathlib import Path
 
 from backend.config import ConfigError, RunConfig, config_from_dict, load_config, to_toml
+from backend.errors import RunStopped
 from backend.harness.loader import Harness, default_harness_path, sha
 from backend.store import Store, StoreError, loads
 
@@ -160,10 +161,6 @@ def _drive(engine, store: Store, quiet: bool) -> dict:
         _record_crash(store, e)
         raise
     return summary(store, time.time() - t0)
-
-
-class RunStopped(RuntimeError):
-    """The run stopped cleanly for lack of a resource; the message says how to go on."""
 
 
 def _disk_full(e: BaseException) -> bool:

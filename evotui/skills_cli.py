@@ -12,9 +12,7 @@ import json
 import os
 from pathlib import Path
 
-
-class SkillsUsageError(RuntimeError):
-    pass
+from backend.errors import UsageError
 
 
 def _global_library() -> Path:
@@ -28,9 +26,7 @@ def _global_library() -> Path:
 
 def _need(args: list[str], n: int, usage: str) -> None:
     if len(args) < n:
-        from evotui.cli import UserError
-
-        raise UserError(f"usage: evotui skills {usage}")
+        raise UsageError(f"usage: evotui skills {usage}")
 
 
 def skills(action: str, args: list[str]) -> int:

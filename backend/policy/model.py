@@ -16,6 +16,7 @@ from pathlib import Path
 import torch
 
 from backend.config import DEFAULT_MODEL, ModelConfig
+from backend.errors import EvoError
 
 DEFAULT_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 # peft calls a transformers API that warns about its own deprecation on every run
@@ -24,7 +25,7 @@ warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*", categ
 warnings.filterwarnings("ignore", message="Could not find a config file in.*", category=UserWarning)
 
 
-class ModelLoadError(RuntimeError):
+class ModelLoadError(EvoError, RuntimeError):
     """The model cannot be loaded; the message is one line for the user."""
 
 

@@ -22,6 +22,7 @@ import threading
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from backend.errors import EvoError
 from backend.store import loads  # one JSON reader for the package
 
 PAGE = 50
@@ -43,7 +44,7 @@ INTERVENTION_COLS = (
 )
 
 
-class RunNotReadable(RuntimeError):
+class RunNotReadable(EvoError, RuntimeError):
     """The folder holds no readable evotui run (the message says why, in one line)."""
 
 
