@@ -26,7 +26,7 @@ from evotui.components.run_screen import RunScreen
 from evotui.components.run_state import RunState
 from evotui.components.screens import MODES, SCREEN_TITLES
 from evotui.components.sync import SyncMixin
-from evotui.launch import EngineHealth, EngineProbe, resume_engine
+from evotui.engine_process import EngineHealth, EngineProbe, resume_engine
 from evotui.messages import CommandAcknowledged, CommandSent, LabelChosen, RunUpdated
 
 

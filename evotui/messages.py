@@ -9,7 +9,7 @@ from __future__ import annotations
 from textual.message import Message
 
 from backend.store.views import FilterChoices, RolloutFilter, RunDelta
-from evotui.launch import EngineHealth
+from evotui.engine_process import EngineHealth
 
 
 class DataChanged(Message):

@@ -15,10 +15,12 @@ from pathlib import Path
 import pytest
 from textual.app import App
 
+import evotui.engine_process as engine_process
 import evotui.launch as launch
 from backend.store import Store
 from evotui.app import EvoApp
-from evotui.launch import EngineProbe, engine_health, open_tui, rss_memory, start_and_open
+from evotui.engine_process import EngineProbe, engine_health, rss_memory
+from evotui.launch import open_tui, start_and_open
 from tui_fixtures import build_run, press, settle
 
 TESTS = Path(__file__).resolve().parent
@@ -83,7 +85,7 @@ def test_start_and_open_asks_on_quit(tmp_path, monkeypatch, choice, stopped):
     procs = []
 
     def fake_start(run_dir, extra):
-        log = open(launch.startup_log(Path(run_dir)), "ab")
+        log = open(engine_process.startup_log(Path(run_dir)), "ab")
         procs.append(subprocess.Popen([sys.executable, str(script), "--run-dir", str(run_dir), *extra],
                                       stdout=log, stderr=subprocess.STDOUT, start_new_session=True))
         return procs[-1]
@@ -93,7 +95,7 @@ def test_start_and_open_asks_on_quit(tmp_path, monkeypatch, choice, stopped):
     run_dir = tmp_path / "run"
     try:
         assert start_and_open(run_dir, ["--steps", "3"]) == 0
-        assert (run_dir / "engine.log").exists() and not launch.startup_log(run_dir).exists()
+        assert (run_dir / "engine.log").exists() and not engine_process.startup_log(run_dir).exists()
         if stopped:
             assert procs[0].wait(timeout=60) == 0  # the engine acknowledged `stop` and left
         else:
@@ -106,7 +108,7 @@ def test_start_and_open_asks_on_quit(tmp_path, monkeypatch, choice, stopped):
 
 def test_start_and_open_reports_an_engine_that_died_early(tmp_path, monkeypatch, capsys):
     def fake_start(run_dir, extra):
-        launch.startup_log(Path(run_dir)).write_text("evotui: error: model.name: no such model path 'x'\n")
+        engine_process.startup_log(Path(run_dir)).write_text("evotui: error: model.name: no such model path 'x'\n")
         return subprocess.Popen([sys.executable, "-c", "raise SystemExit(2)"])
 
     monkeypatch.setattr(launch, "start_engine", fake_start)

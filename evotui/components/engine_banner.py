@@ -5,7 +5,7 @@ from __future__ import annotations
 from textual.content import Content
 from textual.widgets import Static
 
-from evotui.launch import EngineHealth
+from evotui.engine_process import EngineHealth
 
 
 class EngineBanner(Static):

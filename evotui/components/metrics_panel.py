@@ -8,7 +8,7 @@ from textual.widgets import Label, Sparkline, Static
 
 from evotui.components.run_state import RunState
 from evotui.components.status_bar import fmt
-from evotui.launch import EngineHealth
+from evotui.engine_process import EngineHealth
 
 SPARK_POINTS = 60
 METRICS = [  # (key, label, steps column or None, format)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from textual.content import Content
 from textual.widgets import Static
 
-from evotui.launch import EngineHealth
+from evotui.engine_process import EngineHealth
 
 STATUS_STYLE = {
     "running": "$text-success", "paused": "$text-warning", "created": "$text-accent",

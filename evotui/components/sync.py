@@ -20,7 +20,7 @@ from textual import work
 from textual.worker import Worker, WorkerState, get_current_worker
 
 from backend.store.views import PollCursor, RunReader, harness_code_known, read_delta, tail_file
-from evotui.launch import EngineHealth, engine_health
+from evotui.engine_process import EngineHealth, engine_health
 from evotui.messages import CommandSent, DataChanged, HarnessFileChanged, RunUpdated
 
 TICK_S = 1.0  # data_version check and liveness probe when watchfiles is quiet
