@@ -29,7 +29,7 @@ from backend.harness.loader import Harness
 from backend.policy import checkpoint as ckpt
 from backend.policy.generate import make_engine
 from backend.policy.grpo import GRPOTrainer, Sample
-from backend.policy.fast_train import load_fast_policy
+from backend.policy.load import load_fast_policy
 from backend.policy.model import chat_ids
 from backend.rollout import (Scored, agreement, diagnosis_rows, from_episode, group_stats,
                              rollout_row, score_all, turn_rows)

@@ -147,20 +147,20 @@ def _run(args) -> int:
 
             return open_tui(_run_dir(args.resume))
         return _tui_new_run(extra)
-    from backend import worker
+    from backend import runs
 
     if args.resume:
         sets = list(args.sets)
         if args.auto_promote or args.supervised:
             sets.append(f"evolve.auto_promote={'true' if args.auto_promote else 'false'}")
-        run_dir, s = worker.resume(_run_dir(args.resume), args.steps, sets or None, quiet=args.quiet)
+        run_dir, s = runs.resume(_run_dir(args.resume), args.steps, sets or None, quiet=args.quiet)
     else:
         sets = list(args.sets)
         # Headless runs are autonomous unless told otherwise; the TUI starts them supervised.
         sets.append(f"evolve.auto_promote={'false' if args.supervised else 'true'}")
-        cfg = worker.load_cli_config(args.config, sets, args.steps, args.seed)
-        run_dir, s = worker.start(cfg, Path(args.run_dir).expanduser() if args.run_dir else None, quiet=args.quiet)
-    print(worker.format_summary(s), flush=True)
+        cfg = runs.load_cli_config(args.config, sets, args.steps, args.seed)
+        run_dir, s = runs.start(cfg, Path(args.run_dir).expanduser() if args.run_dir else None, quiet=args.quiet)
+    print(runs.format_summary(s), flush=True)
     return 0 if s["status"] in ("finished", "stopped") else 1
 
 
@@ -174,7 +174,7 @@ def _tui_new_run(extra: list[str]) -> int:
     if ns.run_dir:
         run_dir = Path(ns.run_dir).expanduser()
     else:
-        from backend.worker import runs_root  # torch-free import
+        from backend.runs import runs_root  # torch-free import
         from datetime import datetime
 
         run_dir = runs_root() / f"{datetime.now():%Y%m%d-%H%M%S}-tui"
@@ -185,7 +185,7 @@ def _tui_new_run(extra: list[str]) -> int:
 
 
 def _runs() -> int:
-    from backend.worker import list_runs, runs_root
+    from backend.runs import list_runs, runs_root
 
     rows = list_runs()
     if not rows:
@@ -219,7 +219,7 @@ def _command(args) -> int:
 def _compare(args) -> int:
     from datetime import datetime
 
-    from backend import worker
+    from backend import runs
     from backend.tools.compare import run_compare
     from backend.tools.report import write_report
 
@@ -227,8 +227,8 @@ def _compare(args) -> int:
         seeds = [int(x) for x in args.seeds.split(",") if x.strip()]
     except ValueError:
         raise UsageError(f"--seeds expects comma-separated integers, got '{args.seeds}'") from None
-    cfg = worker.load_cli_config(args.config, args.sets, args.steps, None)
-    out = Path(args.out).expanduser() if args.out else worker.home() / "compare" / f"{datetime.now():%Y%m%d-%H%M%S}"
+    cfg = runs.load_cli_config(args.config, args.sets, args.steps, None)
+    out = Path(args.out).expanduser() if args.out else runs.home() / "compare" / f"{datetime.now():%Y%m%d-%H%M%S}"
     if args.jobs > 1:
         from backend.tools.compare import run_parallel
 

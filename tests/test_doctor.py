@@ -23,7 +23,7 @@ def test_main_prints_and_exits_zero(capsys):
 def test_engine_says_which_lora_trainer_it_took(monkeypatch):
     """Where Unsloth cannot train (no CUDA here, or EVOTUI_NO_UNSLOTH), the run loads peft and says why."""
     from backend.config import load_config
-    from backend.policy.fast_train import load_fast_policy
+    from backend.policy.load import load_fast_policy
 
     monkeypatch.setenv("EVOTUI_NO_UNSLOTH", "1")
     lm = load_fast_policy(load_config(None, []).model)

@@ -267,14 +267,14 @@ def test_vllm_for_real_when_installed():
 
 
 def test_unsloth_when_installed_else_peft_with_the_reason():
-    from backend.policy.fast_train import unsloth_status
+    from backend.policy.load import unsloth_status
 
     why = unsloth_status("auto")
     if why is not None:
         assert "unsloth" in why
         return
     from backend.config import ModelConfig
-    from backend.policy.fast_train import load_fast_policy
+    from backend.policy.load import load_fast_policy
 
     lm = load_fast_policy(ModelConfig())
     assert lm.trainer == "unsloth" and hasattr(lm.model, "get_base_model")

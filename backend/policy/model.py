@@ -79,7 +79,7 @@ class LoadedModel:
     dtype: torch.dtype
     name: str
     trainer: str = "peft"
-    """Which LoRA path built it: "peft", or "unsloth" (backend/policy/fast_train.py), with the reason."""
+    """Which LoRA path built it: "peft", or "unsloth" (backend/policy/load.py), with the reason."""
 
 
 def load_base(cfg: ModelConfig):

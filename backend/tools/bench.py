@@ -357,7 +357,7 @@ def bench_train(b: Bench) -> None:
 
 def bench_unsloth(b: Bench, ids, att, mask, adv, micro: int, chunk: int, peft_row) -> None:
     """The same LoRA training pass on Unsloth's patched model, against peft (ours above)."""
-    from backend.policy.fast_train import load_unsloth_policy, unsloth_status
+    from backend.policy.load import load_unsloth_policy, unsloth_status
 
     N, T = ids.shape
     why = unsloth_status(str(b.device))
@@ -417,7 +417,7 @@ def one_step(b: Bench, engine: str, micro: int | None, fused: bool, steps: int =
     from backend.loop import Engine
     from backend.policy.model import load_policy
     from backend.progress import StepProgress
-    from backend.worker import create_run, harness_code
+    from backend.runs import create_run, harness_code
 
     sets = [f"train.tasks_per_step={b.a.tasks}", f"train.group_size={b.a.group}",
             f"train.max_new_tokens_cap={b.a.step_new}", "evolve.enabled=false", f"model.engine={engine}",

@@ -68,12 +68,12 @@ def _finished(run_dir: Path) -> bool:
 
 
 def _row(arm: str, seed: int, run_dir: Path, extra: int) -> dict:
-    from backend import worker
+    from backend import runs
     from backend.store import Store
 
     s = Store.open(run_dir, create=False)
     try:
-        sm = worker.summary(s)
+        sm = runs.summary(s)
     finally:
         s.close()
     return {"arm": arm, "seed": seed, "run_dir": str(run_dir), "heldout_acc": sm["heldout_acc"],
@@ -141,7 +141,7 @@ def run_parallel(base: RunConfig, seeds: list[int], out: Path, jobs: int, quiet:
 
 def run_compare(base: RunConfig, seeds: list[int], out: Path, quiet: bool = False) -> list[dict]:
     """Run every arm for every seed, one after another; returns one row per run."""
-    from backend import worker
+    from backend import runs
 
     out.mkdir(parents=True, exist_ok=True)
     base_d = to_dict(base)
@@ -154,9 +154,9 @@ def run_compare(base: RunConfig, seeds: list[int], out: Path, quiet: bool = Fals
             if _finished(run_dir):  # compare run again over the same --out: only unfinished arms go on
                 pass
             elif (run_dir / "run.db").exists():
-                worker.resume(run_dir, quiet=quiet)
+                runs.resume(run_dir, quiet=quiet)
             else:
-                worker.start(cfg, run_dir, quiet=quiet)
+                runs.start(cfg, run_dir, quiet=quiet)
             rows.append(r := _row(arm, seed, run_dir, extra))
             if not quiet:
                 print(f"{arm:<9} seed {seed}: held-out {r['heldout_acc']:.3f} (start {r['heldout_acc_start']:.3f})",

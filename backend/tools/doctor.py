@@ -39,7 +39,7 @@ def report(cfg=None) -> list[tuple[str, str]]:
 
     from backend.config import RunConfig
     from backend.policy import fastattn
-    from backend.policy.fast_train import unsloth_status
+    from backend.policy.load import unsloth_status
     from backend.policy.fastgen import why_unsupported
     from backend.policy.model import pick_device
 

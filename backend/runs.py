@@ -79,7 +79,7 @@ def create_run(run_dir: Path, cfg: RunConfig, code: str) -> Store:
 def start(cfg: RunConfig, run_dir: Path | None, quiet: bool = False) -> tuple[Path, dict]:
     """Create a run and train it to the end. Returns (run_dir, summary)."""
     from backend.loop import Engine
-    from backend.policy.fast_train import load_fast_policy
+    from backend.policy.load import load_fast_policy
 
     code = harness_code(cfg)
     from backend.envs import make_env
