@@ -232,7 +232,8 @@ def format_summary(s: dict) -> str:
     if s.get("wall_s") is not None:
         lines.append(f"wall_s:             {s['wall_s']:.1f}")
     for item in s.get("lineage") or []:
-        lines.append(f"lineage:            v{item.get('version')} <- {item.get('title') or item.get('note') or ''}"[:160])
+        what = item.get("title") or item.get("note") or ""
+        lines.append(f"lineage:            v{item.get('version')} <- {what}"[:160])
     return "\n".join(lines)
 
 

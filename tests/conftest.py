@@ -3,7 +3,6 @@ default model is cached once per session so real-model tests stay quick."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest

@@ -128,7 +128,8 @@ def test_canonical_solutions_raise_no_false_alarms(env, harness):
 
 
 def test_extract_code_and_examples():
-    assert extract_code("a\n```python\nx = 1\n```\nb\n```py\ndef f():\n  pass\n```", "f") == ("def f():\n  pass\n", True)
+    text = "a\n```python\nx = 1\n```\nb\n```py\ndef f():\n  pass\n```"
+    assert extract_code(text, "f") == ("def f():\n  pass\n", True)
     assert extract_code("```python\ndef f():\n    return 1", "f") == ("def f():\n    return 1", True)  # cut off
     assert extract_code("Sure! def f(): return 2", "f") == ("Sure! def f(): return 2", False)
     assert extract_code("Sure!\ndef f():\n    return 2", "f") == ("def f():\n    return 2", False)

@@ -459,4 +459,5 @@ def test_namespace_escapes_found_by_the_fuzz_stay_closed_in_process(body):
 ])
 def test_frame_and_mro_walks_are_refused(body, msg):
     with pytest.raises(HarnessError, match=msg):
-        Harness.from_code(replace_name(BASE, "reward_format", "def reward_format(r):\n" + textwrap.indent(body, "    ")))
+        code = replace_name(BASE, "reward_format", "def reward_format(r):\n" + textwrap.indent(body, "    "))
+        Harness.from_code(code)

@@ -1,7 +1,6 @@
 """Resource limits: a full disk stops the run cleanly (state saved, clear
 message, non-zero exit); GPU out-of-memory lowers the batch and carries on."""
 
-import os
 import subprocess
 import sys
 import uuid

@@ -159,7 +159,8 @@ def test_spawning_a_shell(decoy, report):
     if report["mode"] != "plain" or os.geteuid() != 0:  # RLIMIT_NPROC does not bind root
         assert blocked.status == "error" and blocked.detail["error_type"] in ("BlockingIOError", "PermissionError")
     before = snapshot(decoy)
-    shell = f"import subprocess; print(subprocess.run(['/bin/sh', '-c', 'rm -rf {decoy}/*; echo x > {decoy}/x; echo ran'], capture_output=True, text=True).stdout)"
+    shell = ("import subprocess; print(subprocess.run(['/bin/sh', '-c', "
+             f"'rm -rf {decoy}/*; echo x > {decoy}/x; echo ran'], capture_output=True, text=True).stdout)")
     r = run_python(shell)
     if report["mode"] == "plain":
         pytest.skip("plain mode: a shell has your permissions here")

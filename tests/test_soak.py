@@ -29,7 +29,7 @@ def test_random_kills_lose_nothing(tmp_path, tiny_overrides):
     rng = random.Random(int(os.environ.get("EVOTUI_SOAK_SEED", "7")))
     survived = 0
     proc = _spawn(["--steps", str(steps), "--run-dir", str(run), *sets])
-    for k in range(kills):
+    for _ in range(kills):
         if rng.random() > 0.15:  # mostly kill once the engine is up; sometimes during start-up
             while not (run / "run.db").exists() and proc.poll() is None:
                 time.sleep(0.05)

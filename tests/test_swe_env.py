@@ -38,7 +38,8 @@ def fix_edits(rec: dict) -> list[dict]:
     out = []
     for m in rec["mutations"]:
         line = files[m["path"]].splitlines()[m["line"] - 1]
-        out.append({"path": m["path"], "old": line, "new": line[:m["col"]] + m["old"] + line[m["col"] + len(m["new"]):]})
+        fixed = line[:m["col"]] + m["old"] + line[m["col"] + len(m["new"]):]
+        out.append({"path": m["path"], "old": line, "new": fixed})
     return out
 
 

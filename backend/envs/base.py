@@ -82,7 +82,8 @@ class Env(Protocol):
 
 def message_prompt(system: str, template: str, task: Task) -> list[dict[str, Any]]:
     """Chat messages for a single-turn task from the harness's PROMPT."""
-    user = template.format(question=task.question, **{k: v for k, v in task.meta.items() if isinstance(v, (str, int, float))})
+    fields = {k: v for k, v in task.meta.items() if isinstance(v, (str, int, float))}
+    user = template.format(question=task.question, **fields)
     msgs = []
     if system:
         msgs.append({"role": "system", "content": system})

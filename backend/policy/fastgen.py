@@ -439,7 +439,8 @@ class FastEngine:
         n, P = len(prompts), max(len(p) for p in prompts)
         B = _round_batch(n)
         if P + max_new > len(self.freqs):
-            raise ValueError(f"prompt ({P}) + max_new_tokens ({max_new}) exceeds the model's {len(self.freqs)} positions")
+            raise ValueError(f"prompt ({P}) + max_new_tokens ({max_new}) exceeds the model's "
+                             f"{len(self.freqs)} positions")
         if self.window and P + max_new > self.window:
             raise ValueError(f"fast engine: {P + max_new} tokens exceed the sliding window ({self.window})")
         ws = self._workspace(B, P + max_new)

@@ -160,7 +160,7 @@ def load_policy(cfg: ModelConfig, adapter_dir: str | os.PathLike | None = None) 
                           target_modules=list(cfg.target_modules), task_type="CAUSAL_LM")
         model = get_peft_model(base, lcfg)
     # Adapters train in fp32 even on a bf16 base: tiny, and far more stable.
-    for n, p in model.named_parameters():
+    for p in model.parameters():
         if p.requires_grad:
             p.data = p.data.float()
     model.to(device)

@@ -3,7 +3,8 @@
 Both the fast decode engine (fastgen.py) and the memory planner (memory.py)
 size their work from a `Spec`; it lives here so neither imports the other.
 
-    >>> Spec(layers=30, hidden=576, heads=9, kv_heads=3, head_dim=64, inter=1536, vocab=49152, eps=1e-5).kv_bytes_per_token()
+    >>> spec = Spec(layers=30, hidden=576, heads=9, kv_heads=3, head_dim=64, inter=1536, vocab=49152, eps=1e-5)
+    >>> spec.kv_bytes_per_token()  # SmolLM2-135M, bf16: K and V of every layer
     23040
 """
 

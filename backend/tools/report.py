@@ -58,7 +58,8 @@ def svg_plot(series: dict[str, list[tuple]], title: str, ylabel: str, w: int = 6
     """A line plot (mean) with a shaded min-max band per arm, as standalone SVG."""
     pts = [p for s in series.values() for p in s]
     if not pts:
-        return f'<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="40"><text x="10" y="25">{title}: no data</text></svg>'
+        return (f'<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="40">'
+                f'<text x="10" y="25">{title}: no data</text></svg>')
     x0, x1 = min(p[0] for p in pts), max(p[0] for p in pts) or 1
     y0, y1 = 0.0, max(1.0, max(p[3] for p in pts))
     L, R, T, B = 50, 110, 30, 40
@@ -81,7 +82,8 @@ def svg_plot(series: dict[str, list[tuple]], title: str, ylabel: str, w: int = 6
     for i, (arm, s) in enumerate(series.items()):
         c = COLORS.get(arm, ["#2ca02c", "#d62728", "#9467bd"][i % 3])
         if len(s) > 1:
-            band = [f"{sx(p[0]):.1f},{sy(p[3]):.1f}" for p in s] + [f"{sx(p[0]):.1f},{sy(p[2]):.1f}" for p in reversed(s)]
+            band = ([f"{sx(p[0]):.1f},{sy(p[3]):.1f}" for p in s]
+                    + [f"{sx(p[0]):.1f},{sy(p[2]):.1f}" for p in reversed(s)])
             out.append(f'<polygon points="{" ".join(band)}" fill="{c}" fill-opacity="0.15" stroke="none"/>')
         line = " ".join(f"{sx(p[0]):.1f},{sy(p[1]):.1f}" for p in s)
         out.append(f'<polyline points="{line}" fill="none" stroke="{c}" stroke-width="2"/>')
@@ -145,10 +147,12 @@ def write_report(run_dirs: list[Path], out: Path) -> tuple[Path, str]:
                           f"Backtest: {i.get('bt_verdict') or 'n/a'} {keys}")
     md += ["", "## Blocked by validity diagnostics", ""]
     blocked = [(arm, r, i) for arm, runs in arms.items() for r in runs for i in r["blocked"]]
-    md += [f"- **{arm} s{r['seed']}** #{i['id']} {i['title'] or ''}: {i['reason']}" for arm, r, i in blocked] or ["- none"]
+    md += ([f"- **{arm} s{r['seed']}** #{i['id']} {i['title'] or ''}: {i['reason']}" for arm, r, i in blocked]
+           or ["- none"])
     md += ["", "## Skills created", ""]
     skills = [(arm, sk) for arm, runs in arms.items() for r in runs for sk in r["skills"]]
-    md += [f"- **{arm}** {sk['name']} ({sk['domain']}): trigger {sk['trigger_json']}" for arm, sk in skills] or ["- none"]
+    md += ([f"- **{arm}** {sk['name']} ({sk['domain']}): trigger {sk['trigger_json']}" for arm, sk in skills]
+           or ["- none"])
     md += ["", "## Runs", ""] + [f"- {arm}: `{r['dir']}` ({r['status']})" for arm, runs in arms.items() for r in runs]
     path = out / "report.md"
     path.write_text("\n".join(md) + "\n")
