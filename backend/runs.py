@@ -94,9 +94,33 @@ def start(cfg: RunConfig, run_dir: Path | None, quiet: bool = False) -> tuple[Pa
     return run_dir, _drive(Engine(run_dir, cfg, store, quiet=quiet, lm=lm), store, quiet)
 
 
+LIVE_SETTINGS = {"evolve.auto_promote": "auto_promote"}
+"""Config keys whose live value is a column of `runs`: an operator changes them while the run
+lives (the TUI's toggle, a command, a flag given with --resume), and the engine reads the column,
+never the config it started with."""
+
+
+def live_settings(cfg: RunConfig, overrides: list[str] | None) -> dict:
+    """The `runs` columns that `overrides` (KEY=VALUE) set, with their values in `cfg`.
+
+    >>> live_settings(RunConfig(), ["evolve.auto_promote=true"])
+    {'auto_promote': 1}
+    """
+    keys = {o.split("=", 1)[0].strip() for o in overrides or []}
+    out = {}
+    for key, column in LIVE_SETTINGS.items():
+        if key in keys:
+            section, name = key.split(".")
+            out[column] = int(getattr(getattr(cfg, section), name))
+    return out
+
+
 def resume(run_dir: Path, steps: int | None = None, overrides: list[str] | None = None,
            quiet: bool = False) -> tuple[Path, dict]:
-    """Continue a stopped or crashed run from its last completed step."""
+    """Continue a stopped or crashed run from its last completed step.
+
+    Settings in `overrides` that an operator may change while a run lives (LIVE_SETTINGS, e.g.
+    `--auto-promote`) are written to the `runs` row, where the engine reads them."""
     from backend.loop import Engine
 
     store = Store.open(run_dir, create=False)
@@ -112,7 +136,7 @@ def resume(run_dir: Path, steps: int | None = None, overrides: list[str] | None 
     if run["pid"] and run["status"] == "running" and _alive(run["pid"]) and run["pid"] != os.getpid():
         raise StoreError(f"{run_dir} is already running (pid {run['pid']})")
     check_proposer(cfg)
-    store.set_run(steps_total=cfg.steps)
+    store.set_run(steps_total=cfg.steps, **live_settings(cfg, overrides))
     if not quiet:
         print(f"resuming {run_dir} after step {store.last_step()}", flush=True)
     return Path(run_dir), _drive(Engine(Path(run_dir), cfg, store, quiet=quiet), store, quiet)
