@@ -79,9 +79,21 @@ class TrainConfig:
 
 @dataclass
 class EvalConfig:
+    """Two frozen held-out sets, never mixed, evaluated greedily at the same points.
+
+    validation: the gate may read it (the post-promotion watch, rollback, skill
+    learning). test: reported only; nothing in the loop reads it. Each domain
+    draws them disjointly (math: separate seed ranges; code, swe: a hash split
+    of the held-out tasks)."""
+
     every: int = 10
     """Held-out evaluation every N steps (and at the start and the end)."""
-    n_tasks: int = 32
+    n_val: int = 32
+    """Validation problems (at most what the domain holds out)."""
+    n_test: int = 32
+    """Test problems (at most what the domain holds out); the report's headline number."""
+    n_tasks: int = 0
+    """Deprecated: when > 0, the size of both sets unless `n_val` / `n_test` are given."""
     seed: int = 1234
     max_new_tokens: int = 128
 
@@ -116,12 +128,21 @@ class EvolveConfig:
     population: int = 4
     """Harness versions kept as parents to branch from."""
     min_gain: float = 0.02
-    """Least improvement in reward-evaluator agreement or dead-group share for a pass."""
+    """A pass needs the 95% interval's lower bound of the targeted metric's gain above this."""
+    min_effect: float = 0.1
+    """The true gain a probe is sized to detect with power 0.8 at alpha 0.05 (docs/gate.md);
+    a decision whose sample could not is flagged underpowered."""
+    probe_max_tasks: int = 128
+    """On CUDA, probes get as many prompts as the power calculation asks for, at most this many."""
+    cooldown_after: int = 3
+    """A change kind (template, or kind:name) that failed or was inconclusive this many times in a row..."""
+    cooldown_rounds: int = 3
+    """...is not proposed again for this many rounds."""
     rollback_drop: float = 0.1
     """Held-out accuracy drop after a promotion that triggers a rollback."""
     backtest_timeout_s: float = 60.0
     probe_tasks: int = 2
-    """Tasks per arm in a probe run for changes replay cannot judge."""
+    """Tasks per arm in a probe run for changes replay cannot judge (on the CPU; the least on CUDA)."""
     plant_trap: bool = False
     """Submit the domain's planted exploitable harness once, to show validity diagnostics block it."""
     llm: LLMProposerConfig = field(default_factory=LLMProposerConfig)
@@ -286,8 +307,12 @@ def validate(cfg: RunConfig) -> RunConfig:
             bad(f"train.{name} must be at least 1, got {getattr(t, name)}")
     if cfg.steps < 0:
         bad(f"steps must be >= 0, got {cfg.steps}")
-    if cfg.eval.every < 1 or cfg.eval.n_tasks < 1:
-        bad("eval.every and eval.n_tasks must be at least 1")
+    if cfg.eval.every < 1 or cfg.eval.n_val < 1 or cfg.eval.n_test < 1:
+        bad("eval.every, eval.n_val and eval.n_test must be at least 1")
+    if not 0 <= cfg.evolve.min_gain < cfg.evolve.min_effect:
+        bad(f"evolve.min_effect ({cfg.evolve.min_effect}) must be above evolve.min_gain ({cfg.evolve.min_gain}) >= 0")
+    if cfg.evolve.cooldown_after < 1 or cfg.evolve.cooldown_rounds < 0 or cfg.evolve.probe_max_tasks < 1:
+        bad("evolve.cooldown_after and evolve.probe_max_tasks must be at least 1, evolve.cooldown_rounds >= 0")
     if cfg.evolve.every < 1 or cfg.evolve.window < 1 or cfg.evolve.candidates < 1:
         bad("evolve.every, evolve.window and evolve.candidates must be at least 1")
     if cfg.evolve.proposer not in ("offline", "llm"):
@@ -312,6 +337,15 @@ def _looks_like_hub_id(name: str) -> bool:
     return len(parts) == 2 and all(parts) and not name.startswith((".", "/", "~"))
 
 
+def _aliases(data: dict) -> dict:
+    """Deprecated keys: eval.n_tasks sizes both held-out sets unless they are given."""
+    ev = data.get("eval")
+    if isinstance(ev, dict) and isinstance(ev.get("n_tasks"), int) and ev["n_tasks"] > 0:
+        ev.setdefault("n_val", ev["n_tasks"])
+        ev.setdefault("n_test", ev["n_tasks"])
+    return data
+
+
 def load_config(path: str | os.PathLike | None = None, overrides: list[str] | None = None) -> RunConfig:
     """Read a TOML file (optional), apply `--set` overrides, validate."""
     data: dict = {}
@@ -324,11 +358,11 @@ def load_config(path: str | os.PathLike | None = None, overrides: list[str] | No
         except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
             raise ConfigError(f"{p}: not valid TOML ({e})") from None
     apply_overrides(data, overrides or [])
-    return validate(_build(RunConfig, data))
+    return validate(_build(RunConfig, _aliases(data)))
 
 
 def config_from_dict(data: dict) -> RunConfig:
-    return validate(_build(RunConfig, data))
+    return validate(_build(RunConfig, _aliases(data)))
 
 
 def to_dict(cfg: RunConfig) -> dict:

@@ -18,12 +18,26 @@ def _context(engine, step: int):
                          probe=lambda h, n: probe(engine, h, n, step), log=lambda lvl, msg: engine.say(msg, lvl, step))
 
 
+def probe_size(engine, n_tasks: int) -> int:
+    """Prompts per probe arm: on CUDA as many as the power calculation asks for to detect
+    `evolve.min_effect` (docs/gate.md; at most `evolve.probe_max_tasks`), on the CPU `n_tasks`."""
+    from backend.evolve.stats import probe_plan
+
+    ev = engine.cfg.evolve
+    cuda = str(getattr(engine.lm, "device", "cpu")).startswith("cuda")
+    last = engine.store.latest_eval("validation")  # the incumbent's accuracy sets the variance
+    plan = probe_plan(ev.min_effect, ev.min_gain, engine.cfg.train.group_size, n_tasks, ev.probe_max_tasks, cuda,
+                      last["accuracy"] if last else None)
+    return plan.tasks
+
+
 def probe(engine, harness, n_tasks: int, step: int) -> list[dict]:
-    """A small batch from the current policy under `harness`, as rollout rows (not stored)."""
+    """A batch from the current policy under `harness`, as rollout rows (not stored). Every arm
+    of a round's probes draws the same prompts with the same sampling seeds (one seed per step)."""
     from backend.rollout import group_stats, rollout_row
 
     rng = engine.seed_step(10_000_000 + step)
-    tasks = engine.env.sample_tasks(n_tasks, rng, harness.curriculum)
+    tasks = engine.env.sample_tasks(probe_size(engine, n_tasks), rng, harness.curriculum)
     items, _ = engine.collect(tasks, harness, engine.cfg.train.group_size)
     group_stats(items, harness)
     mnt = int(harness.sampling.get("max_new_tokens", 128))

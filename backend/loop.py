@@ -6,8 +6,9 @@ rollouts per task, score them with the evaluator (truth) and the harness
 update, checkpoint the LoRA adapter, and commit everything for the step in
 one transaction. Every `evolve.every` steps an evolution round diagnoses,
 proposes, backtests and (maybe) promotes a harness change. Every
-`eval.every` steps, and at the start and the end, the frozen held-out set is
-evaluated greedily: that accuracy is the run's headline number.
+`eval.every` steps, and at the start and the end, the two frozen held-out sets
+are evaluated greedily: validation (the gate may read it) and test (the run's
+reported number; nothing in the loop reads it).
 
 Run it headless with `evotui run --headless --steps 20`.
 """
@@ -24,7 +25,7 @@ import torch
 from backend import evolve_hooks as hooks
 from backend.config import RunConfig
 from backend.errors import EvoError
-from backend.envs import make_env
+from backend.envs import held_out_sets, make_env
 from backend.harness.loader import Harness
 from backend.policy import checkpoint as ckpt
 from backend.policy.generate import make_engine
@@ -232,22 +233,22 @@ class Engine:
 
     # ------------------------------------------------------------ held-out
     def evaluate(self, step: int) -> float:
+        """Greedy accuracy on both held-out sets, stored as `evals` rows labelled by split.
+        Returns the validation accuracy: the gate reads only that; test is reported only."""
         t0 = time.perf_counter()
-        tasks = self.env.heldout_tasks()[: self.cfg.eval.n_tasks]
+        sets = held_out_sets(self.env, self.cfg.eval.n_val, self.cfg.eval.n_test)
+        tasks = sets["validation"] + sets["test"]
         items, _ = self.collect(tasks, self.harness, 1, greedy=True, max_new_tokens=self.cfg.eval.max_new_tokens)
-        acc = sum(s.verdict.correct for s in items) / max(len(items), 1)
-        agr = agreement([s.reward for s in items], [s.verdict.correct for s in items], self.harness.weights)
-        results = [{"task_id": s.task.id, "correct": bool(s.verdict.correct), "status": s.verdict.status,
-                    "reward": s.reward} for s in items]
-        with self.store.tx():
-            self.store.insert("evals", {
-                "step": step, "created_at": now(), "policy_version": self.policy_version,
-                "harness_version": self.harness_version, "n": len(items), "accuracy": acc, "agreement": agr,
-                "results_json": dumps(results), "ms": (time.perf_counter() - t0) * 1000})
-            self.store.update("runs", 1, {"heldout_acc": acc})
-            if self.policy_version:
-                self.store.update("policy_versions", self.policy_version, {"heldout_acc": acc})
-        return acc
+        cut = len(sets["validation"])
+        by_split = {"validation": items[:cut], "test": items[cut:]}
+        results = {k: [{"task_id": s.task.id, "correct": bool(s.verdict.correct), "status": s.verdict.status,
+                        "reward": s.reward} for s in v] for k, v in by_split.items()}
+        agr = {k: agreement([s.reward for s in v], [s.verdict.correct for s in v], self.harness.weights)
+               for k, v in by_split.items()}
+        acc = self.store.record_evals(step, results, agr, self.policy_version, self.harness_version,
+                                      (time.perf_counter() - t0) * 1000)
+        self.say(f"test accuracy at step {step}: {acc['test']:.3f} (reported only)", step=step)
+        return acc["validation"]
 
     # ------------------------------------------------------------ commands
     def handle_commands(self, step: int) -> None:
@@ -282,7 +283,7 @@ class Engine:
         try:
             if not self.store.count("evals"):
                 acc = self.evaluate(0)
-                self.say(f"held-out accuracy at start: {acc:.3f}", step=0)
+                self.say(f"validation accuracy at start: {acc:.3f}", step=0)
             progress = StepProgress(cfg.steps, quiet=self.quiet)
             for step in range(start, cfg.steps + 1):
                 self.handle_commands(step)
@@ -296,7 +297,7 @@ class Engine:
                     self.reload_harness()
                 if step % cfg.eval.every == 0 or step == cfg.steps:
                     acc = self.evaluate(step)
-                    self.say(f"held-out accuracy at step {step}: {acc:.3f}", step=step)
+                    self.say(f"validation accuracy at step {step}: {acc:.3f}", step=step)
                     hooks.after_eval(self, step, acc)
             final = "stopped" if self.stop_requested and self.store.last_step() < cfg.steps else "finished"
             self.store.set_run(status=final, pid=None)

@@ -211,12 +211,17 @@ def _record_crash(store: Store, e: BaseException) -> None:
 
 def summary(store: Store, seconds: float | None = None) -> dict:
     run = store.run()
-    evals = store.rows("SELECT step, accuracy FROM evals ORDER BY id")
+    from backend.store.views import has_columns
+
+    split = "WHERE split = 'test'" if has_columns(store, "evals", ("split",)) else ""
+    evals = store.rows(f"SELECT step, accuracy FROM evals {split} ORDER BY id")  # the reported set
+    val = store.latest_eval("validation") if split else None
     steps = store.rows("SELECT dead_group_frac, agreement, total_ms FROM steps ORDER BY step")
     s = {
         "run": run["name"], "status": run["status"], "steps": store.last_step(),
         "heldout_acc": evals[-1]["accuracy"] if evals else None,
         "heldout_acc_start": evals[0]["accuracy"] if evals else None,
+        "val_acc": val["accuracy"] if val else None,
         "dead_group_frac_first": steps[0]["dead_group_frac"] if steps else None,
         "dead_group_frac_last": steps[-1]["dead_group_frac"] if steps else None,
         "agreement_last": steps[-1]["agreement"] if steps else None,
@@ -244,7 +249,8 @@ def format_summary(s: dict) -> str:
              f"run:                {s['run']}",
              f"status:             {s['status']}",
              f"steps:              {s['steps']}",
-             f"heldout_acc:        {f(s['heldout_acc'])} (start {f(s['heldout_acc_start'])})",
+             f"heldout_acc:        {f(s['heldout_acc'])} (start {f(s['heldout_acc_start'])}; test set)",
+             f"val_acc:            {f(s.get('val_acc'))} (validation set, read by the gate)",
              f"dead_group_frac:    {f(s['dead_group_frac_last'])} (first step {f(s['dead_group_frac_first'])})",
              f"agreement:          {f(s['agreement_last'])}",
              f"mean_step_s:        {f(s['mean_step_s'], '{:.1f}')}",

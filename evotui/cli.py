@@ -5,7 +5,7 @@
     evotui run --headless --resume RUN_DIR
     evotui open RUN_DIR             attach the TUI to a run
     evotui runs                     list runs with status, step, held-out accuracy
-    evotui approve RUN ID / veto RUN ID --reason TEXT
+    evotui approve RUN ID [--inconclusive] / veto RUN ID --reason TEXT
     evotui skills list|show|export|import
 """
 
@@ -50,6 +50,9 @@ def _parser() -> argparse.ArgumentParser:
         c.add_argument("id", type=int)
         if verb == "veto":
             c.add_argument("--reason", default="vetoed from the shell")
+        else:
+            c.add_argument("--inconclusive", action="store_true",
+                           help="approve an inconclusive candidate (its interval does not clear min_gain)")
     for verb in ("pause", "resume", "stop"):
         c = sub.add_parser(verb, help=f"{verb} a running engine")
         c.add_argument("run_dir")
@@ -204,11 +207,17 @@ def _command(args) -> int:
 
     store = Store.open(_run_dir(args.run_dir), create=False, busy_s=SHELL_BUSY_S)
     if args.cmd in ("approve", "veto"):
-        if store.get("interventions", args.id) is None:
+        row = store.get("interventions", args.id)
+        if row is None:
             raise UsageError(f"run has no intervention {args.id}")
         arg = {"id": args.id}
         if args.cmd == "veto":
             arg["reason"] = args.reason
+        elif row["status"] == "inconclusive" and not args.inconclusive:
+            raise UsageError(f"intervention {args.id} is inconclusive ({row['reason'] or 'no clear gain'}); "
+                             "pass --inconclusive to approve it anyway")
+        elif args.inconclusive:
+            arg["inconclusive"] = True
         cid = store.send_command(args.cmd, arg, source="cli")
     else:
         cid = store.send_command(args.cmd, {}, source="cli")

@@ -131,3 +131,17 @@ def make_probe(seed: int = 0, groups: int = 2, group_size: int = 4):
         rows, _ = score_rows(h, tasks, comps, 0, 0)
         return rows
     return probe
+
+
+def add_eval(store: Store, step: int, correct: list[bool], split: str = "validation") -> float:
+    """Store one held-out evaluation of `split` with per-problem outcomes (problem i is
+    `{split}:{i}` at every step, so evaluations pair up problem by problem)."""
+    run = store.run()
+    results = [{"task_id": f"{split}:{i}", "correct": bool(c), "status": "correct" if c else "wrong",
+                "reward": float(c)} for i, c in enumerate(correct)]
+    return store.record_evals(step, {split: results}, {}, run["policy_version"], run["harness_version"])[split]
+
+
+def outcomes(n: int, right: int) -> list[bool]:
+    """`right` of `n` problems correct: the first ones, so a larger count is a superset."""
+    return [i < right for i in range(n)]

@@ -27,8 +27,10 @@ def test_compare_then_report(tmp_path, tiny_overrides):
         assert (out / f"{arm}-s0" / "run.db").exists()
     report = (out / "report" / "report.md").read_text()
     assert "| static |" in report and "| coevolve |" in report and "| control |" in report
-    for svg in ("heldout.svg", "dead_groups.svg", "agreement.svg"):
+    for svg in ("test.svg", "validation.svg", "dead_groups.svg", "agreement.svg"):
         assert (out / "report" / svg).read_text().startswith("<svg")
+    assert "## Repeated promotions (must be 0)\n\n- 0\n" in report
+    assert "## Test accuracy against the static harness" in report and "## Decisions" in report
     # the planted exploitable reward was blocked by a validity diagnostic, with evidence
     assert "## Blocked by validity diagnostics" in report
     blocked = report.split("## Blocked by validity diagnostics")[1].split("##")[0]

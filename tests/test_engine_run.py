@@ -21,12 +21,15 @@ def test_short_real_run(tmp_path, tiny_overrides):
     p = evotui("run", "--headless", "--steps", "2", "--run-dir", str(run), *sets,
                "--set", "evolve.enabled=false", timeout=600)
     assert p.returncode == 0, p.stderr[-2000:]
-    assert "heldout_acc:" in p.stdout and "status:             finished" in p.stdout
+    assert "heldout_acc:" in p.stdout and "val_acc:" in p.stdout and "status:             finished" in p.stdout
     s = Store.open(run, readonly=True)
     assert [r["step"] for r in s.rows("SELECT step FROM steps ORDER BY step")] == [1, 2]
     assert s.count("rollouts") == 2 * 2 * 2
     assert s.count("diagnoses") > 0
-    assert [r["step"] for r in s.rows("SELECT step FROM evals ORDER BY id")] == [0, 2]
+    assert [(r["step"], r["split"]) for r in s.rows("SELECT step, split FROM evals ORDER BY id")] == \
+        [(0, "validation"), (0, "test"), (2, "validation"), (2, "test")]
+    run_row = s.run()
+    assert run_row["val_acc"] is not None and run_row["heldout_acc"] == run_row["test_acc"]
     row = s.rows("SELECT * FROM rollouts LIMIT 1")[0]
     assert row["completion_tokens"] > 0 and row["verdict"] in ("correct", "wrong", "no_answer")
     step = s.rows("SELECT * FROM steps WHERE step = 1")[0]

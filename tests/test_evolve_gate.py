@@ -3,15 +3,15 @@
 import pytest
 
 from backend.evolve import after_eval, apply_command, promote, run_round
-from synthetic_run import build_run, context, make_probe
-from backend.store import loads, now
+from backend.store import loads
+from synthetic_run import add_eval, build_run, context, make_probe, outcomes
 
 
 @pytest.fixture
 def run(tmp_path):
     """A supervised run after one round: candidates wait for the operator."""
     s = build_run(tmp_path / "run.db", steps=6)
-    s.insert("evals", {"step": 5, "created_at": now(), "accuracy": 0.30, "n": 32})
+    add_eval(s, 5, outcomes(40, 12))  # validation 0.30
     ctx = context(s, probe=make_probe())
     out = run_round(ctx)
     yield s, ctx, out
@@ -77,6 +77,7 @@ def test_held_out_drop_rolls_back_to_the_replaced_version(run):
     iid = _lenient(store)["id"]
     assert promote(ctx, iid, "test") == 2
     ctx.step = 10
+    add_eval(store, 10, outcomes(40, 2))
     decision = after_eval(ctx, 0.05)  # 0.30 -> 0.05 is beyond rollback_drop 0.1
     assert decision == {"rollback_to_harness": 1, "restore_policy_step": 6}
     assert store.run()["harness_version"] == 1 and ctx.harness_version == 1
@@ -91,9 +92,13 @@ def test_held_out_drop_rolls_back_to_the_replaced_version(run):
 def test_eval_at_the_promotion_step_only_refreshes_the_baseline(run):
     store, ctx, out = run
     promote(ctx, _lenient(store)["id"], "test")
+    add_eval(store, 6, outcomes(40, 20))
     assert after_eval(ctx, 0.5) is None  # same step: no training under v2 yet
     ctx.step = 10
-    assert after_eval(ctx, 0.45) is None  # 0.5 -> 0.45 is within rollback_drop
+    add_eval(store, 10, outcomes(40, 18))
+    assert after_eval(ctx, 0.45) is None  # 0.5 -> 0.45 is within rollback_drop, and not significant
+    assert store.get("interventions", _lenient(store)["id"])["status"] == "promoted"
+    assert store.count("skills") == 0
 
 
 def test_a_promotion_that_helps_becomes_a_skill(run):
@@ -101,12 +106,39 @@ def test_a_promotion_that_helps_becomes_a_skill(run):
     iid = _lenient(store)["id"]
     promote(ctx, iid, "test")
     ctx.step = 10
-    assert after_eval(ctx, 0.42) is None
+    add_eval(store, 10, outcomes(40, 20))  # 12 -> 20 of the same 40 problems: 8 discordant, all gains
+    assert after_eval(ctx, 0.5) is None
     (card,) = store.rows("SELECT * FROM skills")
     assert card["name"] == "lenient_extraction" and card["helped"] == 1 and card["domain"] == "math"
     trigger, change, evidence = (loads(card[k]) for k in ("trigger_json", "change_json", "evidence_json"))
     assert trigger["labels"] == ["no_answer_tag"] and "no_answer_tag" in trigger["signature"]
     assert change["op"] == "replace" and change["name"] == "extract_answer"
     assert change["source"].startswith("def extract_answer(r):")
-    assert evidence["deltas"] == [pytest.approx(0.12)] and evidence["interventions"] == [iid]
+    assert evidence["deltas"] == [pytest.approx(0.2)] and evidence["interventions"] == [iid]
+    (gain,) = evidence["gains"]  # the card keeps the interval and the sample sizes
+    assert gain["n"] == 40 and gain["discordant"] == 8 and 0 < gain["ci_low"] < 0.2 < gain["ci_high"]
+    assert gain["p_value"] < 0.01 and gain["test"] == "mcnemar-exact"
     assert evidence["backtests"][0]["agreement_new"] > evidence["backtests"][0]["agreement_old"]
+
+
+def test_a_gain_within_the_noise_teaches_nothing(run):
+    store, ctx, out = run
+    iid = _lenient(store)["id"]
+    promote(ctx, iid, "test")
+    ctx.step = 10
+    add_eval(store, 10, outcomes(40, 13))  # one more problem of 40: the interval straddles zero
+    assert after_eval(ctx, 0.325) is None
+    assert store.count("skills") == 0
+    gain = loads(store.get("interventions", iid)["params_json"])["watch"]["gain"]
+    assert gain["n"] == 40 and gain["ci_low"] < 0 < gain["ci_high"]
+
+
+def test_only_the_validation_split_is_read(run):
+    store, ctx, out = run
+    iid = _lenient(store)["id"]
+    promote(ctx, iid, "test")
+    ctx.step = 10
+    add_eval(store, 10, outcomes(40, 40), split="test")  # a perfect test score must not teach a skill
+    add_eval(store, 10, outcomes(40, 12))
+    assert after_eval(ctx) is None and store.count("skills") == 0
+    assert loads(store.get("interventions", iid)["params_json"])["watch"]["accuracy"] == pytest.approx(0.3)

@@ -7,20 +7,21 @@ import pytest
 from backend.evolve import after_eval, promote, run_round
 from backend.evolve import ops
 from backend.evolve.skills import SkillError, global_library, retrieve
-from synthetic_run import build_run, context, make_probe
-from backend.store import loads, now
+from synthetic_run import add_eval, build_run, context, make_probe, outcomes
+from backend.store import loads
 
 
 @pytest.fixture
 def learned(tmp_path):
     """A run that promoted lenient extraction and saw the held-out accuracy rise."""
     s = build_run(tmp_path / "a" / "run.db", steps=6)
-    s.insert("evals", {"step": 5, "created_at": now(), "accuracy": 0.3, "n": 32})
+    add_eval(s, 5, outcomes(40, 12))
     ctx = context(s, probe=make_probe())
     run_round(ctx)
     iid = next(r["id"] for r in s.rows("SELECT * FROM interventions") if "Lenient" in r["title"])
     promote(ctx, iid, "test")
     ctx.step = 10
+    add_eval(s, 10, outcomes(40, 20))  # a paired validation gain whose interval is above zero
     after_eval(ctx, 0.5)
     yield s
     s.close()
@@ -101,11 +102,12 @@ def test_missing_paths(learned, tmp_path):
 def test_global_library_under_evotui_home(tmp_path, monkeypatch):
     monkeypatch.setenv("EVOTUI_HOME", str(tmp_path / "home"))
     s = build_run(tmp_path / "a" / "run.db", steps=6)
-    s.insert("evals", {"step": 5, "created_at": now(), "accuracy": 0.3, "n": 32})
+    add_eval(s, 5, outcomes(40, 12))
     ctx = context(s, probe=make_probe())
     run_round(ctx)
     promote(ctx, next(r["id"] for r in s.rows("SELECT * FROM interventions") if "Lenient" in r["title"]), "t")
     ctx.step = 10
+    add_eval(s, 10, outcomes(40, 20))  # a paired validation gain whose interval is above zero
     after_eval(ctx, 0.5)
     assert global_library() == tmp_path / "home" / "skills.json"
     assert [c["name"] for c in ops.skills_list(global_library())] == ["lenient_extraction"]

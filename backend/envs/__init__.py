@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+
 
 def make_env(cfg):
     """The environment for a run's domain (imports lazily: each domain has its own deps)."""
@@ -12,7 +14,7 @@ def make_env(cfg):
     if d == "math":
         from .math import MathEnv
 
-        return MathEnv(cfg.math.datasets, cfg.math.heldout_seed, cfg.eval.n_tasks)
+        return MathEnv(cfg.math.datasets, cfg.math.heldout_seed, cfg.eval.n_val)
     if d == "code":
         from .code import CodeEnv
 
@@ -22,3 +24,26 @@ def make_env(cfg):
 
         return SweEnv(cfg.swe)
     raise ValueError(f"unknown domain '{d}'")
+
+
+SPLITS = ("validation", "test")
+
+
+def _in_validation(task_id: str) -> bool:
+    # Its own salt: independent of the train / held-out hash (sha256 of the bare id).
+    return hashlib.sha256(f"split:{task_id}".encode()).digest()[0] < 128
+
+
+def held_out_sets(env, n_val: int, n_test: int) -> dict[str, list]:
+    """{"validation": tasks, "test": tasks}, disjoint and frozen.
+
+    An env with `validation_tasks` / `test_tasks` (math: separate seed ranges)
+    draws them itself; otherwise its held-out list is split by a hash of the
+    task id (about half each, the same on every machine), then cut to size.
+    """
+    if hasattr(env, "validation_tasks") and hasattr(env, "test_tasks"):
+        val = list(env.validation_tasks(n_val))
+        return {"validation": val, "test": list(env.test_tasks(n_test, n_val))}
+    held = list(env.heldout_tasks())
+    return {"validation": [t for t in held if _in_validation(t.id)][:n_val],
+            "test": [t for t in held if not _in_validation(t.id)][:n_test]}

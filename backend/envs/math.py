@@ -121,6 +121,44 @@ class MathEnv:
             self._heldout = tasks[: self.heldout_n]
         return self._heldout
 
+    TEST_SEED_OFFSET = 10_000_019
+    """Test items come from seeds this far above the validation seed: reasoning-gym draws item i
+    of seed s from Random(s + i), so the two seed ranges never meet below this many items."""
+
+    def _frozen(self, seed: int, n: int, avoid: set[str] = frozenset()) -> list[Task]:
+        """`n` held-out tasks at the held-out level, spread over the datasets (questions in `avoid` skipped)."""
+        per = -(-n // len(self.datasets))
+        out: list[Task] = []
+        for d in self.datasets:
+            got, size = [], per
+            while len(got) < per:
+                got = [t for t in self._make(d, self.heldout_level, seed, size) if t.question not in avoid][:per]
+                if size >= 4 * per + 16:  # a tiny problem space: take what is unique
+                    break
+                size += per - len(got) + 4
+            out += got
+        return out[:n]
+
+    def validation_tasks(self, n: int | None = None) -> list[Task]:
+        """The validation set (the gate may read it): the held-out seed, as `heldout_tasks` always was."""
+        n = self.heldout_n if n is None else n
+        key = ("validation", n)
+        cache = self.__dict__.setdefault("_splits", {})
+        if key not in cache:
+            cache[key] = self._frozen(self.heldout_seed, n)
+        return cache[key]
+
+    def test_tasks(self, n: int | None = None, n_val: int | None = None) -> list[Task]:
+        """The test set (reported only): its own seed range, and no question the validation set
+        (of `n_val` problems) also asks."""
+        n = self.heldout_n if n is None else n
+        key = ("test", n, n_val)
+        cache = self.__dict__.setdefault("_splits", {})
+        if key not in cache:
+            avoid = {t.question for t in self.validation_tasks(n_val)}
+            cache[key] = self._frozen(self.heldout_seed + self.TEST_SEED_OFFSET, n, avoid)
+        return cache[key]
+
     def evaluate(self, task: Task, completion: str) -> Verdict:
         try:
             pred = extract_lenient(completion)

@@ -2,10 +2,17 @@
 
 Supervised mode holds passed candidates for the operator (approve / veto
 commands); auto-promote mode promotes the best passed candidate of a round.
-A promotion records the held-out accuracy it started from; the next held-out
-evaluation judges it: a drop beyond `rollback_drop` rolls the harness back to
-the version it replaced (and asks the loop to restore the policy checkpoint
-from the promotion step); a gain turns the intervention into a skill card.
+An `inconclusive` candidate is never auto-promoted; the operator may approve
+it only explicitly (the approve command carries `inconclusive: true`).
+
+Everything here reads the validation split only; the test split is reported,
+never read (tests/test_gate_split.py scrambles it to prove that). A promotion
+records the validation evaluation it started from; the next validation
+evaluation judges it, paired problem by problem (`stats.paired_binary`):
+a drop beyond `rollback_drop`, or a significant drop, rolls the harness back
+to the version it replaced (and asks the loop to restore the policy checkpoint
+from the promotion step); a gain whose 95% interval lies above zero turns the
+intervention into a skill card that stores that interval and the sample size.
 """
 
 from __future__ import annotations
@@ -15,13 +22,15 @@ from backend.store import loads, now
 
 from . import interventions as iv
 from . import skills as sk
+from . import stats
 from .aggregate import failure_table
 from .edit import definition
 
 
-def _latest_accuracy(store) -> float | None:
-    row = store.rows("SELECT accuracy FROM evals ORDER BY step DESC, id DESC LIMIT 1")
-    return row[0]["accuracy"] if row else store.run().get("heldout_acc")
+def _validation(store) -> dict:
+    """The latest validation evaluation as {"id", "accuracy"} (empty when there is none)."""
+    row = store.latest_eval("validation")
+    return {"id": row["id"], "accuracy": row["accuracy"]} if row else {}
 
 
 def promote(ctx, intervention_id: int, reason: str) -> int:
@@ -40,8 +49,9 @@ def promote(ctx, intervention_id: int, reason: str) -> int:
             "diff": row["diff"], "status": "active", "intervention_id": intervention_id, "note": row["title"]})
         store.update("interventions", intervention_id, {"child_version": vid, "promoted_step": ctx.step})
         store.update("runs", 1, {"harness_version": vid, "updated_at": now()})
-    iv.set_params(store, intervention_id, watch={"baseline_acc": _latest_accuracy(store), "replaced": replaced,
-                                                 "judged": False})
+    base = _validation(store)
+    iv.set_params(store, intervention_id, watch={"baseline_acc": base.get("accuracy"), "baseline_eval": base.get("id"),
+                                                 "replaced": replaced, "judged": False})
     iv.transition(store, intervention_id, "promoted", reason, version=vid, replaced=replaced, step=ctx.step)
     ctx.harness_version, ctx.harness = vid, harness
     ctx.log("info", f"promoted intervention #{intervention_id} as harness v{vid} ({reason})")
@@ -75,8 +85,12 @@ def rollback(ctx, intervention_id: int, reason: str) -> dict:
     return {"rollback_to_harness": back_to, "restore_policy_step": row["promoted_step"]}
 
 
-def learn_skill(ctx, row: dict, delta: float) -> str:
-    """Turn a promoted intervention that helped into a skill card (or credit the cards that shaped it)."""
+def learn_skill(ctx, row: dict, gain: stats.Effect) -> str | None:
+    """Turn a promoted intervention whose validation gain has its 95% interval above zero
+    into a skill card (or credit the cards that shaped it). Returns the card's name, or None
+    when the evidence does not show a gain."""
+    if not sk.evidence_shows_gain(gain):
+        return None
     store = ctx.store
     p = iv.params(row)
     bt = store.rows("SELECT mode, metrics_json FROM backtests WHERE intervention_id = ? ORDER BY id DESC LIMIT 1",
@@ -85,14 +99,14 @@ def learn_skill(ctx, row: dict, delta: float) -> str:
     summary = {k: m.get(k) for k in ("agreement_old", "agreement_new", "dead_frac_old", "dead_frac_new", "revived")
                if k in m} or m.get("deltas", {})
     run_name = store.run().get("name") or str(store.path.parent)
-    evidence = {"runs": [run_name], "deltas": [round(delta, 4)], "backtests": [summary],
-                "interventions": [row["id"]]}
+    evidence = {"runs": [run_name], "deltas": [round(gain.effect, 4)], "backtests": [summary],
+                "interventions": [row["id"]], "gains": [sk.gain_evidence(gain)]}
     table = failure_table(store, range(max(1, (row["promoted_step"] or 1) - ctx.cfg.evolve.window + 1),
                                        (row["promoted_step"] or 1) + 1))
     used = loads(row["skills_json"], []) or []
     if used:  # it came from skills: credit them instead of writing a near-copy
         sk.bump(store, used, helped=1, evidence=evidence)
-        ctx.log("info", f"skills {', '.join(used)} helped again (held-out {delta:+.3f})")
+        ctx.log("info", f"skills {', '.join(used)} helped again (validation {gain.text()})")
         return used[0]
     name = p.get("name") or (p.get("names") or [""])[0]
     op = p.get("op") if p.get("op") in sk.CHANGE_OPS else "set"  # an LLM's diff becomes "set this definition"
@@ -107,13 +121,27 @@ def learn_skill(ctx, row: dict, delta: float) -> str:
             "change": change, "evidence": evidence, "uses": 0, "helped": 1}
     name, action = sk.upsert(store, card, source=f"run:{run_name}")
     sk.save_global(dict(card, name=name))
-    ctx.log("info", f"skill '{name}' {action} from intervention #{row['id']} (held-out {delta:+.3f})")
+    ctx.log("info", f"skill '{name}' {action} from intervention #{row['id']} (validation {gain.text()})")
     return name
 
 
-def after_eval(ctx, accuracy: float) -> dict | None:
-    """Judge promotions made since the last evaluation against this held-out accuracy."""
+def validation_gain(store, watch: dict, current: dict) -> stats.Effect | None:
+    """Before vs after a promotion, paired over the validation problems both evaluations share."""
+    before, after = store.eval_outcomes(watch.get("baseline_eval")), store.eval_outcomes(current.get("id"))
+    a, b = stats.pair_up(before, after)
+    return stats.paired_binary(a, b, metric="validation_accuracy") if a else None
+
+
+def after_eval(ctx, accuracy: float | None = None) -> dict | None:
+    """Judge promotions made since the last evaluation against the latest validation evaluation.
+    (`accuracy` is the loop's validation accuracy; the store's latest validation row is read for
+    the paired comparison, and its accuracy is used when `accuracy` is not given.)"""
     store, cfg = ctx.store, ctx.cfg.evolve
+    current = _validation(store)
+    if accuracy is None:
+        accuracy = current.get("accuracy")
+    if accuracy is None:
+        return None
     out = None
     for row in store.rows("SELECT * FROM interventions WHERE status = 'promoted' AND promoted_step <= ? "
                           "ORDER BY id DESC", (ctx.step,)):
@@ -122,18 +150,22 @@ def after_eval(ctx, accuracy: float) -> dict | None:
             continue
         if row["promoted_step"] == ctx.step:
             # evaluated before any training under the new harness: a fresher baseline, not a verdict
-            iv.set_params(store, row["id"], watch=dict(watch, baseline_acc=accuracy))
+            iv.set_params(store, row["id"], watch=dict(watch, baseline_acc=accuracy, baseline_eval=current.get("id")))
             continue
         base = watch.get("baseline_acc")
         delta = None if base is None else accuracy - base
+        gain = validation_gain(store, watch, current)
         iv.set_params(store, row["id"], watch=dict(watch, judged=True, accuracy=accuracy, delta=delta,
-                                                   eval_step=ctx.step))
+                                                   eval_step=ctx.step, eval_id=current.get("id"),
+                                                   gain=gain and sk.gain_evidence(gain)))
         active = store.run()["harness_version"] == row["child_version"]
-        if delta is not None and -delta > cfg.rollback_drop and active and out is None:
-            out = rollback(ctx, row["id"], f"held-out accuracy fell {base:.3f} -> {accuracy:.3f} "
-                                           f"(more than rollback_drop {cfg.rollback_drop})")
-        elif delta is not None and delta > 0:
-            learn_skill(ctx, store.get("interventions", row["id"]), delta)
+        dropped = delta is not None and -delta > cfg.rollback_drop
+        if (dropped or (gain is not None and gain.harmful)) and active and out is None:
+            why = f"validation accuracy fell {base:.3f} -> {accuracy:.3f}" if base is not None else "validation fell"
+            why += f" (more than rollback_drop {cfg.rollback_drop})" if dropped else f" significantly ({gain.text()})"
+            out = rollback(ctx, row["id"], why)
+        elif gain is not None:
+            learn_skill(ctx, store.get("interventions", row["id"]), gain)
     return out
 
 
@@ -177,8 +209,13 @@ def _apply(ctx, verb: str, arg: dict) -> tuple[str, str]:
         reason = (arg.get("reason") or "").strip() or "vetoed by the operator"
         iv.transition(store, iid, "vetoed", reason, by=arg.get("by", "operator"))
         return "applied", f"vetoed #{iid}: {reason}"
-    if row["status"] != "passed":
+    explicit = bool(arg.get("inconclusive"))
+    if row["status"] == "inconclusive" and not explicit:
+        return "rejected", (f"intervention #{iid} is inconclusive ({row['reason'] or 'no clear gain'}); approve it "
+                            "explicitly (evotui approve RUN ID --inconclusive, or A in the TUI)")
+    if row["status"] not in ("passed", "inconclusive"):
         return "rejected", f"intervention #{iid} is {row['status']}; only passed candidates can be approved"
-    iv.transition(store, iid, "approved", arg.get("reason") or "approved by the operator")
-    vid = promote(ctx, iid, "approved by the operator")
+    why = "approved by the operator" + (" despite inconclusive evidence" if row["status"] == "inconclusive" else "")
+    iv.transition(store, iid, "approved", arg.get("reason") or why)
+    vid = promote(ctx, iid, why)
     return "applied", f"promoted #{iid} as harness v{vid}"

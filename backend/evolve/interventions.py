@@ -2,7 +2,15 @@
 
     proposed -> backtesting -> passed -> approved -> promoted -> rolled_back
                  |             |  \\-> vetoed        \\-> (promoted stays)
-                 \\-> failed    \\-> promoted (auto mode)
+                 |             \\-> promoted (auto mode)
+                 |-> inconclusive -> approved (only explicitly) | vetoed
+                 \\-> failed
+
+`inconclusive`: the backtest found no harm, but the effect's 95% interval
+does not clear `evolve.min_gain` (see `stats.decide`). It is not `failed`:
+the operator sees it, and may approve it, but only explicitly
+(`evotui approve RUN ID --inconclusive`, or `A` in the TUI); auto mode never
+promotes it.
 
 Every transition is appended to `history_json` with its reason, so the
 lineage of a harness version reads as a log of decisions. A proposal that
@@ -21,8 +29,9 @@ from .edit import EditError, changed_names, unified_diff
 
 TRANSITIONS = {
     "proposed": {"backtesting", "failed", "vetoed"},
-    "backtesting": {"passed", "failed"},
+    "backtesting": {"passed", "inconclusive", "failed"},
     "passed": {"approved", "vetoed", "promoted", "failed"},
+    "inconclusive": {"approved", "vetoed"},
     "approved": {"promoted", "failed"},
     "promoted": {"rolled_back"},
     "failed": set(), "vetoed": set(), "rolled_back": set(),

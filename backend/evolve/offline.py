@@ -93,8 +93,9 @@ def _from_skill(card: dict, parent: dict, rng, attempt: int) -> Candidate | None
                      params=dict(extra, template=ch.get("template"), op=ch["op"], name=ch["name"]))
 
 
-def propose(ctx, table: list[dict], metrics: dict, n: int, exclude: set[str]) -> list[Candidate]:
-    """Up to `n` new candidates, each a single-factor edit of a population member."""
+def propose(ctx, table: list[dict], metrics: dict, n: int, exclude: set[str], screen=None) -> list[Candidate]:
+    """Up to `n` new candidates, each a single-factor edit of a population member.
+    `screen(candidate)`: a reason to refuse it (the churn rules), or None; a refused draw takes no slot."""
     rng = random.Random(f"{ctx.cfg.seed}:{ctx.step}")
     parents = choose_parents(ctx.store, ctx.cfg.evolve.population, table, rng, n)
     if not parents:
@@ -113,7 +114,7 @@ def propose(ctx, table: list[dict], metrics: dict, n: int, exclude: set[str]) ->
                 c = None  # the option does not fit this parent
             if c is None:
                 break
-            if c.code not in seen and c.code != parent["code"]:
+            if c.code not in seen and c.code != parent["code"] and (screen is None or screen(c) is None):
                 c.params["match"] = round(score, 4)
                 seen.add(c.code)
                 out.append(c)

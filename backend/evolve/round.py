@@ -3,8 +3,11 @@
     1. aggregate   failure table + drift metrics of the last `window` steps
     2. revise      a new diagnostic for unexplained failures, or retire a useless one
     3. propose     offline templates/skills, or the LLM proposer
-    4. backtest    replay (or probe) every candidate next to the incumbent
-    5. gate        auto mode promotes the best passed candidate; else they wait
+    4. screen      the churn rules drop repeats before any backtest (`churn`); the
+                   round records and logs what it skipped and why
+    5. backtest    replay (or probe) every candidate next to the incumbent
+    6. gate        auto mode promotes the best passed candidate; inconclusive ones
+                   and (in supervised mode) passed ones wait for the operator
 
 `run_round` never raises: an error is logged, stored on the round, and the
 summary says so. The loop keeps training either way.
@@ -19,6 +22,7 @@ from backend.store import dumps, now
 
 from . import interventions as iv
 from . import llm, offline, revise
+from .churn import Rules, normalise
 from . import skills as sk
 from .aggregate import failure_table, round_metrics
 from .backtest import backtest
@@ -32,8 +36,8 @@ def _window(ctx) -> range:
 def run_round(ctx) -> dict:
     """Run a full round; returns a summary dict (also stored on the `rounds` row)."""
     t0 = time.perf_counter()
-    summary = {"step": ctx.step, "round_id": None, "proposed": [], "passed": [], "failed": [], "promoted": None,
-               "harness_version": ctx.harness_version, "error": None}
+    summary = {"step": ctx.step, "round_id": None, "proposed": [], "passed": [], "inconclusive": [], "failed": [],
+               "skipped": [], "promoted": None, "harness_version": ctx.harness_version, "error": None}
     ctx.cache.clear()
     if not ctx.cfg.evolve.enabled:
         summary["error"] = "evolution is disabled (evolve.enabled = false)"
@@ -58,7 +62,8 @@ def _save(ctx, summary: dict) -> None:
     try:
         text = _text(summary)
         with ctx.store.tx():
-            ctx.store.update("rounds", summary["round_id"], {"summary": text})
+            ctx.store.update("rounds", summary["round_id"], {"summary": text,
+                                                             "skipped_json": dumps(summary["skipped"])})
     except Exception:
         pass
 
@@ -67,7 +72,9 @@ def _text(s: dict) -> str:
     if s["error"]:
         return f"error: {s['error']}"
     promoted = f"; promoted #{s['promoted']} as v{s['harness_version']}" if s["promoted"] else ""
-    return f"{len(s['proposed'])} proposed, {len(s['passed'])} passed, {len(s['failed'])} failed{promoted}"
+    skipped = f", {len(s['skipped'])} skipped (churn)" if s.get("skipped") else ""
+    return (f"{len(s['proposed'])} proposed, {len(s['passed'])} passed, {len(s.get('inconclusive') or [])} "
+            f"inconclusive, {len(s['failed'])} failed{skipped}{promoted}")
 
 
 def _round(ctx, summary: dict) -> None:
@@ -81,7 +88,11 @@ def _round(ctx, summary: dict) -> None:
                                       "failure_table_json": dumps(table), "metrics_json": dumps(metrics),
                                       "summary": "running"})
     summary["round_id"] = rid
-    cands = propose_all(ctx, table, metrics, steps)
+    rules = Rules(ctx)
+    cands = rules.screen(propose_all(ctx, table, metrics, steps, rules))
+    summary["skipped"] = rules.skipped
+    for s in rules.skipped:
+        ctx.log("info", f"skipped '{s['title']}' ({s['proposer']}): {s['reason']}")
     ids = [iv.record(store, rid, c) for c in cands]
     for c in cands:
         if c.skills and not c.error:
@@ -90,7 +101,8 @@ def _round(ctx, summary: dict) -> None:
     todo = [i for i in ids if store.get("interventions", i)["status"] == "proposed"]
     results = backtest(ctx, todo)
     summary["passed"] = [r["id"] for r in results if r["verdict"] == "passed"]
-    summary["failed"] = [i for i in ids if i not in summary["passed"]]
+    summary["inconclusive"] = [r["id"] for r in results if r["verdict"] == "inconclusive"]
+    summary["failed"] = [i for i in ids if i not in summary["passed"] and i not in summary["inconclusive"]]
     if summary["passed"] and ctx.auto_promote():
         vid = promote_best(ctx, summary["passed"])
         if vid:
@@ -99,8 +111,9 @@ def _round(ctx, summary: dict) -> None:
     ctx.log("info", f"round at step {ctx.step}: {_text(summary)}")
 
 
-def propose_all(ctx, table: list[dict], metrics: dict, steps: range) -> list:
-    """Revision candidates first (at most two), then the configured proposer fills the slots."""
+def propose_all(ctx, table: list[dict], metrics: dict, steps: range, rules: Rules | None = None) -> list:
+    """Revision candidates first (at most two), then the configured proposer fills the slots.
+    With `rules`, revision and offline candidates that the churn rules refuse do not take a slot."""
     cfg = ctx.cfg.evolve
     parent, code = ctx.harness_version, ctx.harness.code
     exclude = iv.known_codes(ctx.store) | {code}
@@ -112,12 +125,13 @@ def propose_all(ctx, table: list[dict], metrics: dict, steps: range) -> list:
         except Exception as e:  # a revision bug must not cost the round its other candidates
             ctx.log("warning", f"diagnostic revision failed: {type(e).__name__}: {e}")
             c = None
-        if c is not None and c.code not in exclude:
+        if c is not None and c.code not in exclude and (rules is None or rules.reason(c) is None):
             exclude.add(c.code)
             out.append(c)
     n = max(1, cfg.candidates - len(out))
-    proposer = llm if cfg.proposer == "llm" else offline
-    return out + proposer.propose(ctx, table, metrics, n, exclude)
+    if cfg.proposer == "llm":
+        return out + llm.propose(ctx, table, metrics, n, exclude)
+    return out + offline.propose(ctx, table, metrics, n, exclude, screen=rules and rules.reason)
 
 
 def submit(ctx, code: str, title: str, hypothesis: str = "", target: str = "", proposer: str = "operator",
@@ -126,6 +140,11 @@ def submit(ctx, code: str, title: str, hypothesis: str = "", target: str = "", p
     or a test's planted harness). Returns the backtest result."""
     c = iv.Candidate(title=title, code=code, parent_version=ctx.harness_version, parent_code=ctx.harness.code,
                      proposer=proposer, target=target, hypothesis=hypothesis, expected=expected)
+    norm = normalise(code)
+    same = [v["id"] for v in ctx.store.rows("SELECT id, code FROM harness_versions ORDER BY id")
+            if normalise(v["code"]) == norm]
+    if same:  # an operator's edit is recorded (and counted) as failed; only rounds skip silently
+        c.error = f"same code as harness v{same[0]}: nothing to backtest"
     iid = iv.record(ctx.store, None, c)
     row = ctx.store.get("interventions", iid)
     if row["status"] != "proposed":

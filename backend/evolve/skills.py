@@ -1,12 +1,17 @@
 """The skill library: interventions that were promoted and then helped.
 
-A skill card is plain JSON:
+"Helped" is a claim with evidence: the validation accuracy after the
+promotion, paired problem by problem with the evaluation before it, has its
+95% interval above zero (`evidence_shows_gain`). One lucky problem of 32 is
+not a skill. A skill card is plain JSON:
 
     {"name": "lenient_extraction-no_answer_tag", "domain": "math",
      "trigger": {"labels": ["no_answer_tag"], "signature": "no_answer_tag 0.94, dead_groups 0.81"},
      "change": {"op": "replace", "name": "extract_answer", "source": "def extract_answer(r): ...",
                 "kind": "reward", "template": "lenient_extraction", "title": "...", "hypothesis": "..."},
-     "evidence": {"runs": ["run-a"], "deltas": [0.12], "backtests": [{...}]},
+     "evidence": {"runs": ["run-a"], "deltas": [0.12], "backtests": [{...}],
+                  "gains": [{"effect": 0.12, "ci_low": 0.04, "ci_high": 0.2, "p_value": 0.004,
+                             "n": 64, "discordant": 10, "test": "mcnemar-exact"}]},
      "uses": 3, "helped": 1}
 
 The proposer retrieves cards whose trigger labels appear in the current
@@ -33,6 +38,19 @@ CHANGE_OPS = ("replace", "add", "remove", "set")
 
 class SkillError(ValueError):
     """A skill file or card is unusable; one line for the user."""
+
+
+def evidence_shows_gain(gain) -> bool:
+    """The one rule for learning a skill: a paired validation gain whose 95% interval is above zero."""
+    return gain is not None and gain.n > 0 and gain.ci_low > 0
+
+
+def gain_evidence(gain) -> dict:
+    """What a card keeps of a `stats.Effect`: the effect, its interval, p-value and sample sizes."""
+    d = gain.detail or {}
+    return {"effect": round(gain.effect, 4), "ci_low": round(gain.ci_low, 4), "ci_high": round(gain.ci_high, 4),
+            "p_value": round(gain.p_value, 6), "n": gain.n,
+            "discordant": d.get("only_new", 0) + d.get("only_old", 0) if d else None, "test": gain.test}
 
 
 def card_from_row(row: dict) -> dict:

@@ -254,6 +254,36 @@ class Store:
                 "backtest', updated_at = ? WHERE status IN ('proposed', 'backtesting')", (now(),))
             return cur.rowcount
 
+    # ------------------------------------------------------------ held-out evaluations
+    def record_evals(self, step: int, results: dict[str, list[dict]], agreement: dict[str, float],
+                     policy_version: int | None, harness_version: int | None, ms: float = 0.0) -> dict[str, float]:
+        """One `evals` row per split ("validation", "test") in one transaction; returns {split: accuracy}.
+        `results`: per split, one {"task_id", "correct", "status", "reward"} per problem."""
+        acc = {k: sum(bool(r["correct"]) for r in v) / max(len(v), 1) for k, v in results.items()}
+        with self.tx():
+            for split, rows in results.items():
+                self.insert("evals", {
+                    "step": step, "created_at": now(), "policy_version": policy_version,
+                    "harness_version": harness_version, "split": split, "n": len(rows), "accuracy": acc[split],
+                    "agreement": agreement.get(split), "results_json": dumps(rows), "ms": ms})
+            run = {"val_acc": acc.get("validation"), "test_acc": acc.get("test"), "updated_at": now()}
+            run["heldout_acc"] = run["test_acc"]  # older readers show the reported number
+            self.update("runs", 1, {k: v for k, v in run.items() if v is not None})
+            if policy_version and "validation" in acc:
+                self.update("policy_versions", policy_version, {"heldout_acc": acc["validation"]})
+        return acc
+
+    def latest_eval(self, split: str = "validation") -> dict | None:
+        """The newest evaluation of one split (the gate asks only for "validation")."""
+        rows = self.rows("SELECT * FROM evals WHERE split = ? ORDER BY step DESC, id DESC LIMIT 1", (split,))
+        return rows[0] if rows else None
+
+    def eval_outcomes(self, eval_id: int | None) -> dict[str, bool]:
+        """{task_id: correct} of one evaluation row ({} when it kept no per-problem results)."""
+        row = self.get("evals", eval_id) if eval_id else None
+        return {str(r["task_id"]): bool(r["correct"]) for r in loads(row and row.get("results_json"), []) or []
+                if isinstance(r, dict) and "task_id" in r}
+
     # ------------------------------------------------------------ commands
     def send_command(self, verb: str, arg: dict | None = None, source: str = "cli") -> int:
         with self.tx():

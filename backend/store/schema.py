@@ -154,5 +154,31 @@ def m002_tui_indexes(db: Database) -> None:
     db["rollouts"].create_index(["domain"], if_not_exists=True)
 
 
+@MIGRATIONS(name="m003_gate")
+def m003_gate(db: Database) -> None:
+    """The statistical gate (issue 14).
+
+    - backtests: the decision's statistics as columns (decisions and views read
+      them): the targeted `metric`, its `effect` (candidate minus incumbent),
+      the 95% interval `ci_low`..`ci_high`, `p_value`, paired sample size `n`,
+      and `underpowered` (1 when the sample could not detect `evolve.min_effect`).
+    - evals: `split` is 'validation' (the gate may read it) or 'test' (reported
+      only). Rows written before this migration were the one held-out set the
+      gate read, so they become validation.
+    - runs: `val_acc` and `test_acc`, the latest of each; `heldout_acc` now
+      mirrors `test_acc` (the reported number) for older readers.
+    - rounds: `skipped_json`, the candidates the churn rules dropped and why.
+    """
+    for col, typ in (("metric", str), ("effect", float), ("ci_low", float), ("ci_high", float),
+                     ("p_value", float), ("n", int), ("underpowered", int)):
+        db["backtests"].add_column(col, typ)
+    db["evals"].add_column("split", str)
+    db.execute("UPDATE evals SET split = 'validation' WHERE split IS NULL")
+    db["evals"].create_index(["split", "step"], if_not_exists=True)
+    db["runs"].add_column("val_acc", float)
+    db["runs"].add_column("test_acc", float)
+    db["rounds"].add_column("skipped_json", str)
+
+
 def known_migrations() -> list[str]:
     return [m.name for m in MIGRATIONS._migrations]

@@ -229,6 +229,26 @@ def filter_choices(store: RunDB) -> FilterChoices:
 
 # ---------------------------------------------------------------- details
 
+DECISION_COLS = ("metric", "effect", "ci_low", "ci_high", "p_value", "n", "underpowered")
+"""A decision's statistics on its backtests row (schema m003_gate)."""
+
+
+def has_columns(store: RunDB, table: str, cols: tuple[str, ...]) -> bool:
+    """Whether `table` has these columns: a run written before a migration is read as it is
+    (readers never migrate), so newer columns are asked for only where they exist."""
+    have = {r["name"] for r in store.rows(f"PRAGMA table_info({table})")}
+    return set(cols) <= have
+
+
+def decisions(store: RunDB) -> dict[int, dict]:
+    """{intervention id: the statistics of its latest backtest} (empty before m003_gate)."""
+    if not has_columns(store, "backtests", DECISION_COLS):
+        return {}
+    rows = store.rows(f"SELECT intervention_id, {', '.join(DECISION_COLS)} FROM backtests WHERE id IN "
+                      "(SELECT max(id) FROM backtests GROUP BY intervention_id) AND effect IS NOT NULL")
+    return {r.pop("intervention_id"): r for r in rows}
+
+
 
 def intervention_detail(store: RunDB, iid: int) -> dict | None:
     row = store.get("interventions", iid)
@@ -334,7 +354,8 @@ def read_delta(store: RunDB, cursor: PollCursor, force: bool = False) -> RunDelt
     mix_lo = max(cursor.mix_step, last_step - MIX_WINDOW)
     mix = store.rows("SELECT step, label, count(*) AS n FROM diagnoses WHERE step > ? AND step <= ? "
                      "GROUP BY step, label ORDER BY step", (mix_lo, last_step))
-    evals = store.rows("SELECT id, step, accuracy, agreement, n, policy_version, harness_version "
+    split = "split" if has_columns(store, "evals", ("split",)) else "'validation' AS split"
+    evals = store.rows(f"SELECT id, step, {split}, accuracy, agreement, n, policy_version, harness_version "
                        "FROM evals WHERE id > ? ORDER BY id", (cursor.eval,))
     events = store.rows("SELECT * FROM (SELECT id, ts, step, level, kind, message FROM events WHERE id > ? "
                         "ORDER BY id DESC LIMIT ?) ORDER BY id", (cursor.event, EVENTS_BACKLOG))
@@ -348,7 +369,9 @@ def read_delta(store: RunDB, cursor: PollCursor, force: bool = False) -> RunDelt
     s_stamp = tuple(store.rows("SELECT count(*) AS n, max(updated_at) AS t, sum(uses) AS u FROM skills")[0].values())
     interventions = None
     if i_stamp != cursor.interventions_stamp:
-        interventions = store.rows(f"SELECT {INTERVENTION_COLS} FROM interventions ORDER BY id DESC")
+        stats = decisions(store)
+        interventions = [dict(r, decision=stats.get(r["id"])) for r in
+                         store.rows(f"SELECT {INTERVENTION_COLS} FROM interventions ORDER BY id DESC")]
     max_id = store.scalar("SELECT max(id) FROM rollouts") or 0
     new_cursor = replace(
         cursor, data_version=dv, step=last_step, mix_step=last_step,

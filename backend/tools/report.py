@@ -2,7 +2,9 @@
 
 Runs are grouped into arms by their config name (`compare` names them
 static / coevolve / control); several seeds of an arm are summarised as mean
-and min-max spread per step. The report shows held-out accuracy, dead-group
+and min-max spread per step. The report shows test accuracy (reported only)
+and validation accuracy (what the gate read), each decision's effect, 95%
+interval, p-value and sample size, repeated promotions (must be 0), dead-group
 fraction and reward-evaluator agreement over steps, the lineage of promoted
 interventions with hypotheses and backtests, interventions blocked by
 validity diagnostics (with evidence), and skills created.
@@ -15,6 +17,8 @@ import statistics
 from pathlib import Path
 
 from backend.store import Store, loads
+
+from .report_gate import gate_facts, gate_lines
 
 COLORS = {"static": "#888888", "coevolve": "#1f77b4", "control": "#ff7f0e"}
 
@@ -29,9 +33,9 @@ def collect(run_dirs: list[Path]) -> dict[str, list[dict]]:
     for d in run_dirs:
         s = Store.open(d, readonly=True)
         run = s.run()
+        gate = gate_facts(s)
         arms.setdefault(_arm(s), []).append({
-            "dir": str(d), "seed": run["seed"], "status": run["status"],
-            "evals": s.rows("SELECT step, accuracy, agreement FROM evals ORDER BY step"),
+            "dir": str(d), "seed": run["seed"], "status": run["status"], **gate,
             "steps": s.rows("SELECT step, dead_group_frac, agreement, reward_mean, total_ms FROM steps ORDER BY step"),
             "promoted": s.rows("SELECT i.*, b.metrics_json AS bt_metrics, b.verdict AS bt_verdict FROM interventions i "
                                "LEFT JOIN backtests b ON b.intervention_id = i.id "
@@ -102,15 +106,20 @@ def _fmt(v, f="{:.3f}"):
 def summary_table(arms: dict[str, list[dict]]) -> list[dict]:
     rows = []
     for arm, runs in arms.items():
-        finals = [r["evals"][-1]["accuracy"] for r in runs if r["evals"]]
-        starts = [r["evals"][0]["accuracy"] for r in runs if r["evals"]]
+        finals = [r["test_evals"][-1]["accuracy"] for r in runs if r["test_evals"]]
+        starts = [r["test_evals"][0]["accuracy"] for r in runs if r["test_evals"]]
+        val = [r["val_evals"][-1]["accuracy"] for r in runs if r["val_evals"]]
         dead = [statistics.fmean([s["dead_group_frac"] for s in r["steps"]]) for r in runs if r["steps"]]
         rows.append({"arm": arm, "seeds": len(runs),
                      "final_mean": statistics.fmean(finals) if finals else None,
                      "final_min": min(finals) if finals else None, "final_max": max(finals) if finals else None,
                      "start_mean": statistics.fmean(starts) if starts else None,
                      "dead_mean": statistics.fmean(dead) if dead else None,
+                     "val_final_mean": statistics.fmean(val) if val else None,
                      "promoted": sum(len(r["promoted"]) for r in runs),
+                     "repeated": sum(len(r["repeated"]) for r in runs),
+                     "inconclusive": sum(d["verdict"] == "inconclusive" for r in runs for d in r["decisions"]),
+                     "skipped": sum(len(r["skipped"]) for r in runs),
                      "blocked": sum(len(r["blocked"]) for r in runs)})
     return rows
 
@@ -120,7 +129,8 @@ def write_report(run_dirs: list[Path], out: Path) -> tuple[Path, str]:
     arms = collect(run_dirs)
     out.mkdir(parents=True, exist_ok=True)
     plots = {
-        "heldout.svg": ("Held-out accuracy (mean, min-max over seeds)", "accuracy", "evals", "accuracy"),
+        "test.svg": ("Test accuracy, reported only (mean, min-max over seeds)", "accuracy", "test_evals", "accuracy"),
+        "validation.svg": ("Validation accuracy, read by the gate", "accuracy", "val_evals", "accuracy"),
         "dead_groups.svg": ("Dead-group fraction", "fraction", "steps", "dead_group_frac"),
         "agreement.svg": ("Reward-evaluator agreement", "agreement", "steps", "agreement"),
     }
@@ -128,13 +138,17 @@ def write_report(run_dirs: list[Path], out: Path) -> tuple[Path, str]:
         (out / fname).write_text(svg_plot({a: _series(r, table, key) for a, r in arms.items()}, title, ylabel))
     table = summary_table(arms)
     md = ["# evotui report", "", f"Runs: {sum(len(r) for r in arms.values())} in {len(arms)} arm(s).", "",
-          "| arm | seeds | held-out start | held-out final (mean) | min | max | mean dead-group frac | promoted | blocked |",
-          "|---|---|---|---|---|---|---|---|---|"]
+          "| arm | seeds | test start | test final (mean) | min | max | validation final | mean dead-group frac "
+          "| promoted | repeated | inconclusive | skipped (churn) | blocked |",
+          "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for t in table:
         md.append(f"| {t['arm']} | {t['seeds']} | {_fmt(t['start_mean'])} | {_fmt(t['final_mean'])} | "
-                  f"{_fmt(t['final_min'])} | {_fmt(t['final_max'])} | {_fmt(t['dead_mean'])} | {t['promoted']} | "
-                  f"{t['blocked']} |")
-    md += ["", "![held-out](heldout.svg)", "", "![dead groups](dead_groups.svg)", "", "![agreement](agreement.svg)", ""]
+                  f"{_fmt(t['final_min'])} | {_fmt(t['final_max'])} | {_fmt(t['val_final_mean'])} | "
+                  f"{_fmt(t['dead_mean'])} | {t['promoted']} | {t['repeated']} | {t['inconclusive']} | "
+                  f"{t['skipped']} | {t['blocked']} |")
+    md += ["", "![test](test.svg)", "", "![validation](validation.svg)", "", "![dead groups](dead_groups.svg)", "",
+           "![agreement](agreement.svg)", ""]
+    md += gate_lines(arms)
     md += ["## Promoted interventions (lineage)", ""]
     for arm, runs in arms.items():
         for r in runs:
@@ -157,9 +171,9 @@ def write_report(run_dirs: list[Path], out: Path) -> tuple[Path, str]:
     path = out / "report.md"
     path.write_text("\n".join(md) + "\n")
     (out / "report.json").write_text(json.dumps(table, indent=2))
-    text = ["arm        seeds  start   final  (min-max)        dead   promoted blocked"]
+    text = ["arm        seeds  test start  final  (min-max)        val    dead   promoted repeated blocked"]
     for t in table:
-        text.append(f"{t['arm']:<10} {t['seeds']:>5}  {_fmt(t['start_mean'])}  {_fmt(t['final_mean'])}  "
-                    f"({_fmt(t['final_min'])}-{_fmt(t['final_max'])})  {_fmt(t['dead_mean'], '{:.2f}')}  "
-                    f"{t['promoted']:>8} {t['blocked']:>7}")
+        text.append(f"{t['arm']:<10} {t['seeds']:>5}  {_fmt(t['start_mean'])}       {_fmt(t['final_mean'])}  "
+                    f"({_fmt(t['final_min'])}-{_fmt(t['final_max'])})  {_fmt(t['val_final_mean'])}  "
+                    f"{_fmt(t['dead_mean'], '{:.2f}')}  {t['promoted']:>8} {t['repeated']:>8} {t['blocked']:>7}")
     return path, "\n".join(text)

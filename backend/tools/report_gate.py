@@ -1,0 +1,124 @@
+"""What `evotui report` says about the gate: both held-out sets, every decision's statistics,
+repeated promotions (must be 0), churn skips, and test accuracy against the static arm.
+
+`gate_facts(store)` reads one run (old runs included: columns a migration
+added are asked for only where they exist); `gate_lines(arms)` writes the
+report's gate sections; `test_vs(arms)` pairs each arm's final test outcomes
+with the static arm's, problem by problem and seed by seed.
+"""
+
+from __future__ import annotations
+
+from backend.evolve.churn import change_of, normalise
+from backend.evolve.stats import paired_binary
+from backend.store import loads
+from backend.store.views import DECISION_COLS, has_columns
+
+
+def _evals(s, split: str) -> list[dict]:
+    if not has_columns(s, "evals", ("split",)):  # before the two sets: one held-out set, the gate's
+        return s.rows("SELECT step, accuracy, agreement, results_json FROM evals ORDER BY step") \
+            if split == "validation" else []
+    return s.rows("SELECT step, accuracy, agreement, results_json FROM evals WHERE split = ? ORDER BY step, id",
+                  (split,))
+
+
+def repeated_promotions(s) -> list[dict]:
+    """Promotions that re-applied a change this run had promoted before, or whose harness
+    equals an earlier version: {"id", "title", "why"}."""
+    seen_changes: dict[tuple, int] = {}
+    out = []
+    for r in s.rows("SELECT id, title, code, params_json FROM interventions WHERE status IN "
+                    "('promoted', 'rolled_back') ORDER BY promoted_step, id"):
+        for name in (loads(r["params_json"], {}) or {}).get("names") or []:
+            ch = change_of(r["code"], name)
+            if ch in seen_changes:
+                out.append({"id": r["id"], "title": r["title"], "why": f"same change as #{seen_changes[ch]}"})
+            seen_changes.setdefault(ch, r["id"])
+    versions: dict[str, int] = {}
+    for v in s.rows("SELECT id, code, intervention_id FROM harness_versions ORDER BY id"):
+        norm = normalise(v["code"])
+        if v["intervention_id"] and norm in versions and v["intervention_id"] not in {o["id"] for o in out}:
+            out.append({"id": v["intervention_id"], "title": "", "why": f"same harness as v{versions[norm]}"})
+        versions.setdefault(norm, v["id"])
+    return out
+
+
+def gate_facts(s) -> dict:
+    """The gate's record of one run (for `report.collect`)."""
+    cols = ", ".join(f"b.{c}" for c in DECISION_COLS) if has_columns(s, "backtests", DECISION_COLS) else \
+        ", ".join(f"NULL AS {c}" for c in DECISION_COLS)
+    decisions = s.rows(f"SELECT i.id, i.title, i.kind, i.status, b.mode, b.verdict, b.reason, {cols} "
+                       "FROM backtests b JOIN interventions i ON i.id = b.intervention_id ORDER BY b.id")
+    skipped = []
+    if has_columns(s, "rounds", ("skipped_json",)):
+        for r in s.rows("SELECT step, skipped_json FROM rounds ORDER BY id"):
+            skipped += [dict(x, step=r["step"]) for x in loads(r["skipped_json"], []) or []]
+    return {"val_evals": _evals(s, "validation"), "test_evals": _evals(s, "test"), "decisions": decisions,
+            "repeated": repeated_promotions(s), "skipped": skipped}
+
+
+def test_vs(arms: dict[str, list[dict]], baseline: str = "static") -> dict[str, object]:
+    """{arm: stats.Effect}: final test accuracy minus the baseline arm's, paired over
+    (seed, test problem); seeds or problems only one side has are left out."""
+    base = {r["seed"]: r for r in arms.get(baseline, [])}
+    out = {}
+    for arm, runs in arms.items():
+        if arm == baseline:
+            continue
+        a, b = [], []
+        for r in runs:
+            other = base.get(r["seed"])
+            if not other or not r["test_evals"] or not other["test_evals"]:
+                continue
+            mine = {x["task_id"]: bool(x["correct"]) for x in loads(r["test_evals"][-1]["results_json"], []) or []}
+            theirs = {x["task_id"]: bool(x["correct"])
+                      for x in loads(other["test_evals"][-1]["results_json"], []) or []}
+            for k in sorted(set(mine) & set(theirs)):
+                a.append(theirs[k])
+                b.append(mine[k])
+        if a:
+            out[arm] = paired_binary(a, b, metric=f"test accuracy, {arm} - {baseline}")
+    return out
+
+
+def _num(v, spec: str = "+.3f") -> str:
+    return "–" if v is None else format(v, spec)
+
+
+def gate_lines(arms: dict[str, list[dict]]) -> list[str]:
+    """The report's gate sections, as Markdown lines."""
+    md = ["## Test accuracy against the static harness", "",
+          "Final test accuracy (the test set is reported only: nothing in the loop reads it), paired over "
+          "seeds and test problems; exact McNemar p-value, Newcombe 95% interval.", ""]
+    vs = test_vs(arms)
+    md += [f"- **{arm}**: {e.effect:+.3f}, 95% CI [{e.ci_low:+.3f}, {e.ci_high:+.3f}], p {e.p_value:.3g}, "
+           f"{e.n} paired problems" for arm, e in vs.items()] or ["- no static arm with test results to pair with"]
+    md += ["", "## Decisions", "",
+           "Every backtest's decision on the metric its change targets: effect (candidate minus incumbent), "
+           "95% interval, p-value, paired sample size. `passed` needs the lower bound above `evolve.min_gain`; "
+           "`inconclusive` is never auto-promoted.", "",
+           "| run | # | change | mode | decision | metric | effect | 95% CI | p | n |", "|---|---|---|---|---|---|---|---|---|---|"]
+    rows = 0
+    for arm, runs in arms.items():
+        for r in runs:
+            for d in r["decisions"]:
+                if d["effect"] is None and d["verdict"] != "inconclusive":
+                    continue  # decided before statistics were stored
+                rows += 1
+                ci = f"[{_num(d['ci_low'])}, {_num(d['ci_high'])}]" if d["effect"] is not None else "–"
+                md.append(f"| {arm} s{r['seed']} | {d['id']} | {(d['title'] or '')[:40]} | {d['mode']} | "
+                          f"{d['verdict']}{' (underpowered)' if d['underpowered'] else ''} | {d['metric'] or ''} | "
+                          f"{_num(d['effect'])} | {ci} | {_num(d['p_value'], '.3g')} | {_num(d['n'], 'd')} |")
+    if not rows:
+        md.append("| – | | no decision with statistics yet | | | | | | | |")
+    md += ["", "## Repeated promotions (must be 0)", ""]
+    reps = [(arm, r, x) for arm, runs in arms.items() for r in runs for x in r["repeated"]]
+    md += [f"- **{arm} s{r['seed']}** #{x['id']} {x['title']}: {x['why']}" for arm, r, x in reps] or ["- 0"]
+    md += ["", "## Skipped as churn", ""]
+    skips = [(arm, r, x) for arm, runs in arms.items() for r in runs for x in r["skipped"]]
+    md += [f"- **{arm} s{r['seed']}** step {x['step']}: {x['title']}: {x['reason']}" for arm, r, x in skips[:50]] \
+        or ["- none"]
+    if len(skips) > 50:
+        md.append(f"- ... and {len(skips) - 50} more")
+    return md + [""]
