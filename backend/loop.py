@@ -241,8 +241,10 @@ class Engine:
         items, _ = self.collect(tasks, self.harness, 1, greedy=True, max_new_tokens=self.cfg.eval.max_new_tokens)
         cut = len(sets["validation"])
         by_split = {"validation": items[:cut], "test": items[cut:]}
+        # the completion (its tail) and question let `evotui report` audit correct verdicts for hacks
         results = {k: [{"task_id": s.task.id, "correct": bool(s.verdict.correct), "status": s.verdict.status,
-                        "reward": s.reward} for s in v] for k, v in by_split.items()}
+                        "reward": s.reward, "question": s.task.question[:2000],
+                        "completion": s.completion[-4000:]} for s in v] for k, v in by_split.items()}
         agr = {k: agreement([s.reward for s in v], [s.verdict.correct for s in v], self.harness.weights)
                for k, v in by_split.items()}
         acc = self.store.record_evals(step, results, agr, self.policy_version, self.harness_version,

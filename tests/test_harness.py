@@ -25,13 +25,16 @@ def test_default_math_harness_scores_and_diagnoses():
     assert dict(h.diagnose(view("<answer>7</answer>")))["wrong_value"].startswith("answered '7'")
 
 
-def test_evaluator_is_lenient_and_separate():
+def test_evaluator_reads_one_final_answer_and_is_separate():
     env = MathEnv(["basic_arithmetic"], heldout_n=2)
-    t = Task("t", "math", "Calculate 5 - 3 - 6.", "-4")
-    assert env.evaluate(t, "so it is -4").correct  # no tag: the evaluator still sees it
+    t = Task("t", "math", "Calculate 5 - 3 - 6.", "-4", {"dataset": "basic_arithmetic"})
+    assert env.evaluate(t, "5 - 3 - 6 = -4").correct  # no tag: a bare final answer still counts
+    assert env.evaluate(t, "The answer is − 4.").correct
     assert not env.evaluate(t, "<answer>4</answer> or -4").correct  # the tag wins
+    assert env.evaluate(t, "<answer>5 - 3 - 6</answer>").status == "invalid"  # never evaluated
+    assert env.evaluate(t, "<answer>-3 or -4</answer>").status == "ambiguous"
     assert env.evaluate(t, "nothing").status == "no_answer"
-    assert extract_lenient("1,200 apples") == "1200"
+    assert extract_lenient("The answer is 1,200.") == "1200" and extract_lenient("1,200 apples") is None
 
 
 def test_heldout_is_frozen_and_disjoint():

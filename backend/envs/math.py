@@ -1,21 +1,20 @@
-"""Math reasoning: reasoning-gym generators, scored by math-verify.
+"""Math reasoning: reasoning-gym generators, judged by the dataset's own scorer.
 
-The evaluator extracts an answer leniently (an `<answer>` tag if there is one,
-else the last number in the text) and compares it with the gold answer using
-math-verify, falling back to the dataset's own scorer. The harness cannot
+The evaluator (`MathEnv.evaluate`) is `math_answer.check`: it takes one final
+answer from the completion (the last <answer> tag, else a \\boxed{}, else an
+"answer is" sentence, else a bare last line; nothing is evaluated, hedges and
+conflicting answers are wrong), normalises what is harmless and scores it with
+reasoning-gym's `score_answer` for the task's dataset, correct meaning full
+score. Rules and conformance table: docs/evaluator.md. The harness cannot
 change any of this; it only decides how rollouts are rewarded.
 """
 
 from __future__ import annotations
 
 import random
-import re
-import threading
 
+from . import math_answer
 from .base import Task, Verdict
-
-_ANSWER_TAG = re.compile(r"<answer>(.*?)</answer>", re.S | re.I)
-_NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?(?:/\d+)?")
 
 # Difficulty levels map to generator knobs; the harness's curriculum picks a level.
 LEVELS = {
@@ -35,38 +34,15 @@ LEVELS = {
 
 
 def extract_lenient(text: str) -> str | None:
-    """The evaluator's extraction: last <answer> tag, else the last number."""
-    tags = _ANSWER_TAG.findall(text or "")
-    if tags:
-        return tags[-1].strip()
-    nums = _NUMBER.findall(text or "")
-    return nums[-1].replace(",", "") if nums else None
-
-
-def _verify(gold: str, pred: str) -> bool:
-    from math_verify import parse, verify
-
-    # Off the main thread math-verify's signal-based timeouts cannot work.
-    kw = {} if threading.current_thread() is threading.main_thread() else {"parsing_timeout": None}
-    try:
-        g = parse(gold, **kw)
-        p = parse(pred, **kw)
-        vkw = {} if not kw else {"timeout_seconds": None}
-        return bool(g and p and verify(g, p, **vkw))
-    except Exception:
-        return False
+    """The evaluator's answer for a task without a dataset (kept for tests/synthetic_run.py):
+    math_answer's extraction with a number or fraction answer, or None."""
+    v, status = math_answer.extract(text, "number")
+    return v if status == "answered" else None
 
 
 def answers_match(gold: str, pred: str | None) -> bool:
-    if pred is None:
-        return False
-    a, b = gold.strip(), pred.strip()
-    if a == b:
-        return True
-    try:
-        return float(a) == float(b)
-    except ValueError:
-        return _verify(a, b)
+    """Equal single values (math_answer.same_value); nothing is evaluated."""
+    return math_answer.same_value(pred, gold)
 
 
 class MathEnv:
@@ -96,7 +72,8 @@ class MathEnv:
         for i in range(n):
             e = ds[i]
             meta = {k: v for k, v in e["metadata"].items() if isinstance(v, (str, int, float))}
-            meta.update(dataset=name, level=level)
+            # the generator's knobs: score_answer of some datasets reads its config (decimal_arithmetic)
+            meta.update(dataset=name, level=level, rg_config=dict(kw))
             out.append(Task(f"{name}:{level}:{seed}:{i}", "math", e["question"], str(e["answer"]), meta))
         return out
 
@@ -161,11 +138,9 @@ class MathEnv:
 
     def evaluate(self, task: Task, completion: str) -> Verdict:
         try:
-            pred = extract_lenient(completion)
-            if pred is None:
-                return Verdict(False, 0.0, "no_answer", {"extracted": None})
-            ok = answers_match(task.answer or "", pred)
-            return Verdict(ok, 1.0 if ok else 0.0, "correct" if ok else "wrong", {"extracted": pred})
+            ok, extracted, status = math_answer.check(task.meta.get("dataset", ""), task.question, task.answer,
+                                                      completion, task.meta)
+            return Verdict(ok, 1.0 if ok else 0.0, status, {"extracted": extracted})
         except Exception as e:  # a bad rollout is data, not a crash
             return Verdict(False, 0.0, "error", {"error": f"{type(e).__name__}: {e}"})
 

@@ -9,6 +9,8 @@ from __future__ import annotations
 import re
 from collections import Counter
 
+from backend.envs import math_answer
+
 _NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?(?:/\d+)?")
 _TAG = re.compile(r"<answer>(.*?)</answer>", re.S | re.I)
 
@@ -34,15 +36,46 @@ def answer_tag(text: str) -> str | None:
 
 
 def same_answer(pred: str | None, gold: str | None) -> bool:
-    """Numeric or symbolic equality (math-verify), tolerant of formatting."""
-    if pred is None or gold is None:
-        return False
-    from backend.envs.math import answers_match
-
+    """One value each, equal as numbers; nothing is evaluated ("60 + 96" is not 156),
+    fractions compare as written (6/8 is not 3/4). See backend/envs/math_answer.py."""
     try:
-        return answers_match(str(gold), str(pred))
+        return math_answer.same_value(None if pred is None else str(pred), None if gold is None else str(gold))
     except Exception:
         return False
+
+
+def check_answer(r) -> bool:
+    """The math evaluator's own verdict on rollout `r` (its extraction, then the
+    dataset's scorer with the task's metadata): True only for a correct answer."""
+    try:
+        meta = r.meta or {}
+        return math_answer.check(meta.get("dataset", ""), r.question or "", r.answer, r.completion or "", meta)[0]
+    except Exception:
+        return False
+
+
+def is_expression_echo(question: str, answer_text: str | None) -> bool:
+    """The answer text is an unevaluated expression of the question's operands ("60 + 93 - 16")."""
+    try:
+        return math_answer.is_expression_echo(str(question or ""), None if answer_text is None else str(answer_text))
+    except Exception:
+        return False
+
+
+def is_hedged(completion: str) -> bool:
+    """The completion gives several candidate answers ("157 or 156", two different tags)."""
+    try:
+        return math_answer.is_hedged(str(completion or ""))
+    except Exception:
+        return False
+
+
+def final_answer(completion: str) -> str | None:
+    """Raw text of the evaluator's final answer marker (last tag, box, "answer is" sentence or last line)."""
+    try:
+        return math_answer.final_answer_text(str(completion or ""))
+    except Exception:
+        return None
 
 
 def tail(text: str, n: int = 80) -> str:
@@ -71,6 +104,7 @@ def clip(x: float, lo: float, hi: float) -> float:
 
 HELPERS = {
     "numbers": numbers, "last_number": last_number, "answer_tag": answer_tag,
-    "same_answer": same_answer, "tail": tail, "last_line": last_line,
+    "same_answer": same_answer, "check_answer": check_answer, "is_expression_echo": is_expression_echo,
+    "is_hedged": is_hedged, "final_answer": final_answer, "tail": tail, "last_line": last_line,
     "repeated_ngram_share": repeated_ngram_share, "clip": clip,
 }

@@ -7,7 +7,9 @@ and validation accuracy (what the gate read), each decision's effect, 95%
 interval, p-value and sample size, repeated promotions (must be 0), dead-group
 fraction and reward-evaluator agreement over steps, the lineage of promoted
 interventions with hypotheses and backtests, interventions blocked by
-validity diagnostics (with evidence), and skills created.
+validity diagnostics (with evidence), skills created, and an audit of the
+stored held-out completions judged correct (expression echoes and hedges,
+which must be 0).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import json
 import statistics
 from pathlib import Path
 
+from backend.envs.math_answer import audit
 from backend.store import Store, loads
 
 from .report_gate import gate_facts, gate_lines
@@ -44,9 +47,18 @@ def collect(run_dirs: list[Path]) -> dict[str, list[dict]]:
                               "ORDER BY id"),
             "interventions": s.scalar("SELECT count(*) FROM interventions"),
             "skills": s.rows("SELECT name, domain, trigger_json, evidence_json FROM skills ORDER BY id"),
+            "audit": _audit(s),
         })
         s.close()
     return arms
+
+
+def _audit(s: Store) -> dict | None:
+    """The hack probes over a math run's stored held-out results (None for other domains)."""
+    if "math" not in str(loads(s.run()["config_json"], {}).get("domain", "math")):
+        return None
+    return audit([e for row in s.rows("SELECT results_json FROM evals ORDER BY id")
+                  for e in loads(row["results_json"], []) or [] if isinstance(e, dict)])
 
 
 def _series(runs: list[dict], table: str, key: str) -> list[tuple[int, float, float, float]]:
@@ -97,6 +109,10 @@ def svg_plot(series: dict[str, list[tuple]], title: str, ylabel: str, w: int = 6
         out.append(f'<text x="{w - R + 26}" y="{T + 18 * i + 5}">{arm}</text>')
     out.append("</svg>")
     return "\n".join(out)
+
+
+def _flat(text: str) -> str:
+    return text.replace("\n", " ").replace("`", "'")
 
 
 def _fmt(v, f="{:.3f}"):
@@ -167,6 +183,20 @@ def write_report(run_dirs: list[Path], out: Path) -> tuple[Path, str]:
     skills = [(arm, sk) for arm, runs in arms.items() for r in runs for sk in r["skills"]]
     md += ([f"- **{arm}** {sk['name']} ({sk['domain']}): trigger {sk['trigger_json']}" for arm, sk in skills]
            or ["- none"])
+    md += ["", "## Evaluator audit: correct held-out verdicts that were echoes or hedges", "",
+           "Each stored held-out completion the evaluator judged correct, checked by the hack probes "
+           "(backend/envs/math_answer.py): an unevaluated expression of the question's operands, or "
+           "several candidate answers. Both counts must be 0.", ""]
+    for arm, runs in arms.items():
+        for r in runs:
+            a = r["audit"]
+            if a is None:
+                md.append(f"- **{arm} s{r['seed']}**: not a math run")
+                continue
+            unchecked = f" ({a['unchecked']} stored without completions)" if a["unchecked"] else ""
+            md.append(f"- **{arm} s{r['seed']}**: {a['checked']} correct verdicts checked{unchecked}: "
+                      f"{a['echo']} expression echoes, {a['hedged']} hedges"
+                      + "".join(f"; e.g. {x['task_id']}: `{_flat(x['tail'][-60:])}`" for x in a["examples"][:2]))
     md += ["", "## Runs", ""] + [f"- {arm}: `{r['dir']}` ({r['status']})" for arm, runs in arms.items() for r in runs]
     path = out / "report.md"
     path.write_text("\n".join(md) + "\n")

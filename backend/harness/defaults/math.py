@@ -26,7 +26,7 @@ FILTERS = {"drop_dead_groups": False, "drop_truncated": False, "drop_invalid": F
 
 CURRICULUM = {"datasets": {"basic_arithmetic": 1.0, "chain_sum": 1.0}, "level": 1}
 
-VALIDITY = ["answer_copied_from_prompt"]
+VALIDITY = ["answer_copied_from_prompt", "expression_echo", "hedged_answer"]
 
 
 def extract_answer(r):
@@ -72,3 +72,14 @@ def diagnose_answer_copied_from_prompt(r):
     pred = extract_answer(r) or last_number(r.completion)
     if pred is not None and pred in numbers(r.question) and not same_answer(pred, r.answer):
         return f"answer {pred!r} is copied from the prompt"
+
+
+def diagnose_expression_echo(r):
+    text = extract_answer(r) or final_answer(r.completion)
+    if is_expression_echo(r.question, text):
+        return f"answer {text.strip()[:60]!r} is the question's expression, not its value"
+
+
+def diagnose_hedged_answer(r):
+    if is_hedged(r.completion):
+        return "several candidate answers; final answer: " + (final_answer(r.completion) or "")[:60]

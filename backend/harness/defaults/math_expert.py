@@ -1,0 +1,81 @@
+"""Expert math harness: the reward is the evaluator's own check.
+
+Reward = `check_answer(r)`, the math evaluator's extraction and the dataset's
+own scorer (docs/evaluator.md): an expression, a hedge or two different
+answers score 0, a bare final answer scores like a tagged one. Groups whose
+rewards all tie are dropped (they carry no GRPO signal). Same validity
+diagnostics as the default harness, so a candidate that rewards echoes or
+hedges is blocked; the usual failure diagnostics.
+"""
+
+import re
+
+DOMAIN = "math"
+
+PROMPT = {
+    "system": (
+        "You are a careful math assistant. Think step by step, then give the final "
+        "answer inside <answer></answer> tags, for example <answer>42</answer>."
+    ),
+    "template": "{question}",
+}
+
+SAMPLING = {"temperature": 1.0, "top_p": 1.0, "max_new_tokens": 128}
+
+REWARD_WEIGHTS = {"correct": 1.0}
+
+ADVANTAGE = {"rule": "group_std", "eps": 1e-6}
+
+FILTERS = {"drop_dead_groups": True, "drop_truncated": False, "drop_invalid": False}
+
+CURRICULUM = {"datasets": {"basic_arithmetic": 1.0, "chain_sum": 1.0}, "level": 1}
+
+VALIDITY = ["answer_copied_from_prompt", "expression_echo", "hedged_answer"]
+
+
+def reward_correct(r):
+    return 1.0 if check_answer(r) else 0.0
+
+
+def diagnose_empty(r):
+    if not r.completion.strip():
+        return "empty completion"
+
+
+def diagnose_no_answer_tag(r):
+    if r.completion.strip() and "<answer>" not in r.completion.lower():
+        return "no <answer> tag; ends with: " + tail(r.completion, 60)
+
+
+def diagnose_truncated(r):
+    if r.finish == "length":
+        return f"stopped at max_new_tokens ({r.completion_tokens} tokens)"
+
+
+def diagnose_repetition(r):
+    share = repeated_ngram_share(r.completion, 4)
+    if share > 0.3:
+        return f"{share:.0%} of 4-grams repeat"
+
+
+def diagnose_wrong_value(r):
+    pred = final_answer(r.completion)
+    if pred is not None and re.search(r"\d", pred) and not check_answer(r):
+        return f"answered {pred.strip()[:60]!r}, expected {r.answer!r}"
+
+
+def diagnose_answer_copied_from_prompt(r):
+    pred = answer_tag(r.completion) or last_number(r.completion)
+    if pred is not None and pred in numbers(r.question) and not same_answer(pred, r.answer):
+        return f"answer {pred!r} is copied from the prompt"
+
+
+def diagnose_expression_echo(r):
+    text = final_answer(r.completion)
+    if is_expression_echo(r.question, text):
+        return f"answer {text.strip()[:60]!r} is the question's expression, not its value"
+
+
+def diagnose_hedged_answer(r):
+    if is_hedged(r.completion):
+        return "several candidate answers; final answer: " + (final_answer(r.completion) or "")[:60]
