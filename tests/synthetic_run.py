@@ -19,7 +19,8 @@ from pathlib import Path
 
 from backend.config import RunConfig, to_dict
 from backend.envs.math import answers_match, extract_lenient
-from backend.harness.loader import Harness, RolloutView, default_harness_path, sha
+from backend.harness.loader import Harness, default_harness_path, sha
+from backend.harness.semantics import apply_harness, batch_from_rows, is_dead
 from backend.store import Store, dumps, now
 
 from backend.evolve.context import EvolveContext
@@ -45,27 +46,26 @@ MIX = {"correct": 0.35, "wrong": 0.5, "tagged": 0.03, "rambling": 0.12, "copied"
 def score_rows(h: Harness, tasks: list[tuple[int, int]], completions: list[list[str]], step: int,
                version: int) -> tuple[list[dict], list[list[dict]]]:
     """Rollout rows and diagnosis rows, scored by harness `h` and judged by the real evaluator."""
-    rows, diags = [], []
+    rows, diags, batch = [], [], []
     for g, ((a, b), group) in enumerate(zip(tasks, completions)):
         task = {"id": f"syn:{step}:{g}", "domain": "math", "question": f"What is {a} + {b}?",
                 "answer": str(a + b), "meta": {}}
         for i, text in enumerate(group):
             obs = {"_max_new_tokens": 128}
-            view = RolloutView.from_row({"task_json": dumps(task), "obs_json": dumps(obs), "completion": text,
-                                         "finish": "stop", "completion_tokens": len(text.split()),
-                                         "domain": "math", "task_id": task["id"]})
-            reward, comps = h.score(view)
-            labels = h.diagnose(view)
             ok = answers_match(task["answer"], extract_lenient(text))
             rows.append({"step": step, "domain": "math", "task_id": task["id"], "group_idx": g, "idx": i,
                          "prompt": task["question"], "completion": text, "prompt_tokens": 8,
-                         "completion_tokens": len(text.split()), "reward": reward, "rewards_json": dumps(comps),
+                         "completion_tokens": len(text.split()),
                          "verdict": "correct" if ok else ("no_answer" if extract_lenient(text) is None else "wrong"),
                          "correct": int(ok), "finish": "stop", "status": "ok", "harness_version": version,
-                         "policy_version": step, "task_json": dumps(task), "obs_json": dumps(obs),
-                         "labels": ",".join(sorted({lbl for lbl, _ in labels}))})
-            diags.append([{"step": step, "label": lbl, "evidence": ev, "validity": int(lbl in h.validity),
-                           "harness_version": version} for lbl, ev in labels])
+                         "policy_version": step, "task_json": dumps(task), "obs_json": dumps(obs)})
+    out = apply_harness(h, batch_from_rows(rows))
+    for row, o in zip(rows, out.rollouts):
+        row.update(reward=o.reward, rewards_json=dumps(dict(o.components, **({"_errors": o.errors} if o.errors
+                                                                            else {}))),
+                   labels=",".join(sorted(o.label_set)), advantage=o.advantage, kept=int(o.kept))
+        diags.append([{"step": step, "label": lbl, "evidence": ev, "validity": int(lbl in h.validity),
+                       "harness_version": version} for lbl, ev in o.labels])
     return rows, diags
 
 
@@ -83,7 +83,7 @@ def add_steps(store: Store, first: int, last: int, seed: int = 0, groups: int = 
         per_group: dict = {}
         for r in rows:
             per_group.setdefault(r["group_idx"], []).append(r["reward"])
-        dead = sum(max(v) - min(v) < 1e-9 for v in per_group.values()) / len(per_group)
+        dead = sum(is_dead(v) for v in per_group.values()) / len(per_group)
         thr = 0.5 * sum(w for w in h.weights.values() if w > 0)
         store.commit_step({
             "step": step, "created_at": now(), "harness_version": version, "policy_version": step,
