@@ -180,5 +180,14 @@ def m003_gate(db: Database) -> None:
     db["rounds"].add_column("skipped_json", str)
 
 
+@MIGRATIONS(name="m004_rollout_advantages")
+def m004_rollout_advantages(db: Database) -> None:
+    """rollouts: what training did with each rollout, so a replay can be checked against it:
+    `advantage` (0 for rollouts not trained on) and `kept` (1 when the filters kept it).
+    Rows written before this migration have NULL in both."""
+    db["rollouts"].add_column("advantage", float)
+    db["rollouts"].add_column("kept", int)
+
+
 def known_migrations() -> list[str]:
     return [m.name for m in MIGRATIONS._migrations]
