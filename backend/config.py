@@ -63,6 +63,11 @@ class TrainConfig:
     """PPO-style clip of the importance ratio."""
     kl_coef: float = 0.0
     """Weight of the k3 KL estimate to the reference policy (adapter disabled)."""
+    loss_denominator: str = "live"
+    """Token count the summed loss is divided by: "live" (the tokens trained on: rollouts that
+    are kept and have a non-zero advantage) or "batch" (the tokens of every rollout of the
+    step, as TRL's `dapo` loss does; the gradient is then smaller by the live fraction, so a
+    dead group lowers the step size). See the README and tests/test_grpo_parity.py."""
     ppo_epochs: int = 1
     micro_batch: int = 8
     """Sequences per forward/backward pass (on the CPU, or on CUDA with auto_micro_batch off)."""

@@ -6,8 +6,13 @@ scalar advantage. The loss per token is the PPO clipped surrogate
 
     -min(ratio * A, clip(ratio, 1 - eps, 1 + eps) * A) + beta * k3_kl
 
-averaged over all completion tokens of the step (token-level, so long
-answers are not down-weighted per token). Log-probs are computed in chunks
+summed over the completion tokens of the step and divided by a token count
+(token-level, so long answers are not down-weighted per token: TRL's `dapo`).
+That count is the trained tokens by default ("live"); `step(samples,
+denom_tokens=...)` divides by another count instead, e.g. the tokens of every
+rollout of the batch, as TRL does ("batch"; `train.loss_denominator`). The
+two differ by the live fraction, which a dead group lowers: tests/test_grpo_parity.py.
+Log-probs are computed in chunks
 of positions through the LM head, each chunk's gradient formed in forward,
 so the batch x length x vocab logits are never held at once.
 """
@@ -196,8 +201,15 @@ class GRPOTrainer:
                     refs.append(token_logprobs(self.model, ids, att, self.cfg.logprob_chunk)[0])
         return olds, refs, ent_sum / max(ent_n, 1.0)
 
-    def step(self, samples: list[Sample]) -> dict:
-        """One GRPO update over `samples`; returns metrics."""
+    def step(self, samples: list[Sample], denom_tokens: float | None = None) -> dict:
+        """One GRPO update over `samples`; returns metrics.
+
+        The loss is divided by `denom_tokens` when given (the "batch" convention: the
+        loop passes the completion tokens of every rollout of the step, trained or not),
+        else by the trained tokens of `samples` ("live"). A zero-advantage row adds
+        nothing to the sum (with kl_coef 0), so the "batch" gradient is the "live" one
+        times live / batch tokens, and equals TRL's `dapo` over the whole batch.
+        """
         if not samples:
             return {"loss": 0.0, "kl": 0.0, "clip_frac": 0.0, "grad_norm": 0.0, "entropy": float("nan"), "tokens": 0}
         self._pick_micro_batch(samples)
@@ -207,6 +219,7 @@ class GRPOTrainer:
         one_pass = self.cfg.ppo_epochs == 1 and not with_ref
         olds, refs, entropy = ([], [], None) if one_pass else self._reference(samples, with_ref)
         total_tokens = float(sum(sum(s.mask) for s in samples)) or 1.0
+        denom = float(denom_tokens) if denom_tokens else total_tokens
         stats = {"loss": 0.0, "kl": 0.0, "clip_frac": 0.0}
         ent_sum = ent_n = 0.0
         n_mb = 0
@@ -220,7 +233,7 @@ class GRPOTrainer:
                     ent_sum += float((ent.detach() * m).sum())
                     ent_n += float(m.sum())
                 loss, st = grpo_loss(new_lp, old, adv, m, self.cfg.clip_eps,
-                                     refs[k] if with_ref else None, self.cfg.kl_coef, denom=total_tokens)
+                                     refs[k] if with_ref else None, self.cfg.kl_coef, denom=denom)
                 loss.backward()
                 stats["loss"] += float(loss.detach())
                 stats["kl"] += st["kl"]
