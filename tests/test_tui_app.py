@@ -55,7 +55,7 @@ def test_every_screen_opens_with_its_data(run_dir):
             assert table_ids(app.screen, "#g-rounds") == [2, 1]
             assert len(app.screen.query_one("#g-table", DataTable).rows) == 4
             await press(pilot, "4")
-            assert table_ids(app.screen) == [3, 5, 4, 2, 1]  # the passed one waits on top
+            assert table_ids(app.screen) == [3, 6, 5, 4, 2, 1]  # passed, then inconclusive, wait on top
             await press(pilot, "5")
             assert table_ids(app.screen) == [3, 2, 1] and app.screen.selected == 2
             await press(pilot, "6")
@@ -75,8 +75,8 @@ def test_every_key_has_a_palette_entry(run_dir):
         async with app.run_test(size=SIZE) as pilot:
             await press(pilot, "4")
             titles = {c.title for c in app.get_system_commands(app.screen)}
-            assert {"Approve", "Veto", "Auto-promote", "Diff", "Help", "Pause/resume", "Stop run",
-                    "Show Rollouts", "Show Skills"} <= titles
+            assert {"Approve", "Approve inconclusive", "Veto", "Auto-promote", "Diff", "Help", "Pause/resume",
+                    "Stop run", "Show Rollouts", "Show Skills"} <= titles
             assert "Resume engine" not in titles  # only offered when the engine is dead
     run(go())
 
@@ -165,6 +165,24 @@ def test_approve_shows_pending_then_acknowledged(run_dir):
     run(go())
 
 
+def test_an_inconclusive_candidate_is_approved_only_explicitly(run_dir):
+    async def go():
+        app = make_app(run_dir)
+        async with app.run_test(size=SIZE) as pilot:
+            await press(pilot, "4", "down")
+            assert app.screen.selected == 6
+            row = [str(c) for c in app.screen.query_one(DataTable).get_row("6")]
+            assert row[1] == "inconclusive" and row[3] == "+0.031 [-0.019, +0.081]" and row[5] == "64"
+            await press(pilot, "a")
+            assert commands(run_dir) == [] and any("Press A" in n.message for n in app._notifications)
+            await press(pilot, "A")
+            assert [(c["verb"], c["arg"]) for c in commands(run_dir)] == [
+                ("approve", {"id": 6, "inconclusive": True})]
+            detail = str(app.screen.query_one("#i-backtests").render())
+            assert "95% CI [-0.019, +0.081]" in detail and "n 64" in detail
+    run(go())
+
+
 def test_veto_asks_for_a_reason(run_dir):
     async def go():
         app = make_app(run_dir)
@@ -187,7 +205,7 @@ def test_approve_refuses_what_has_not_passed_and_toggles_auto_promote(run_dir):
     async def go():
         app = make_app(run_dir)
         async with app.run_test(size=SIZE) as pilot:
-            await press(pilot, "4", "down", "down", "down", "down", "a")  # #1 is already promoted
+            await press(pilot, "4", "down", "down", "down", "down", "down", "a")  # #1 is already promoted
             assert commands(run_dir) == []
             await press(pilot, "p")
             assert [(c["verb"], c["arg"]) for c in commands(run_dir)] == [("auto_promote", {"on": True})]

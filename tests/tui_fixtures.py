@@ -62,7 +62,8 @@ def build_run(run_dir: Path, status: str = "running", pid: int | None = None, st
     _add_evals_and_events(store, steps)
     with store.tx():
         store.update("runs", 1, {
-            "status": status, "step": steps, "heldout_acc": 0.4375, "harness_version": 2,
+            "status": status, "step": steps, "heldout_acc": 0.40625, "val_acc": 0.4375, "test_acc": 0.40625,
+            "harness_version": 2,
             "policy_version": steps, "auto_promote": 0, "pid": os.getpid() if pid is None else pid,
             "error": error, "created_at": ts(0), "updated_at": ts(steps * 30)})
     store.close()
@@ -242,6 +243,13 @@ def _interventions(d1, d2, d3, d4) -> list[dict]:
              expected="unlabelled share -0.05", diff="", parent_version=2, child_version=None,
              skills_json="[]", status="backtesting", score=None,
              history_json=_history(("proposed", 311, ""), ("backtesting", 311, ""))),
+        dict(base, id=6, round_id=2, created_at=ts(312), updated_at=ts(322), kind="prompt", target="no_answer_tag",
+             title="Ask for the answer tag with an example", hypothesis="An example makes the tag habitual.",
+             expected="no_answer_tag share -0.1", diff=d2, parent_version=2, child_version=None, skills_json="[]",
+             status="inconclusive", score=None,
+             reason="accuracy +0.031 [-0.019, +0.081], p 0.27, n 64: lower bound does not clear min_gain 0.02",
+             history_json=_history(("proposed", 312, ""), ("backtesting", 313, ""),
+                                   ("inconclusive", 322, "probe: interval misses min_gain"))),
     ]
 
 
@@ -256,7 +264,7 @@ def _backtests() -> list[dict]:
         {"id": 1, "intervention_id": 1, "created_at": ts(165), "mode": "replay", "n_rollouts": 80,
          "metrics_json": m(agreement={"before": 0.66, "after": 0.73}, dead_group_frac={"before": 0.4, "after": 0.3},
                            invalid_low={"before": 1.0, "after": 1.0}), "verdict": "passed",
-         "reason": "agreement +0.07", "ms": 412.0},
+         "reason": "agreement +0.07", "ms": 412.0, **_decision("agreement", 0.07, 0.031, 0.109, 0.0007, 80)},
         {"id": 2, "intervention_id": 2, "created_at": ts(166), "mode": "probe", "n_rollouts": 8,
          "metrics_json": m(truncated_frac={"before": 0.25, "after": 0.12}), "verdict": "passed",
          "reason": "probe", "ms": 9100.0},
@@ -265,11 +273,22 @@ def _backtests() -> list[dict]:
                            dead_group_frac={"before": 0.22, "after": 0.16},
                            invalid_low={"before": 1.0, "after": 1.0},
                            regressions={"before": 0, "after": 0}), "verdict": "passed",
-         "reason": "agreement +0.05, no regressions", "ms": 388.0},
+         "reason": "agreement +0.05, no regressions", "ms": 388.0,
+         **_decision("agreement", 0.05, 0.022, 0.078, 0.0041, 80)},
         {"id": 4, "intervention_id": 4, "created_at": ts(318), "mode": "replay", "n_rollouts": 80,
          "metrics_json": m(agreement={"before": 0.78, "after": 0.77}, regressions={"before": 0, "after": 1}),
          "verdict": "failed", "reason": "regressed the truncated fix", "ms": 401.0},
+        {"id": 5, "intervention_id": 6, "created_at": ts(322), "mode": "probe", "n_rollouts": 256,
+         "metrics_json": m(accuracy={"before": 0.41, "after": 0.44}), "verdict": "inconclusive",
+         "reason": "accuracy +0.031 [-0.019, +0.081], p 0.27, n 64: lower bound does not clear min_gain 0.02",
+         "ms": 5200.0, **_decision("accuracy", 0.031, -0.019, 0.081, 0.27, 64)},
     ]
+
+
+def _decision(metric, effect, lo, hi, p, n, underpowered=0) -> dict:
+    """A backtest's statistics columns (schema m003_gate)."""
+    return {"metric": metric, "effect": effect, "ci_low": lo, "ci_high": hi, "p_value": p, "n": n,
+            "underpowered": underpowered}
 
 
 def _add_skills(store: Store) -> None:
@@ -298,10 +317,12 @@ def _add_skills(store: Store) -> None:
 def _add_evals_and_events(store: Store, steps: int) -> None:
     with store.tx():
         for i, step in enumerate(s for s in (0, 5, 10) if s <= steps):
-            store.insert("evals", {"id": i + 1, "step": step, "created_at": ts(step * 30 + 10),
-                                   "policy_version": step, "harness_version": 1 + (step > 5), "n": 32,
-                                   "accuracy": (0.28, 0.375, 0.4375)[i], "agreement": 0.7 + 0.05 * i,
-                                   "results_json": "[]", "ms": 5000.0})
+            for k, (split, accs) in enumerate((("validation", (0.28, 0.375, 0.4375)),
+                                               ("test", (0.25, 0.34375, 0.40625)))):
+                store.insert("evals", {"id": 2 * i + k + 1, "step": step, "created_at": ts(step * 30 + 10),
+                                       "policy_version": step, "harness_version": 1 + (step > 5), "n": 32,
+                                       "split": split, "accuracy": accs[i], "agreement": 0.7 + 0.05 * i,
+                                       "results_json": "[]", "ms": 5000.0})
         events = [(0, "info", "run", "run demo started: math,code,swe, 20 steps"),
                   (0, "info", "eval", "held-out accuracy 0.280 (32 tasks)"),
                   (5, "info", "round", "round 1: truncation dominates; 3 candidates"),

@@ -98,7 +98,8 @@ def gate_lines(arms: dict[str, list[dict]]) -> list[str]:
            "Every backtest's decision on the metric its change targets: effect (candidate minus incumbent), "
            "95% interval, p-value, paired sample size. `passed` needs the lower bound above `evolve.min_gain`; "
            "`inconclusive` is never auto-promoted.", "",
-           "| run | # | change | mode | decision | metric | effect | 95% CI | p | n |", "|---|---|---|---|---|---|---|---|---|---|"]
+           "| run | # | change | mode | decision | metric | effect | 95% CI | p | n |",
+           "|---|---|---|---|---|---|---|---|---|---|"]
     rows = 0
     for arm, runs in arms.items():
         for r in runs:

@@ -7,7 +7,7 @@ from rich.text import Text
 GOOD = {"correct", "pass", "ok", "applied", "promoted", "approved", "finished", "info"}
 BAD = {"wrong", "failed", "fail", "error", "timeout", "rejected", "vetoed", "rolled_back", "crashed",
        "no_answer"}
-WAIT = {"pending", "proposed", "backtesting", "warning", "candidate", "paused", "stopped"}
+WAIT = {"pending", "proposed", "backtesting", "warning", "candidate", "paused", "stopped", "inconclusive"}
 
 
 def plain(value, width: int | None = None) -> Text:

@@ -13,7 +13,8 @@ from evotui.components.diff_view import DiffView, diff_stats
 from evotui.components.status_bar import fmt
 
 STATUS_STYLE = {"passed": "bold $text-warning", "promoted": "bold $text-success", "approved": "$text-success",
-                "vetoed": "$text-error", "failed": "$text-error", "rolled_back": "$text-error"}
+                "vetoed": "$text-error", "failed": "$text-error", "rolled_back": "$text-error",
+                "inconclusive": "$text-warning"}
 
 
 class InterventionDetail(VerticalScroll):
@@ -109,12 +110,25 @@ def backtests(rows: list[dict]) -> Content:
         return Content.styled("not backtested yet", "$text-muted")
     out = []
     for b in rows:
-        ok = "$text-success" if b.get("verdict") in ("pass", "passed") else "$text-error"
+        ok = "$text-success" if b.get("verdict") in ("pass", "passed") else \
+            "$text-warning" if b.get("verdict") == "inconclusive" else "$text-error"
         out.append(Content.assemble(Content.styled(f"{b.get('mode')} over {b.get('n_rollouts')} rollouts: ", "bold"),
                                     Content.styled(str(b.get("verdict")), f"bold {ok}"),
                                     f"  {b.get('reason') or ''}  ({fmt(b.get('ms'), '.0f')} ms)"))
+        if b.get("effect") is not None:
+            out.append(decision_line(b))
         out.extend(metric_line(name, value) for name, value in metric_pairs(b.get("metrics") or {}))
     return Content("\n").join(out)
+
+
+def decision_line(b: dict) -> Content:
+    """The decision's statistics: effect, 95% interval, p-value, paired sample size."""
+    under = "  underpowered" if b.get("underpowered") else ""
+    return Content.assemble(
+        Content.styled(f"  {b.get('metric') or 'effect'}: ", "bold"),
+        f"{b['effect']:+.3f}  95% CI [{fmt(b.get('ci_low'), '+.3f')}, {fmt(b.get('ci_high'), '+.3f')}]  "
+        f"p {fmt(b.get('p_value'), '.3g')}  n {fmt(b.get('n'), 'd')}",
+        Content.styled(under, "$text-warning"))
 
 
 PAIRS = (("_old", "_new"), ("_before", "_after"))

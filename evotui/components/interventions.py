@@ -17,23 +17,33 @@ from evotui.components.intervention_detail import InterventionDetail
 from evotui.components.run_screen import RunScreen
 from evotui.messages import InterventionDetailFetched
 
-QUEUE_ORDER = {"passed": 0, "backtesting": 1, "proposed": 2}
-VETOABLE = {"proposed", "backtesting", "passed"}
+QUEUE_ORDER = {"passed": 0, "inconclusive": 1, "backtesting": 2, "proposed": 3}
+VETOABLE = {"proposed", "backtesting", "passed", "inconclusive"}
 
 
 def queue_first(rows: list[dict]) -> list[dict]:
-    """Waiting for the operator first, then in progress, then the history newest first."""
-    return sorted(rows, key=lambda r: (QUEUE_ORDER.get(r["status"], 3), -r["id"]))
+    """Waiting for the operator first (passed, then inconclusive), then in progress, then the history."""
+    return sorted(rows, key=lambda r: (QUEUE_ORDER.get(r["status"], 4), -r["id"]))
+
+
+def effect_cell(d: dict | None) -> str:
+    """`+0.031 [-0.012, +0.074]` for a decision's effect and 95% interval; a dash without one."""
+    if not d or d.get("effect") is None:
+        return "–"
+    return f"{d['effect']:+.3f} [{d['ci_low']:+.3f}, {d['ci_high']:+.3f}]"
 
 
 class InterventionsScreen(RunScreen):
-    """Review backtested harness changes; `a` approves, `v` vetoes, `p` toggles auto-promote."""
+    """Review backtested harness changes; `a` approves, `A` approves an inconclusive one,
+    `v` vetoes, `p` toggles auto-promote."""
 
     TOPICS = frozenset({"interventions", "commands", "run"})
     AUTO_FOCUS = "#i-table"
     HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (140, "-wide")]  # diffs want the full width
     BINDINGS = [
         Binding("a", "approve", "Approve", tooltip="Approve the selected passed intervention"),
+        Binding("A", "approve_inconclusive", "Approve inconclusive", show=False,
+                tooltip="Approve the selected inconclusive intervention anyway (its interval misses min_gain)"),
         Binding("v", "veto", "Veto", tooltip="Veto the selected intervention (asks for a reason)"),
         Binding("p", "auto_promote", "Auto-promote", tooltip="Toggle promoting passed candidates automatically"),
         Binding("d", "diff", "Diff", tooltip="Scroll the detail to the harness diff"),
@@ -51,7 +61,9 @@ class InterventionsScreen(RunScreen):
 
     def on_mount(self) -> None:
         table = self.query_one(DataTable)
-        for name, width in (("id", 3), ("status", 11), ("kind", 10), ("target", 14), ("title", 30), ("score", 6)):
+        # the decision next to the title: what the operator weighs before approving
+        for name, width in (("id", 3), ("status", 12), ("title", 30), ("effect [95% CI]", 23), ("p", 5), ("n", 4),
+                            ("kind", 10), ("target", 14), ("score", 6)):
             table.add_column(name, width=width, key=name)
 
     def update_body(self, changed: set[str]) -> None:
@@ -75,8 +87,11 @@ class InterventionsScreen(RunScreen):
             status = cells.status(r["status"])
             if waiting:
                 status.append(f" ⧗{waiting[-1]['verb']}", style="italic")
-            table.add_row(r["id"], status, cells.plain(r.get("kind")), cells.plain(r.get("target")),
-                          cells.plain(r.get("title")), cells.number(r.get("score"), "+.2f"), key=str(r["id"]))
+            d = r.get("decision") or {}
+            table.add_row(r["id"], status, cells.plain(r.get("title")), cells.plain(effect_cell(d)),
+                          cells.number(d.get("p_value"), ".3f"), cells.number(d.get("n"), "d"),
+                          cells.plain(r.get("kind")), cells.plain(r.get("target")),
+                          cells.number(r.get("score"), "+.2f"), key=str(r["id"]))
         if keep is not None and str(keep) in table.rows:
             table.move_cursor(row=table.get_row_index(str(keep)))
 
@@ -113,11 +128,26 @@ class InterventionsScreen(RunScreen):
         r = self._current()
         if r is None:
             return
+        if r["status"] == "inconclusive":
+            self.notify(f"#{r['id']} is inconclusive: {effect_cell(r.get('decision'))} does not clear min_gain. "
+                        "Press A to approve it anyway.", severity="warning")
+            return
         if r["status"] != "passed":
             self.notify(f"Only a passed intervention can be approved; #{r['id']} is {r['status']}.",
                         severity="warning")
             return
         self.app.send_command("approve", {"id": r["id"]})
+
+    def action_approve_inconclusive(self) -> None:
+        """The explicit approval an inconclusive candidate needs (auto mode never promotes one)."""
+        r = self._current()
+        if r is None:
+            return
+        if r["status"] != "inconclusive":
+            self.notify(f"#{r['id']} is {r['status']}; A approves inconclusive interventions only (a for passed).",
+                        severity="warning")
+            return
+        self.app.send_command("approve", {"id": r["id"], "inconclusive": True})
 
     def action_veto(self) -> None:
         from evotui.components.veto_modal import VetoModal

@@ -60,12 +60,16 @@ def int_ticks(xs: list[int], n: int = 5) -> list[int]:
 
 
 def draw_heldout(plt, state: RunState) -> list[int]:
-    evals = [e for e in state.evals if e.get("accuracy") is not None]
-    xs = [e["step"] for e in evals]
-    if evals:
-        plt.plot(xs, [e["accuracy"] for e in evals], marker="braille")
+    """Validation (the gate reads it) and test (reported only), labelled."""
+    steps: list[int] = []
+    for split in ("validation", "test"):
+        xs, ys = state.held_out(split)
+        if xs:
+            plt.plot(xs, ys, label=split, marker="braille")
+            steps += xs
+    if steps:
         plt.ylim(0, 1)
-    return xs
+    return sorted(set(steps))
 
 
 def draw_reward(plt, state: RunState) -> list[int]:

@@ -12,7 +12,8 @@ from evotui.engine_process import EngineHealth
 
 SPARK_POINTS = 60
 METRICS = [  # (key, label, steps column or None, format)
-    ("heldout", "held-out acc", None, ".3f"),
+    ("val", "validation acc", None, ".3f"),
+    ("test", "test acc", None, ".3f"),
     ("reward", "reward mean", "reward_mean", ".3f"),
     ("agreement", "agreement", "agreement", ".3f"),
     ("verdict", "evaluator acc", "verdict_acc", ".3f"),
@@ -21,6 +22,7 @@ METRICS = [  # (key, label, steps column or None, format)
     ("step_s", "step time s", "total_ms", ".1f"),
 ]
 PHASES = ("gen_ms", "score_ms", "diagnose_ms", "train_ms", "store_ms")
+SPLITS = {"val": "validation", "test": "test"}
 
 
 class MetricsPanel(Vertical):
@@ -29,7 +31,7 @@ class MetricsPanel(Vertical):
     DEFAULT_CSS = """
     MetricsPanel { height: auto; padding: 0 1; }
     MetricsPanel Horizontal { height: 1; }
-    MetricsPanel .name { width: 14; color: $text-muted; }
+    MetricsPanel .name { width: 15; color: $text-muted; }
     MetricsPanel .value { width: 9; text-align: right; margin-right: 1; }
     MetricsPanel Sparkline { width: 1fr; height: 1; }
     MetricsPanel #phases, MetricsPanel #memory { height: auto; color: $text-muted; }
@@ -47,7 +49,7 @@ class MetricsPanel(Vertical):
     def show(self, state: RunState, health: EngineHealth) -> None:
         for key, _, column, spec in METRICS:
             values = self._values(state, key, column)
-            latest = values[-1] if values else state.run.get("heldout_acc") if key == "heldout" else None
+            latest = values[-1] if values else state.run.get(f"{key}_acc") if key in SPLITS else None
             self.query_one(f"#v-{key}", Static).update(fmt(latest, spec))
             self.query_one(f"#s-{key}", Sparkline).data = values[-SPARK_POINTS:]
         self.query_one("#phases", Static).update(phase_line(state.steps[-1] if state.steps else {}))
@@ -55,8 +57,8 @@ class MetricsPanel(Vertical):
 
     @staticmethod
     def _values(state: RunState, key: str, column: str | None) -> list[float]:
-        if key == "heldout":
-            return [e["accuracy"] for e in state.evals if e.get("accuracy") is not None]
+        if key in SPLITS:
+            return state.held_out(SPLITS[key])[1]
         values = state.series(column)[1]
         return [v / 1000 for v in values] if column == "total_ms" else values
 

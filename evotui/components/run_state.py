@@ -107,6 +107,12 @@ class RunState:
                 ys.append(float(v))
         return xs, ys
 
+    def held_out(self, split: str) -> tuple[list[int], list[float]]:
+        """(steps, accuracy) of one held-out set: "validation" (the gate reads it) or "test"
+        (reported only). Rows without a split predate the two sets: the gate's, so validation."""
+        rows = [e for e in self.evals if (e.get("split") or "validation") == split and e.get("accuracy") is not None]
+        return [e["step"] for e in rows], [e["accuracy"] for e in rows]
+
     def mix_shares(self, top: int = 5) -> tuple[list[int], dict[str, list[float]]]:
         """Failure mix as share of labelled rollouts per step, for the most frequent labels."""
         steps = sorted(self.mix)

@@ -24,7 +24,7 @@ def fmt(value, spec: str = ".3f", missing: str = "–") -> str:
 
 
 class RunStatusBar(Static):
-    """Status, step, policy and harness versions, held-out accuracy, auto-promote."""
+    """Status, step, policy and harness versions, validation and test accuracy, auto-promote."""
 
     DEFAULT_CSS = """
     RunStatusBar { height: 1; background: $panel; padding: 0 1; }
@@ -41,7 +41,7 @@ class RunStatusBar(Static):
             f"  step {run.get('step') or 0}/{run.get('steps_total') or '?'}",
             f"  policy v{fmt(run.get('policy_version'), 'd')}",
             f"  harness v{fmt(run.get('harness_version'), 'd')}",
-            f"  held-out {fmt(run.get('heldout_acc'))}",
+            f"  val {fmt(run.get('val_acc'))} · test {fmt(run.get('test_acc', run.get('heldout_acc')))}",
             Content.styled(f"  auto-promote {'on' if run.get('auto_promote') else 'off'}",
                            "$text-warning" if run.get("auto_promote") else "$text-muted"),
         ]
