@@ -12,7 +12,8 @@ Requests:
         -> {"ok": true, "results": [[components, errors, [[label, evidence], ...]], ...]}
     any failure -> {"ok": false, "error": "one line"}
 
-Every request runs in a child forked for it, with a CPU-time limit (a signal
+Every request runs in a child forked for it (a large batch in several, one per
+core), with a CPU-time limit (a signal
 first, RLIMIT_CPU for C loops no handler interrupts) and a wall deadline, so
 one request's state, hang or crash never reaches the next: nothing a harness
 does outlives its request.
@@ -28,6 +29,8 @@ import sys
 import time
 
 MAX_FRAME = 256 * 2**20
+PER_CHILD = 64
+"""Rollouts a child scores at least before a batch is split over more children."""
 
 
 class Overtime(BaseException):
@@ -96,7 +99,8 @@ def run_child(req: dict, wfd: int) -> None:
         f.write(data)
 
 
-def in_child(req: dict) -> dict:
+def fork_child(req: dict) -> tuple[int, int]:
+    """Start a child running `req`; returns (pid, read end of its answer pipe)."""
     rfd, wfd = os.pipe()
     pid = os.fork()
     if pid == 0:
@@ -106,9 +110,12 @@ def in_child(req: dict) -> dict:
         finally:
             os._exit(0)
     os.close(wfd)
-    limit = float(req.get("limit_s", 10.0))
-    chunks, size, deadline = [], 0, time.monotonic() + 2 * limit + 5
-    killed = False
+    return pid, rfd
+
+
+def collect(pid: int, rfd: int, limit: float, deadline: float) -> dict:
+    """The child's answer, or why there is none (killed at the deadline, too large, died)."""
+    chunks, size, killed = [], 0, False
     with os.fdopen(rfd, "rb") as f:
         while True:
             left = deadline - time.monotonic()
@@ -122,6 +129,7 @@ def in_child(req: dict) -> dict:
             size += len(chunk)
             if size > MAX_FRAME:
                 os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
                 return {"ok": False, "error": "harness output too large"}
             chunks.append(chunk)
     status = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
@@ -131,6 +139,29 @@ def in_child(req: dict) -> dict:
         if killed or status in (-signal.SIGXCPU, -signal.SIGKILL):
             return {"ok": False, "error": f"harness ran over its {limit:g}s limit"}
         return {"ok": False, "error": f"harness worker child died (exit status {status})"}
+
+
+def split(req: dict) -> list[dict]:
+    """A large batch is scored by several children at once (one per core, up to 8);
+    each child runs the harness afresh on its share, so the answers do not depend on the split."""
+    rows = req.get("rollouts") or []
+    k = min(8, os.cpu_count() or 1, -(-len(rows) // PER_CHILD)) if req.get("op") == "apply" else 1
+    if k <= 1:
+        return [req]
+    size = -(-len(rows) // k)
+    return [dict(req, rollouts=rows[i:i + size]) for i in range(0, len(rows), size)]
+
+
+def in_children(req: dict) -> dict:
+    limit = float(req.get("limit_s", 10.0))
+    deadline = time.monotonic() + 2 * limit + 5
+    parts = split(req)
+    running = [fork_child(part) for part in parts]
+    answers = [collect(pid, rfd, limit, deadline) for pid, rfd in running]
+    failed = [a for a in answers if not a.get("ok")]
+    if failed or len(answers) == 1:
+        return failed[0] if failed else answers[0]
+    return {"ok": True, "results": [r for a in answers for r in a.get("results") or []]}
 
 
 def preload() -> None:
@@ -162,7 +193,7 @@ def main() -> None:
         if req.get("op") == "apply" and not warm:
             preload()
             warm = True
-        write_frame(stdout, in_child(req))
+        write_frame(stdout, in_children(req))
 
 
 if __name__ == "__main__":
