@@ -26,7 +26,8 @@ from backend import evolve_hooks as hooks
 from backend.config import RunConfig
 from backend.errors import EvoError
 from backend.envs import held_out_sets, make_env
-from backend.harness.loader import Harness
+from backend.harness.client import WorkerFailure
+from backend.harness.loader import Harness, HarnessError
 from backend.policy import checkpoint as ckpt
 from backend.policy.generate import make_engine
 from backend.policy.grpo import GRPOTrainer, Sample
@@ -59,7 +60,7 @@ class Engine:
         pv = store.latest_policy_version()
         self.policy_version = pv["id"] if pv else 0
         adapter = pv["checkpoint"] if pv and pv["checkpoint"] else None
-        self.lm = lm if lm is not None and not adapter else load_fast_policy(cfg.model, adapter)
+        self.lm = lm if lm is not None and not adapter else load_fast_policy(cfg.model, adapter, seed=cfg.seed)
         store.log("info", f"LoRA trainer: {self.lm.trainer}; device {self.lm.device}, {self.lm.dtype}")
         self.engine = make_engine(cfg.model.engine, self.lm.model, self.lm.tokenizer, self.lm.device)
         self.trainer = GRPOTrainer(self.lm.model, self.lm.tokenizer, cfg.train, self.lm.device)
@@ -276,6 +277,16 @@ class Engine:
             time.sleep(0.5)
             self.handle_commands(step)
 
+    def _stop_for_harness(self, e: Exception) -> dict:
+        """The active harness failed as a whole (crash, hang, garbage): stop with one clear
+        line; the last committed step and its checkpoint are intact."""
+        msg = (f"active harness v{self.harness_version} failed: {e}; the run stopped after step "
+               f"{self.store.last_step()} with its state saved. Fix or roll back the harness, then "
+               f"`evotui run --headless --resume {self.run_dir}`")
+        self.say(msg, "error")
+        self.store.set_run(status="stopped", pid=None, error=msg[:500])
+        return {"status": "stopped", "error": msg}
+
     # ------------------------------------------------------------ the run
     def run(self) -> dict:
         start = self.store.last_step() + 1
@@ -304,5 +315,7 @@ class Engine:
             final = "stopped" if self.stop_requested and self.store.last_step() < cfg.steps else "finished"
             self.store.set_run(status=final, pid=None)
             return {"status": final}
+        except (HarnessError, WorkerFailure) as e:
+            return self._stop_for_harness(e)
         finally:
             signal.signal(signal.SIGTERM, old)

@@ -86,7 +86,7 @@ def start(cfg: RunConfig, run_dir: Path | None, quiet: bool = False) -> tuple[Pa
 
     make_env(cfg)  # surfaces bad domain settings before anything is written
     check_proposer(cfg)
-    lm = load_fast_policy(cfg.model)  # Unsloth where it can train here, else peft
+    lm = load_fast_policy(cfg.model, seed=cfg.seed)  # Unsloth where it can train here, else peft
     run_dir = Path(run_dir) if run_dir else new_run_dir(cfg)
     store = create_run(run_dir, cfg, code)
     if not quiet:

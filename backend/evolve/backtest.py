@@ -17,6 +17,7 @@ import statistics
 import time
 
 from backend.harness.loader import Harness, HarnessError
+from backend.harness.semantics import is_dead
 from backend.store import dumps, loads, now
 
 from . import interventions as iv
@@ -96,7 +97,7 @@ def _probe_summary(rows: list[dict], h: Harness) -> dict:
         "n": len(rows),
         "accuracy": statistics.fmean([bool(r.get("correct")) for r in rows]) if rows else 0.0,
         "reward_mean": statistics.fmean([float(r.get("reward") or 0) for r in rows]) if rows else 0.0,
-        "dead_frac": (sum(1 for g in groups.values() if len(g) > 1 and max(g) - min(g) < 1e-9) / len(groups))
+        "dead_frac": (sum(1 for g in groups.values() if is_dead(g)) / len(groups))
         if groups else 0.0,
         "invalid": len(invalid),
         "invalid_high": [r.get("id") for r in high],
@@ -118,16 +119,12 @@ def _probe_one(ctx, row: dict) -> dict:
     if ctx.probe is None:
         return _record(store, row["id"], "probe", 0, "failed", "no probe available for a generation-side change",
                        {}, 0.0, t0)
-    # Loading runs the candidate's top level (PROMPT = ... may loop or allocate): first in the sandbox.
-    loaded = replay([row["code"]], [], ctx.cfg.evolve.backtest_timeout_s)[0]
-    if loaded.get("error"):
-        return _record(store, row["id"], "probe", 0, "failed", f"candidate does not load: {loaded['error']}"[:300],
-                       {}, 0.0, t0)
-    try:
+    try:  # loading runs the candidate's top level in the harness worker, never here
         cand = Harness.from_code(row["code"])
-        new_rows, old_rows = _probe(ctx, cand), _probe(ctx, ctx.harness)
     except HarnessError as e:
-        return _record(store, row["id"], "probe", 0, "failed", f"candidate does not load: {e}", {}, 0.0, t0)
+        return _record(store, row["id"], "probe", 0, "failed", f"candidate does not load: {e}"[:300], {}, 0.0, t0)
+    try:
+        new_rows, old_rows = _probe(ctx, cand), _probe(ctx, ctx.harness)
     except Exception as e:  # a probe that crashes is a failed candidate, not a failed round
         return _record(store, row["id"], "probe", 0, "failed", f"probe failed: {type(e).__name__}: {e}"[:300],
                        {}, 0.0, t0)

@@ -70,11 +70,15 @@ def load_unsloth_policy(cfg: ModelConfig, max_seq_length: int = 4096) -> LoadedM
     return LoadedModel(model, tok, device, next(model.parameters()).dtype, cfg.name, trainer="unsloth")
 
 
-def load_fast_policy(cfg: ModelConfig, adapter_dir=None) -> LoadedModel:
+def load_fast_policy(cfg: ModelConfig, adapter_dir=None, seed: int | None = None) -> LoadedModel:
     """Unsloth when usable for a fresh adapter, else peft; `.trainer` says which, and why not Unsloth.
 
-    EVOTUI_NO_UNSLOTH=1 forces peft.
+    A fresh adapter's random init (LoRA A) is drawn after `torch.manual_seed(seed)`: without it,
+    two runs of one seed started from different initial adapters (torch seeds each process
+    at random). EVOTUI_NO_UNSLOTH=1 forces peft.
     """
+    if seed is not None:
+        torch.manual_seed(seed)
     why = "EVOTUI_NO_UNSLOTH is set" if os.environ.get("EVOTUI_NO_UNSLOTH") else unsloth_status(cfg.device)
     if why is None and adapter_dir:
         why = "resuming from a saved adapter loads through peft"
