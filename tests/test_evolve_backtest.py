@@ -11,8 +11,8 @@ from synthetic_run import build_run, context, make_probe
 from backend.harness.loader import default_harness_path
 
 DEFAULT = default_harness_path("math").read_text()
-LENIENT = ("def extract_answer(r):\n    t = answer_tag(r.completion)\n"
-           "    return t if t is not None else last_number(r.completion)\n")
+LENIENT = ("def extract_answer(r):\n"  # the evaluator's own reading; nothing when it hedges
+           "    return None if is_hedged(r.completion) else final_answer(r.completion)\n")
 EXPLOIT = ("def reward_correct(r):\n"
            "    # planted hack: any number that appears in the question counts as right\n"
            "    pred = extract_answer(r) or last_number(r.completion)\n"

@@ -13,8 +13,8 @@ from synthetic_run import build_run, context, make_probe
 from backend.harness.loader import default_harness_path
 
 DEFAULT = default_harness_path("math").read_text()
-LENIENT = ("def extract_answer(r):\n    t = answer_tag(r.completion)\n"
-           "    return t if t is not None else last_number(r.completion)\n")
+LENIENT = ("def extract_answer(r):\n"  # the evaluator's own reading; nothing when it hedges
+           "    return None if is_hedged(r.completion) else final_answer(r.completion)\n")
 GOOD = {"interventions": [
     {"title": "Lenient extraction", "target": "no_answer_tag", "hypothesis": "untagged answers score 0",
      "expected": "dead groups revive", "name": "extract_answer", "definition": LENIENT},

@@ -96,13 +96,13 @@ def assert_blocked(res: dict, domain: str, store) -> dict:
     return e
 
 
-def assert_not_a_gain(res: dict, reason: str) -> None:
+def assert_not_a_gain(res: dict) -> None:
     # Without exploiting rollouts the trap's hack has nothing to score, so the gate judges
     # its other effects: here none (same rewards) or crediting honest near misses, which
-    # lowers agreement with the evaluator. Either way it fails, for that stated reason.
-    # (It could pass on innocent data only by reviving dead groups with near misses while
-    # agreement falls by less than min_gain: with no flagged rollout the judge cannot tell.)
-    assert res["status"] == "failed" and res["reason"].startswith(reason), res["reason"]
+    # lowers agreement with the evaluator. Its interval never clears min_gain, so it is at
+    # best `inconclusive`: never auto-promoted, and an operator sees why.
+    assert res["status"] in ("failed", "inconclusive"), res["reason"]
+    assert res["status"] == "failed" or "lower bound does not clear min_gain" in res["reason"], res["reason"]
     assert not res["metrics"]["invalid"] and "blocked" not in res["metrics"]
 
 
@@ -118,11 +118,11 @@ def test_math_trap(tmp_path, copied):
         assert e["n"] == e["high_new"] >= 4
         return
     # The math trap reads the answer as `answer_tag or last_number`: besides the hack it
-    # bundles lenient extraction, a real fix that revives this run's dead groups (tagless
-    # correct answers). With no copied answer in the window the judge has no evidence
-    # against it and passes it on that gain. (It stays 'passed': a round auto-promotes
-    # only its own candidates, but an operator could approve it.)
-    assert res["status"] == "passed" and "dead groups revived" in res["reason"], res["reason"]
+    # bundles lenient extraction, which revives this run's dead groups. With no copied answer
+    # in the window no validity diagnostic has evidence against it, but the adversarial
+    # replay does: its last-number reading pays a wrong answer followed by the gold one.
+    assert res["status"] == "failed" and res["reason"].startswith("blocked by adversarial replay: pays "
+                                                                  "'gold_after'"), res["reason"]
     assert not res["metrics"]["invalid"]
 
 
@@ -186,7 +186,7 @@ def test_code_trap(tmp_path, code_env, exploit):
         e = assert_blocked(res, "code", store)
         assert e["n"] == e["high_new"] == 4
     else:  # the near miss (returns True/False, both examples' answers) gets 0.5 though wrong
-        assert_not_a_gain(res, "lowers agreement with the evaluator (1.00 -> 0.94)")
+        assert_not_a_gain(res)
 
 
 # ------------------------------------------------------------------ swe
@@ -266,4 +266,4 @@ def test_swe_trap(tmp_path, swe_env, exploit):
         e = assert_blocked(res, "swe", store)
         assert e["n"] == e["high_new"] == 2
     else:  # no submit after a passing visible run but a failing hidden one: the same rewards
-        assert_not_a_gain(res, "no measurable gain (best +0.000")
+        assert_not_a_gain(res)

@@ -20,8 +20,10 @@ from backend.harness.loader import Harness, HarnessError
 from backend.harness.semantics import is_dead
 from backend.store import dumps, loads, now
 
+from . import adversarial
 from . import interventions as iv
 from .judge import BLOCK_MIN, BLOCK_SHARE, judge, threshold
+from .stats import Decision, decide, pair_up, paired_bootstrap, per_unit
 from .replay import replay, select_rows
 
 
@@ -36,11 +38,15 @@ def fixed_ids(store) -> set[int]:
 
 def _record(store, iid: int, mode: str, n: int, verdict: str, reason: str, metrics: dict, score: float,
             t0: float) -> dict:
+    dec = metrics.get("decision") or {}
+    stats = {k: dec.get(k) for k in ("metric", "effect", "ci_low", "ci_high", "p_value", "n")} if dec else {}
+    if dec:
+        stats["underpowered"] = int(bool(dec.get("underpowered")))
     with store.tx():
         bid = store.insert("backtests", {
             "intervention_id": iid, "created_at": now(), "mode": mode, "n_rollouts": n,
             "metrics_json": dumps(metrics), "verdict": verdict, "reason": reason,
-            "ms": (time.perf_counter() - t0) * 1000})
+            "ms": (time.perf_counter() - t0) * 1000, **stats})
         store.update("interventions", iid, {"score": score})
     iv.transition(store, iid, verdict, reason, backtest_id=bid)
     return {"id": iid, "verdict": verdict, "reason": reason, "score": score, "backtest_id": bid}
@@ -69,17 +75,46 @@ def _replay_all(ctx, todo: list[dict]) -> list[dict]:
         return [_record(store, r["id"], "replay", 0, "failed", "no stored rollouts to replay", {}, 0.0, t0)
                 for r in todo]
     results = replay([ctx.harness.code] + [r["code"] for r in todo], rows, cfg.backtest_timeout_s)
+    fakes, fake_kinds = adversarial.copies(rows)
+    rewarders = [r for r in todo if r["kind"] == "reward"]
+    attacked = dict(zip([r["id"] for r in rewarders], replay([r["code"] for r in rewarders], fakes,
+                                                             cfg.backtest_timeout_s))) if fakes and rewarders else {}
+    base_fake = replay([ctx.harness.code], fakes, cfg.backtest_timeout_s)[0] if attacked else None
     out = []
     for row, res in zip(todo, results[1:]):
         names = iv.params(row).get("names", [])
         try:
-            verdict, reason, metrics, score = judge(row["kind"], names, rows, results[0], res, fixed, cfg.min_gain)
+            verdict, reason, metrics, score = judge(row["kind"], names, rows, results[0], res, fixed, cfg.min_gain,
+                                                    cfg.min_effect)
+            if verdict != "failed" and row["id"] in attacked:
+                verdict, reason, metrics = _adversarial(base_fake, attacked[row["id"]], fake_kinds,
+                                                        (verdict, reason, metrics))
+                score = score if verdict != "failed" else 0.0
         except Exception as e:  # odd replay output (the candidate's constants) fails its candidate only
             verdict, reason, metrics, score = "failed", f"judging the replay failed: {type(e).__name__}: {e}"[:300], \
                 {}, 0.0
         metrics["incumbent_version"] = ctx.harness_version
         out.append(_record(store, row["id"], "replay", len(rows), verdict, reason, metrics, score, t0))
     return out
+
+
+def _adversarial(base, cand, kinds: list[str], judged: tuple) -> tuple[str, str, dict]:
+    """Block a reward that pays perturbed wrong copies more than the incumbent does."""
+    verdict, reason, metrics = judged
+    if base is None or base.error or cand.error:
+        why = (cand.error or (base.error if base else "")) or "no adversarial replay"
+        return "failed", f"adversarial replay failed: {why}"[:300], metrics
+    weights = {k: max(cand.harness.weights.get(k, 0.0), base.harness.weights.get(k, 0.0))
+               for k in set(cand.harness.weights) | set(base.harness.weights)}
+    kind, per = adversarial.check([o.reward for o in base.out.rollouts], [o.reward for o in cand.out.rollouts],
+                                  kinds, weights)
+    metrics["adversarial"] = per
+    if kind:
+        e = per[kind]
+        return "failed", (f"blocked by adversarial replay: pays '{kind}' copies of wrong rollouts (high "
+                          f"{e['high_old']:.0%} -> {e['high_new']:.0%}, mean reward {e['mean_old']:.2f} -> "
+                          f"{e['mean_new']:.2f}, n {e['n']})"), metrics
+    return verdict, reason, metrics
 
 
 def _probe_summary(rows: list[dict], h: Harness) -> dict:
@@ -107,14 +142,41 @@ def _probe_summary(rows: list[dict], h: Harness) -> dict:
 
 
 def _probe(ctx, h: Harness) -> list[dict]:
+    """Rollout rows of `h` (the loop sizes the probe: `evolve_hooks.probe_size`)."""
     cache = ctx.cache.setdefault("probe", {})
     if h.sha not in cache:  # the incumbent is probed once per round, not once per candidate
         cache[h.sha] = list(ctx.probe(h, ctx.cfg.evolve.probe_tasks))
     return cache[h.sha]
 
 
+def needs_trial(cand: Harness, incumbent: Harness) -> str | None:
+    """Why a probe cannot judge this change, or None. A change of which tasks are drawn is
+    judged on its own (easier or harder) tasks by a probe, and a change of the token budget
+    trades compute for accuracy: both need a trial judged on the validation set."""
+    if cand.curriculum != incumbent.curriculum:
+        return "a curriculum change alters which tasks a probe draws"
+    if cand.sampling.get("max_new_tokens") != incumbent.sampling.get("max_new_tokens"):
+        return "a token-budget change spends more or less compute than the incumbent"
+    return None
+
+
+def _blocked(new: dict) -> dict | None:
+    if len(new["invalid_high"]) >= BLOCK_MIN and len(new["invalid_high"]) > BLOCK_SHARE * max(new["invalid"], 1):
+        label = max(new["invalid_high_by_label"], key=new["invalid_high_by_label"].get)
+        return {"label": label, "examples": new["invalid_high"][:8]}
+    return None
+
+
+def probe_decision(old_rows: list[dict], new_rows: list[dict], min_gain: float, min_effect: float) -> Decision:
+    """Paired over prompts (the same prompts and sampling seeds in both arms): a prompt's
+    accuracy averaged over its rollouts, compared by a seeded bootstrap."""
+    old, new = per_unit(old_rows, "correct"), per_unit(new_rows, "correct")
+    effect = paired_bootstrap(*pair_up(old, new), seed=0, metric="accuracy")
+    return decide(effect, min_gain, min_effect=min_effect)
+
+
 def _probe_one(ctx, row: dict) -> dict:
-    store, min_gain = ctx.store, ctx.cfg.evolve.min_gain
+    store, ev = ctx.store, ctx.cfg.evolve
     t0 = time.perf_counter()
     if ctx.probe is None:
         return _record(store, row["id"], "probe", 0, "failed", "no probe available for a generation-side change",
@@ -123,6 +185,10 @@ def _probe_one(ctx, row: dict) -> dict:
         cand = Harness.from_code(row["code"])
     except HarnessError as e:
         return _record(store, row["id"], "probe", 0, "failed", f"candidate does not load: {e}"[:300], {}, 0.0, t0)
+    why = needs_trial(cand, ctx.harness)
+    if why:
+        return _record(store, row["id"], "probe", 0, "inconclusive",
+                       f"{why}: it needs a trial judged on the validation set, not a probe", {}, 0.0, t0)
     try:
         new_rows, old_rows = _probe(ctx, cand), _probe(ctx, ctx.harness)
     except Exception as e:  # a probe that crashes is a failed candidate, not a failed round
@@ -130,24 +196,16 @@ def _probe_one(ctx, row: dict) -> dict:
                        {}, 0.0, t0)
     new, old = _probe_summary(new_rows, cand), _probe_summary(old_rows, ctx.harness)
     m = {"new": new, "old": old, "incumbent_version": ctx.harness_version}
-    d_acc, d_dead = new["accuracy"] - old["accuracy"], old["dead_frac"] - new["dead_frac"]
-    m["deltas"] = {"accuracy": d_acc, "dead": d_dead}
-    n = len(new_rows)
+    m["deltas"] = {"accuracy": new["accuracy"] - old["accuracy"], "dead": old["dead_frac"] - new["dead_frac"]}
     if not new_rows or not old_rows:
-        verdict, reason, score = "failed", "probe produced no rollouts", 0.0
-    elif len(new["invalid_high"]) >= BLOCK_MIN and len(new["invalid_high"]) > BLOCK_SHARE * max(new["invalid"], 1):
-        verdict, score = "failed", 0.0
-        label = max(new["invalid_high_by_label"], key=new["invalid_high_by_label"].get)
-        m["blocked"] = {"label": label, "examples": new["invalid_high"][:8]}
-        reason = (f"blocked by validity diagnostic {label}: {len(new['invalid_high'])} of {new['invalid']} "
-                  "invalid rollouts score high in the probe")
-    elif d_acc < -min_gain:
-        verdict, score = "failed", 0.0
-        reason = f"probe accuracy fell ({old['accuracy']:.2f} -> {new['accuracy']:.2f})"
-    elif max(d_acc, d_dead) < min_gain:
-        verdict, score = "failed", 0.0
-        reason = f"no measurable gain in the probe (accuracy {d_acc:+.2f}, dead {d_dead:+.2f})"
-    else:
-        verdict, score = "passed", round(d_acc + 0.5 * d_dead, 4)
-        reason = f"probe: accuracy {d_acc:+.2f}, dead groups {d_dead:+.2f}"
-    return _record(store, row["id"], "probe", n, verdict, reason, m, score, t0)
+        return _record(store, row["id"], "probe", 0, "failed", "probe produced no rollouts", m, 0.0, t0)
+    blocked = _blocked(new)
+    if blocked:
+        m["blocked"] = blocked
+        reason = (f"blocked by validity diagnostic {blocked['label']}: {len(new['invalid_high'])} of "
+                  f"{new['invalid']} invalid rollouts score high in the probe")
+        return _record(store, row["id"], "probe", len(new_rows), "failed", reason, m, 0.0, t0)
+    dec = probe_decision(old_rows, new_rows, ev.min_gain, ev.min_effect)
+    m["decision"] = dec.to_dict()
+    score = round(dec.effect, 4) if dec.status == "passed" else 0.0
+    return _record(store, row["id"], "probe", len(new_rows), dec.status, f"probe: {dec.reason}", m, score, t0)

@@ -20,6 +20,7 @@ from backend.rollout import reward_threshold
 
 from .aggregate import auc
 from .replay import Replayed
+from .stats import Decision, decide, pair_up, paired_bootstrap
 
 BLOCK_SHARE = 0.25
 """A candidate whose reward scores more than this share of invalid rollouts high is blocked..."""
@@ -54,7 +55,7 @@ def view(rows: list[dict], res: Replayed) -> dict:
     kept_ix = [i for i in range(len(rows)) if kept[i]]
     kept_groups = {g for g, ix in groups.items() if any(kept[i] for i in ix)}
     return {
-        "rewards": rewards, "labels": labels, "high": high, "kept": kept,
+        "rewards": rewards, "labels": labels, "high": high, "kept": kept, "adv": adv,
         "validity": res.harness.validity, "dead": dead, "groups": groups,
         "agreement": _mean([h == c for h, c in zip(high, correct)]),
         "auc": auc(rewards, correct),
@@ -140,8 +141,10 @@ def _diagnostic_gain(rows, old, new, names, min_gain) -> tuple[bool, str, float,
 
 
 def judge(kind: str, names: list[str], rows: list[dict], old_res: Replayed, new_res: Replayed,
-          fixed_ids: set, min_gain: float) -> tuple[str, str, dict, float]:
-    """(verdict 'passed'|'failed', reason, metrics, score) for a replayed candidate."""
+          fixed_ids: set, min_gain: float, min_effect: float | None = None) -> tuple[str, str, dict, float]:
+    """(verdict 'passed'|'inconclusive'|'failed', reason, metrics, score) for a replayed candidate.
+    Hard failures first (a broken replay, crashes, a validity block, regressions); then the
+    statistical rule (`decision`), except for diagnostics, judged by what they explain."""
     if old_res.error:  # first: then the replay itself is broken, not the candidate
         return "failed", f"incumbent replay failed: {old_res.error}", {}, 0.0
     if new_res.error:
@@ -174,28 +177,59 @@ def judge(kind: str, names: list[str], rows: list[dict], old_res: Replayed, new_
         ok, why, score, extra = _diagnostic_gain(rows, old, new, names, min_gain)
         m.update(extra)
         return ("passed" if ok else "failed"), why, m, score
-    return _gain(kind, m, min_gain)
+    return _gain(kind, rows, old, new, m, min_gain, min_effect)
 
 
-def _gain(kind: str, m: dict, min_gain: float) -> tuple[str, str, dict, float]:
+TARGETS = {"filter": "kept_agreement", "advantage": "adv_agreement"}
+"""The metric each kind of replayed change is judged on; every other kind: `agreement`."""
+
+
+def _per_group(rows, v: dict, metric: str) -> dict:
+    """{group: value} of `metric` per replayed group (groups where it is undefined are left out)."""
+    correct = [bool(r["correct"]) for r in rows]
+    out = {}
+    for g, ix in v["groups"].items():
+        if metric == "agreement":
+            val = [v["high"][i] == correct[i] for i in ix]
+        elif metric == "kept_agreement":
+            val = [v["high"][i] == correct[i] for i in ix if v["kept"][i]]
+        else:  # adv_agreement: in groups with mixed verdicts, advantage sign against the verdict
+            if len({correct[i] for i in ix}) < 2:
+                continue
+            val = [(v["adv"][i] > 0) == correct[i] for i in ix if v["kept"][i] and v["adv"][i] != 0]
+        if val:
+            out[g] = sum(val) / len(val)
+    return out
+
+
+def decision(kind: str, rows, old: dict, new: dict, min_gain: float, min_effect: float | None = None) -> Decision:
+    """The gate's rule on a replayed change: the targeted metric, paired over replayed groups
+    (seeded bootstrap), with agreement as the harm guard for kinds that target something else."""
+    metric = TARGETS.get(kind, "agreement")
+    effect = paired_bootstrap(*pair_up(_per_group(rows, old, metric), _per_group(rows, new, metric)),
+                              seed=0, metric=metric)
+    harm = None
+    if metric != "agreement":
+        harm = paired_bootstrap(*pair_up(_per_group(rows, old, "agreement"), _per_group(rows, new, "agreement")),
+                                seed=0, metric="agreement")
+    return decide(effect, min_gain, harm, min_effect=min_effect)
+
+
+def _gain(kind: str, rows, old: dict, new: dict, m: dict, min_gain: float,
+          min_effect: float | None) -> tuple[str, str, dict, float]:
     d = {k: m[f"{k}_new"] - m[f"{k}_old"] for k in ("agreement", "kept_agreement", "adv_agreement")}
     d["auc"] = (m["auc_new"] or 0.5) - (m["auc_old"] or 0.5)
     d["dead"] = m["dead_frac_old"] - m["dead_frac_new"]
     d["kept_dead"] = m["kept_dead_frac_old"] - m["kept_dead_frac_new"]
     m["deltas"] = d
-    if d["agreement"] < -min_gain:
-        why = f"lowers agreement with the evaluator ({m['agreement_old']:.2f} -> {m['agreement_new']:.2f})"
-        return "failed", why, m, 0.0
     if d["auc"] < -min_gain:
         return "failed", f"reward ranks correct rollouts lower (auc {d['auc']:+.2f})", m, 0.0
-    if kind == "filter":
-        if m["kept_frac_new"] < MIN_KEPT:
-            return "failed", f"filter keeps only {m['kept_frac_new']:.0%} of rollouts", m, 0.0
-        gain = max(d["kept_dead"], d["kept_agreement"])
-    else:
-        gain = max(d["agreement"], d["auc"], d["dead"], d["adv_agreement"])
-    score = d["agreement"] + 0.5 * d["auc"] + 0.5 * max(d["dead"], d["kept_dead"]) + 0.25 * d["adv_agreement"]
-    if gain < min_gain:
-        return "failed", f"no measurable gain (best {gain:+.3f} < {min_gain})", m, 0.0
-    best = max(d, key=lambda k: d[k])
-    return "passed", f"{best} {d[best]:+.2f}; {m['revived']} dead groups revived", m, round(score, 4)
+    if kind == "filter" and m["kept_frac_new"] < MIN_KEPT:
+        return "failed", f"filter keeps only {m['kept_frac_new']:.0%} of rollouts", m, 0.0
+    dec = decision(kind, rows, old, new, min_gain, min_effect)
+    m["decision"] = dec.to_dict()
+    reason = dec.reason
+    if dec.status == "inconclusive" and m["revived"]:
+        # reviving groups by paying for the wrong thing must not look like progress
+        reason += f"; it revives {m['revived']} dead groups, which alone never promotes a change"
+    return dec.status, reason, m, round(dec.effect, 4) if dec.status == "passed" else 0.0

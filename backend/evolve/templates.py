@@ -22,23 +22,16 @@ from .aggregate import DEAD
 from .edit import Edit, constant, literal_source, top_level
 
 LENIENT = {
-    "last_number": (
+    "evaluator": (
         "def extract_answer(r):\n"
-        "    # lenient: the tag when there is one, else the last number (as the evaluator reads it)\n"
-        "    tagged = answer_tag(r.completion)\n"
-        "    return tagged if tagged is not None else last_number(r.completion)\n"),
-    "last_line": (
-        "def extract_answer(r):\n"
-        "    # lenient: the tag when there is one, else a number on the final line\n"
-        "    tagged = answer_tag(r.completion)\n"
-        "    return tagged if tagged is not None else last_number(last_line(r.completion))\n"),
+        "    # the evaluator's own reading: last tag, else a box, else an 'answer is' sentence, else the last\n"
+        "    # line; nothing when the completion hedges between answers\n"
+        "    return None if is_hedged(r.completion) else final_answer(r.completion)\n"),
 }
 LENIENT_REWARD = (
     "def reward_correct(r):\n"
-    "    # lenient: the tag when there is one, else the last number (as the evaluator reads it)\n"
-    "    pred = answer_tag(r.completion)\n"
-    "    if pred is None:\n"
-    "        pred = last_number(r.completion)\n"
+    "    # the evaluator's own reading of the final answer, tagged or not; nothing for a hedge\n"
+    "    pred = None if is_hedged(r.completion) else final_answer(r.completion)\n"
     "    return 1.0 if same_answer(pred, r.answer) else 0.0\n")
 PARTIAL_FORMAT = (
     "def reward_format(r):\n"
@@ -90,7 +83,7 @@ def _lenient(code, rng, ctx):
         variant = rng.choice(sorted(LENIENT))
         return Edit("replace", "extract_answer", LENIENT[variant]), {"fallback": variant}
     if _is_function(code, "reward_correct"):
-        return Edit("replace", "reward_correct", LENIENT_REWARD), {"fallback": "last_number"}
+        return Edit("replace", "reward_correct", LENIENT_REWARD), {"fallback": "evaluator"}
     return None
 
 
@@ -161,7 +154,7 @@ def _accuracy(m):
 
 
 TEMPLATES = [
-    Template("lenient_extraction", "Lenient answer extraction (fall back to the final number)",
+    Template("lenient_extraction", "Lenient answer extraction (the evaluator's own reading)",
              "Correct answers written without <answer> tags score 0, so groups tie and GRPO learns nothing.",
              "Reward agrees with the evaluator on untagged answers; dead groups revive.",
              lambda t, m: 2.0 * _missed_correct(t, "no_answer_tag") + _share(t, DEAD) * 0.5,
