@@ -301,6 +301,8 @@ def validate(cfg: RunConfig) -> RunConfig:
         bad(f"train.group_size must be at least 2 for group-relative advantages, got {t.group_size}")
     if t.tasks_per_step < 1:
         bad(f"train.tasks_per_step must be at least 1, got {t.tasks_per_step}")
+    if t.loss_denominator not in ("live", "batch"):
+        bad(f"train.loss_denominator must be live or batch, got '{t.loss_denominator}'")
     if not t.lr > 0:
         bad(f"train.lr must be positive, got {t.lr}")
     if not 0 < t.clip_eps < 1:

@@ -175,7 +175,9 @@ class Engine:
                    for s in items if s.kept and abs(s.advantage) > 0 and s.completion_ids]
         if getattr(self.engine, "name", "") == "vllm":
             self.engine.sleep()  # give vLLM's memory back to training
-        tstats = self.with_oom_retry(lambda: self.trainer.step(samples), self.cfg.train, "micro_batch")
+        # "batch": TRL's dapo normaliser, every rollout's tokens; "live" (default): the tokens trained on
+        denom = float(sum(sum(s.loss_mask) for s in items)) if self.cfg.train.loss_denominator == "batch" else None
+        tstats = self.with_oom_retry(lambda: self.trainer.step(samples, denom), self.cfg.train, "micro_batch")
         train_ms = (time.perf_counter() - t0) * 1000
         progress.phase("checkpoint")
         t0 = time.perf_counter()
