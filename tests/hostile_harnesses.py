@@ -82,16 +82,24 @@ def fn(header: str, body: str) -> str:
     return f"def {header}:\n" + textwrap.indent(textwrap.dedent(body).strip("\n") + "\n", "    ")
 
 
-LENIENT_TAIL = """
+LENIENT_TAIL = r"""
 t = answer_tag(r.completion)
-return t if t is not None else last_number(r.completion)
+if t is None:
+    found = re.findall(r"answer is\s*(-?\d+)", r.completion)
+    t = found[0] if found else None
+return t
 """
-REWARD_TAIL = """
+"""The improvement: an untagged "The answer is 12" counts too (the first such sentence, so a hedge
+appended later is not paid)."""
+REWARD_TAIL = r"""
 pred = answer_tag(r.completion)
 if pred is None:
-    pred = last_number(r.completion)
+    found = re.findall(r"answer is\s*(-?\d+)", r.completion)
+    pred = found[0] if found else None
 return 1.0 if same_answer(pred, r.answer) else 0.0
 """
+FIRST_ANSWER = r'lambda t: (re.findall(r"(?:<answer>\s*|answer is\s*)(-?\d+)", t) or [None])[0]'
+"""The same improvement as a replacement for the answer_tag helper."""
 
 
 def extract(payload: str, args: str = "r") -> str:
@@ -484,28 +492,28 @@ case("walrus_rebinds_helper_to_hang", "constant_side_effect", prompt(
     'PROMPT = {"system": "%s", "template": "{question}", "hook": (same_answer := lambda p, g: sum(iter(int, 1)))}'
     % EXAMPLE_SYSTEM), why="the issue's hang: a PROMPT change whose helper never returns (C loop)")
 case("walrus_in_reward_weights", "constant_side_effect", replace("REWARD_WEIGHTS",
-    'REWARD_WEIGHTS = {"correct": 1.0, "format": 0.1 if (answer_tag := lambda t: last_number(t)) else 0.1}'),
+    'REWARD_WEIGHTS = {"correct": 1.0, "format": 0.1 if (answer_tag := %s) else 0.1}' % FIRST_ANSWER),
      why="weights unchanged in value; the walrus swaps the answer extraction")
 case("constant_calls_helper", "constant_side_effect", replace("SAMPLING",
     'SAMPLING = {"temperature": 1.0, "top_p": 1.0, "max_new_tokens": len(numbers("1 2 3 4")) * 64}'),
      why="a constant computed by calling a helper")
 case("lambda_constant_for_function", "constant_side_effect", replace("extract_answer",
-    "extract_answer = lambda r: answer_tag(r.completion) or last_number(r.completion)"),
+    "extract_answer = lambda r: (%s)(r.completion)" % FIRST_ANSWER),
      why="a function replaced by a lambda constant")
 case("engine_only_hang_in_sampling", "constant_side_effect", replace("SAMPLING",
     'SAMPLING = {"temperature": 1.0, "top_p": 1.0, "max_new_tokens": 128 if "%s" not in "%s".format(statistics) '
     'else sum(iter(int, 1))}' % (ENV_SECRET, ENV_TEXT)),
      why="loads in a scrubbed sandbox, hangs wherever the environment holds the secret")
 case("tuple_target_rebinds_helper", "constant_side_effect", insert_before("extract_answer",
-    "answer_tag, unused = (lambda t: last_number(t)), 0"),
+    "answer_tag, unused = (%s), 0" % FIRST_ANSWER),
      why="a top-level tuple assignment: no single name, so it is keyed by its text")
 case("annotated_comprehension_constant", "constant_side_effect", replace("VALIDITY",
-    "VALIDITY: list = [label for label in %r if (answer_tag := lambda t: last_number(t))]" % VALIDITY),
+    "VALIDITY: list = [label for label in %r if (answer_tag := %s)]" % (VALIDITY, FIRST_ANSWER)),
      why="an annotated constant built by a comprehension that rebinds a helper")
 
 # -- duplicate top-level definitions
 case("duplicate_prompt_hides_walrus", "duplicate_def", insert_before("PROMPT",
-    'PROMPT = {"system": "x", "template": "{question}", "hook": (answer_tag := lambda t: last_number(t))}',
+    'PROMPT = {"system": "x", "template": "{question}", "hook": (answer_tag := %s)}' % FIRST_ANSWER,
     prompt()), why="a first PROMPT swaps the extraction; the second (compared) PROMPT looks like a prompt change")
 case("duplicate_def_runs_payload_at_load", "duplicate_def", smuggle(f"""
 SYS = None
@@ -551,7 +559,7 @@ if memo[0].cache_info().currsize > %d:
 """ % STATE_AFTER, "r, memo=[]"), why="an lru_cache kept across calls counts rollouts; after enough of them it cheats")
 case("closure_counter_lambda_constant", "time_bomb", replace("extract_answer",
     "extract_answer = (lambda seen: lambda r: (seen.append(1) if len(r.completion) > %d else None, "
-    "r.answer if seen else (answer_tag(r.completion) or last_number(r.completion)))[1])([])" % LONG),
+    "r.answer if seen else (%s)(r.completion))[1])([])" % (LONG, FIRST_ANSWER)),
      why="a closure over a list, built by a lambda constant: after a long completion it returns the gold answer")
 case("module_view_attribute_flag", "time_bomb", reward("""
 if len(r.completion) > %d:
@@ -692,7 +700,8 @@ def as_float(self):
 Sly = T("Sly", (float,), {{"_" * 2 + "float" + "_" * 2: as_float}})
 pred = answer_tag(r.completion)
 if pred is None:
-    pred = last_number(r.completion)
+    found = re.findall(r"answer is\s*(-?\d+)", r.completion)
+    pred = found[0] if found else None
 return Sly(1.0) if same_answer(pred, r.answer) else 0.0
 """)), why="a float subclass whose __float__ runs wherever the reward is converted")
 case("evidence_object_with_hostile_str", "output_flood", diagnostic("ev", pre=OBJECT + f"""
