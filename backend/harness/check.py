@@ -73,7 +73,12 @@ def check_source(code: str) -> ast.Module:
     """
     tree = parse(code)
     try:
+        literal_formats = {id(n.func) for n in ast.walk(tree) if isinstance(n, ast.Call)
+                           and isinstance(n.func, ast.Attribute) and n.func.attr == "format"
+                           and isinstance(n.func.value, ast.Constant) and isinstance(n.func.value.value, str)}
         for node in ast.walk(tree):
+            if isinstance(node, ast.Attribute) and node.attr == "format" and id(node) not in literal_formats:
+                _fail(node, "'.format' is allowed only when called directly on a string literal")
             _check_node(node)
     except RecursionError:
         raise HarnessError("harness nests too deeply") from None
@@ -165,10 +170,16 @@ def _check_function(node: ast.FunctionDef | ast.Lambda) -> None:
             _check_annotation(node.returns)
 
 
+ANNOTATION_NODES = (ast.Name, ast.Attribute, ast.Subscript, ast.Tuple, ast.Load, ast.BinOp, ast.BitOr)
+
+
 def _check_annotation(ann: ast.AST) -> None:
+    """Annotations run when the module or the `def` does: only plain type names may appear."""
     for sub in ast.walk(ann):
         if isinstance(sub, ast.Constant) and isinstance(sub.value, str):
             _fail(ann, "string annotations are not allowed (they are evaluated later)")
+        if not (isinstance(sub, ANNOTATION_NODES) or (isinstance(sub, ast.Constant) and sub.value is None)):
+            _fail(ann, "an annotation may only name types (no calls or other expressions)")
 
 
 def _is_immutable_literal(node: ast.AST) -> bool:
