@@ -74,7 +74,8 @@ def copies(rows: list[dict]) -> tuple[list[dict], list[str]]:
     return out, kinds
 
 
-def check(old_rewards: list[float], new_rewards: list[float], kinds: list[str], weights: dict) -> tuple[str | None, dict]:
+def check(old_rewards: list[float], new_rewards: list[float], kinds: list[str],
+          weights: dict) -> tuple[str | None, dict]:
     """(the kind of copy the candidate pays for, or None; per-kind figures)."""
     best = sum(w for w in weights.values() if w > 0) or 1.0
     thr = 0.5 * best
