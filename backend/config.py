@@ -19,6 +19,7 @@ import typing
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from backend import profiles
 from backend.errors import EvoError
 
 DEFAULT_MODEL = "smollm2-135m"
@@ -202,6 +203,9 @@ class RunConfig:
     harness: str = ""
     """Path of a harness file; empty = the domain's default harness."""
     name: str = ""
+    profile: str = ""
+    """The defaults this run started from: cpu or gpu (backend/profiles.py; `--profile auto`
+    resolves to one of them). Empty: no profile was applied (a config built in code)."""
     model: ModelConfig = field(default_factory=ModelConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
     eval: EvalConfig = field(default_factory=EvalConfig)
@@ -334,6 +338,8 @@ def validate(cfg: RunConfig) -> RunConfig:
     looks_local = name.startswith((".", "/", "~")) or os.sep in name and not _looks_like_hub_id(name)
     if name != DEFAULT_MODEL and looks_local and not Path(name).expanduser().exists():
         bad(f"model.name: no such model path '{name}'")
+    if cfg.profile not in ("", *profiles.PROFILES):
+        bad(f"profile must be one of {', '.join(profiles.CHOICES)}, got '{cfg.profile}'")
     if cfg.harness and not Path(cfg.harness).expanduser().is_file():
         bad(f"harness: no such harness file '{cfg.harness}'")
     return cfg
@@ -354,7 +360,8 @@ def _aliases(data: dict) -> dict:
 
 
 def load_config(path: str | os.PathLike | None = None, overrides: list[str] | None = None) -> RunConfig:
-    """Read a TOML file (optional), apply `--set` overrides, validate."""
+    """Read a TOML file (optional), apply `--set` overrides, then the profile the file or the
+    overrides name (`profile = "gpu"`; auto is resolved here) for the keys still unset, validate."""
     data: dict = {}
     if path:
         p = Path(path)
@@ -365,7 +372,18 @@ def load_config(path: str | os.PathLike | None = None, overrides: list[str] | No
         except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
             raise ConfigError(f"{p}: not valid TOML ({e})") from None
     apply_overrides(data, overrides or [])
-    return validate(_build(RunConfig, _aliases(data)))
+    return validate(_build(RunConfig, _with_profile(_aliases(data))))
+
+
+def _with_profile(data: dict) -> dict:
+    """Fill the named profile's values where neither the file nor `--set` gave one."""
+    name = data.get("profile")
+    if not name:
+        return data
+    if name not in profiles.CHOICES:
+        raise ConfigError(f"profile must be one of {', '.join(profiles.CHOICES)}, got '{name}'")
+    data["profile"] = profiles.resolve(name)
+    return profiles.fill(data, data["profile"])
 
 
 def config_from_dict(data: dict) -> RunConfig:

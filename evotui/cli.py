@@ -41,6 +41,7 @@ def _parser() -> argparse.ArgumentParser:
     mode.add_argument("--auto-promote", action="store_true", help="promote passed interventions automatically")
     mode.add_argument("--supervised", action="store_true", help="hold passed interventions for the operator")
     r.add_argument("--quiet", action="store_true")
+    _profile_arg(r)
     o = sub.add_parser("open", help="open a run in the TUI")
     o.add_argument("run_dir")
     sub.add_parser("runs", help="list runs")
@@ -59,14 +60,19 @@ def _parser() -> argparse.ArgumentParser:
     s = sub.add_parser("skills", help="the skill library")
     s.add_argument("action", choices=["list", "show", "export", "import"])
     s.add_argument("args", nargs="*", help="show: RUN NAME; list: [RUN]; export: RUN PATH; import: RUN PATH")
-    cmp_ = sub.add_parser("compare", help="static vs co-evolution vs budget-matched control, several seeds")
+    cmp_ = sub.add_parser("compare", help="static and expert harnesses, with and without co-evolution, and a "
+                          "budget-matched control, over several seeds")
     cmp_.add_argument("--config")
     cmp_.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE")
     cmp_.add_argument("--steps", type=int)
     cmp_.add_argument("--seeds", default="0,1,2", help="comma-separated seeds (default 0,1,2)")
     cmp_.add_argument("--out", help="folder for the arms' runs and the report (default under $EVOTUI_HOME)")
-    cmp_.add_argument("--jobs", type=int, default=1, help="arms run as parallel processes (GPU memory allowing)")
+    cmp_.add_argument("--jobs", type=int, default=1,
+                      help="runs as parallel processes; with several GPUs visible, each run pinned to one")
+    cmp_.add_argument("--arms", help="comma-separated arms to run (default: all of static, static-expert, "
+                      "coevolve, coevolve-expert, control)")
     cmp_.add_argument("--quiet", action="store_true")
+    _profile_arg(cmp_)
     rep = sub.add_parser("report", help="write a Markdown report with plots for runs")
     rep.add_argument("runs", nargs="+", help="run directories, or a compare folder")
     rep.add_argument("--out", help="report folder (default: REPORT next to the first run)")
@@ -75,6 +81,30 @@ def _parser() -> argparse.ArgumentParser:
     b.add_argument("--quick", action="store_true")
     b.add_argument("rest", nargs=argparse.REMAINDER)
     return p
+
+
+def _profile_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--profile", choices=("auto", "cpu", "gpu"),
+                   help="defaults scaled to the machine (backend/profiles.py); auto (the default): gpu when "
+                   "CUDA is available, else cpu. Config-file and --set values win")
+
+
+def _profile_sets(args) -> list[str]:
+    """The `profile=` override for a new run: --profile if given; else none when the config file
+    or --set names one (a compare's per-arm config does); else auto."""
+    if args.profile:
+        return [f"profile={args.profile}"]
+    if any(x.split("=", 1)[0].strip() == "profile" for x in args.sets):
+        return []
+    if args.config:
+        import tomllib
+
+        try:
+            if "profile" in tomllib.loads(Path(args.config).expanduser().read_text()):
+                return []
+        except (OSError, ValueError):
+            pass  # load_config reports a missing or broken file
+    return ["profile=auto"]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -161,7 +191,11 @@ def _run(args) -> int:
         sets = list(args.sets)
         # Headless runs are autonomous unless told otherwise; the TUI starts them supervised.
         sets.append(f"evolve.auto_promote={'false' if args.supervised else 'true'}")
-        cfg = runs.load_cli_config(args.config, sets, args.steps, args.seed)
+        cfg = runs.load_cli_config(args.config, sets + _profile_sets(args), args.steps, args.seed)
+        if cfg.profile:
+            from backend.profiles import describe
+
+            print(describe(cfg.profile), flush=True)
         run_dir, s = runs.start(cfg, Path(args.run_dir).expanduser() if args.run_dir else None, quiet=args.quiet)
     print(runs.format_summary(s), flush=True)
     return 0 if s["status"] in ("finished", "stopped") else 1
@@ -229,22 +263,25 @@ def _compare(args) -> int:
     from datetime import datetime
 
     from backend import runs
-    from backend.tools.compare import run_compare
+    from backend.profiles import describe
+    from backend.tools.compare import parse_arms, run_compare, run_parallel
     from backend.tools.report import write_report
 
     try:
         seeds = [int(x) for x in args.seeds.split(",") if x.strip()]
     except ValueError:
         raise UsageError(f"--seeds expects comma-separated integers, got '{args.seeds}'") from None
-    cfg = runs.load_cli_config(args.config, args.sets, args.steps, None)
+    arms = parse_arms(args.arms)
+    cfg = runs.load_cli_config(args.config, args.sets + _profile_sets(args), args.steps, None)
+    if cfg.profile:
+        print(describe(cfg.profile), flush=True)
     out = Path(args.out).expanduser() if args.out else runs.home() / "compare" / f"{datetime.now():%Y%m%d-%H%M%S}"
     if args.jobs > 1:
-        from backend.tools.compare import run_parallel
-
-        rows = run_parallel(cfg, seeds, out, args.jobs, quiet=args.quiet)
+        run_parallel(cfg, seeds, out, args.jobs, quiet=args.quiet, arms=arms)
     else:
-        rows = run_compare(cfg, seeds, out, quiet=args.quiet)
-    path, text = write_report([Path(r["run_dir"]) for r in rows], out / "report")
+        run_compare(cfg, seeds, out, quiet=args.quiet, arms=arms)
+    # every run under OUT, this call's and earlier calls' (a grid split over calls merges here)
+    path, text = write_report(sorted(d for d in out.iterdir() if (d / "run.db").is_file()), out / "report")
     print(text)
     print(f"report: {path}")
     return 0

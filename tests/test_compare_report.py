@@ -1,5 +1,7 @@
 """`evotui compare` with tiny budgets on the CPU, then `evotui report`: the
-path stays working in CI (the real GPU results are in the README)."""
+path stays working in CI (the real GPU results are in the README). The arms'
+configs, the profiles and the report's statistics on made-up runs are in
+tests/test_compare_arms.py."""
 
 import json
 import subprocess
@@ -12,21 +14,40 @@ def test_compare_then_report(tmp_path, tiny_overrides):
     sets += ["--set", "evolve.every=2", "--set", "evolve.candidates=2", "--set", "evolve.probe_tasks=1"]
     # the parallel path (arms as processes; the control waits for its seed's coevolve arm)
     p = subprocess.run([sys.executable, "-m", "evotui", "compare", "--steps", "2", "--seeds", "0", "--out", str(out),
-                        "--jobs", "2", "--quiet", *sets], capture_output=True, text=True, timeout=1200)
+                        "--jobs", "2", "--quiet", "--arms", "static,coevolve,control", "--profile", "cpu", *sets],
+                       capture_output=True, text=True, timeout=1200)
     assert p.returncode == 0, p.stderr[-3000:]
+    assert "profile: cpu" in p.stdout
     rows = json.loads((out / "compare.json").read_text())
     assert all(r["status"] == "finished" for r in rows), rows
-    # run again over the same folder, sequentially: finished arms are kept, not re-run
+    assert {r["arm"] for r in rows} == {"static", "coevolve", "control"}
+    # run again over the same folder, sequentially, with every arm: the finished arms are kept,
+    # not re-run; the expert arms run now and merge into compare.json and the report
     steps_before = {a: _steps(out / f"{a}-s0") for a in ("static", "coevolve", "control")}
     p = subprocess.run([sys.executable, "-m", "evotui", "compare", "--steps", "2", "--seeds", "0", "--out", str(out),
-                        *sets], capture_output=True, text=True, timeout=600)
+                        *sets], capture_output=True, text=True, timeout=900)
     assert p.returncode == 0, p.stderr[-3000:]
     assert {a: _steps(out / f"{a}-s0") for a in steps_before} == steps_before
-    assert {r["arm"] for r in rows} == {"static", "coevolve", "control"}
-    for arm in ("static", "coevolve", "control"):
-        assert (out / f"{arm}-s0" / "run.db").exists()
+    arms = ("static", "static-expert", "coevolve", "coevolve-expert", "control")
+    rows = json.loads((out / "compare.json").read_text())
+    assert [r["arm"] for r in rows] == list(arms) and all(r["status"] == "finished" for r in rows), rows
+    for arm in arms:
+        cfg = _config(out / f"{arm}-s0")
+        assert cfg["profile"] == ("cpu" if arm in steps_before else _auto())
+        assert cfg["harness"].endswith("math_expert.py") == arm.endswith("-expert")
+        assert cfg["evolve"]["enabled"] == arm.startswith("coevolve")
     report = (out / "report" / "report.md").read_text()
-    assert "| static |" in report and "| coevolve |" in report and "| control |" in report
+    for arm in arms:
+        assert f"| {arm} |" in report
+    # the statistics: intervals over seeds (n/a with one seed), differences paired with static-expert, budget
+    assert "| arm | seeds | final test | final 95% CI | test AUC | AUC 95% CI |" in report
+    assert "| static-expert | 1 | " in report and "n/a (under 2 seeds)" in report
+    paired = report.split("## Paired difference against static-expert")[1].split("##")[0]
+    assert "| coevolve-expert | 1 |" in paired and "| static-expert |" not in paired
+    budget = report.split("## Budget")[1].split("##")[0]
+    assert "| rollouts used |" in budget
+    row = next(x for x in budget.splitlines() if x.startswith("| coevolve |")).split("|")
+    assert int(row[5]) > 0 and int(row[7]) == int(row[5]) + int(row[6])  # probes counted as budget
     for svg in ("test.svg", "validation.svg", "dead_groups.svg", "agreement.svg"):
         assert (out / "report" / svg).read_text().startswith("<svg")
     assert "## Repeated promotions (must be 0)\n\n- 0\n" in report
@@ -41,6 +62,22 @@ def test_compare_then_report(tmp_path, tiny_overrides):
                        capture_output=True, text=True, timeout=300)
     assert q.returncode == 0, q.stderr
     assert (tmp_path / "r2" / "report.md").exists()
+
+
+def _config(run_dir):
+    import sqlite3
+
+    db = sqlite3.connect(run_dir / "run.db")
+    try:
+        return json.loads(db.execute("SELECT config_json FROM runs").fetchone()[0])
+    finally:
+        db.close()
+
+
+def _auto():
+    from backend.profiles import resolve
+
+    return resolve("auto")
 
 
 def _steps(run_dir):

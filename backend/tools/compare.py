@@ -1,33 +1,74 @@
 """`evotui compare`: does co-evolution beat a static harness under the same budget?
 
-Three arms from one config and one seed set, run one after another:
+Five arms from one config and one seed set (`--arms` picks some):
 
-- static:   the default harness, evolution off (the human-engineered recipe)
-- coevolve: offline proposer, auto-promote
-- control:  static harness, but it spends the co-evolution arm's extra
-            rollouts (backtest probes) on ordinary training, so a win cannot
-            come from extra compute
+- static:          the default harness, evolution off
+- static-expert:   the shipped expert harness (harness/defaults/math_expert.py:
+                   reward = the evaluator's own check, dead groups dropped),
+                   evolution off: what a careful engineer writes by hand
+- coevolve:        the default harness, offline proposer, auto-promote
+- coevolve-expert: the expert harness, co-evolved like `coevolve`
+- control:         static harness, but it spends the coevolve arm's extra
+                   rollouts (backtest probes) of the same seed on ordinary
+                   training, so a win cannot come from extra compute
 
 Every arm is a normal run directory (openable in the TUI) under OUT/ARM-sSEED.
+A compare over an OUT that already holds finished arms keeps them (resume:
+unfinished ones go on), so a grid can be split over several calls; the
+report reads every run under OUT.
+
+With `--jobs N` the runs are parallel processes; when several GPUs are
+visible each run is pinned to one (`CUDA_VISIBLE_DEVICES`), always the GPU
+with the fewest runs on it (round-robin while they all start together).
 """
 
 from __future__ import annotations
 
 import json
 import math
+import os
 from pathlib import Path
 
 from backend.config import RunConfig, apply_overrides, config_from_dict, to_dict
+from backend.errors import UsageError
+from backend.harness.loader import default_harness_path
 
-ARMS = ("static", "coevolve", "control")
+ARMS = ("static", "static-expert", "coevolve", "coevolve-expert", "control")
+EVOLVING = ("coevolve", "coevolve-expert")
+EXPERT_HARNESS = default_harness_path("math_expert")
+
+
+def parse_arms(text: str | None) -> list[str]:
+    """`--arms a,b,c` in ARMS order; None or empty: all five."""
+    if not text:
+        return list(ARMS)
+    arms = [a.strip() for a in text.split(",") if a.strip()]
+    unknown = [a for a in arms if a not in ARMS]
+    if unknown or not arms:
+        raise UsageError(f"--arms: unknown arm(s) {', '.join(unknown) or '(none)'}; choose from {', '.join(ARMS)}")
+    return [a for a in ARMS if a in arms]
+
+
+def check_arms(base: RunConfig, arms: list[str], seeds: list[int], out: Path) -> None:
+    """Raise UsageError for a grid that cannot run: an expert arm outside math, or a control
+    whose seed has no coevolve arm (in --arms, or finished under OUT) to take its budget from."""
+    if any(a.endswith("-expert") for a in arms) and base.domains != ["math"]:
+        raise UsageError(f"the expert arms use the math expert harness; domain is '{base.domain}'")
+    if "control" in arms and "coevolve" not in arms:
+        missing = [s for s in seeds if not _finished(out / f"coevolve-s{s}")]
+        if missing:
+            raise UsageError("the control arm spends its seed's coevolve probes; add coevolve to --arms "
+                             f"(no finished coevolve run under {out} for seed(s) {missing})")
 
 
 def arm_config(base: dict, arm: str, seed: int, extra_tasks: int = 0) -> RunConfig:
     data = json.loads(json.dumps(base))
     sets = [f"seed={seed}", f"name={arm}"]
-    if arm == "static":
+    if arm.endswith("-expert"):
+        data["harness"] = str(EXPERT_HARNESS)
+    if arm in ("static", "static-expert"):
         sets.append("evolve.enabled=false")
-    elif arm == "coevolve":
+    elif arm in EVOLVING:
         sets += ["evolve.enabled=true", "evolve.auto_promote=true", "evolve.proposer='offline'",
                  "evolve.plant_trap=true"]
     elif arm == "control":
@@ -81,21 +122,57 @@ def _row(arm: str, seed: int, run_dir: Path, extra: int) -> dict:
             "extra_tasks_per_step": extra}
 
 
-def run_parallel(base: RunConfig, seeds: list[int], out: Path, jobs: int, quiet: bool = False) -> list[dict]:
-    """Like `run_compare`, with arms as parallel `evotui run --headless` processes on one
-    machine (where GPU memory allows): static and coevolve first; each seed's control
-    starts when that seed's co-evolution arm ends, as its budget depends on its probes."""
+def _write_rows(out: Path, rows: list[dict]) -> list[dict]:
+    """Merge this call's rows into OUT/compare.json (earlier calls' arms stay); return all rows."""
+    path = out / "compare.json"
+    old = json.loads(path.read_text()) if path.exists() else []
+    mine = {(r["arm"], r["seed"]) for r in rows}
+    merged = [r for r in old if (r.get("arm"), r.get("seed")) not in mine] + rows
+    merged.sort(key=lambda r: (r["seed"], ARMS.index(r["arm"]) if r["arm"] in ARMS else len(ARMS)))
+    path.write_text(json.dumps(merged, indent=2))
+    return merged
+
+
+def visible_gpus() -> list[str]:
+    """The GPU ids runs can be pinned to: CUDA_VISIBLE_DEVICES if set, else torch's count."""
+    env = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if env is not None:
+        return [g.strip() for g in env.split(",") if g.strip()]
+    try:
+        import torch
+
+        return [str(i) for i in range(torch.cuda.device_count())]
+    except ImportError:
+        return []
+
+
+def pick_gpu(gpus: list[str], busy: list[str]) -> str | None:
+    """The visible GPU with the fewest running runs (the first on a tie); None with 0 or 1 GPU."""
+    if len(gpus) < 2:
+        return None
+    return min(gpus, key=lambda g: (busy.count(g), gpus.index(g)))
+
+
+def run_parallel(base: RunConfig, seeds: list[int], out: Path, jobs: int, quiet: bool = False,
+                 arms: list[str] | None = None) -> list[dict]:
+    """Like `run_compare`, with runs as parallel `evotui run --headless` processes on one
+    machine: every arm but the control first; each seed's control starts when that seed's
+    coevolve arm ends, as its budget depends on its probes. Several visible GPUs: one run
+    per GPU at a time where `jobs` allows (see `pick_gpu`)."""
     import subprocess
     import sys
     import time
 
     from backend.config import to_toml
 
+    arms = arms or list(ARMS)
+    check_arms(base, arms, seeds, out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "configs").mkdir(exist_ok=True)
     base_d = to_dict(base)
+    gpus = visible_gpus()
 
-    def launch(arm: str, seed: int, extra: int):
+    def launch(arm: str, seed: int, extra: int, gpu: str | None):
         run_dir = out / f"{arm}-s{seed}"
         if (run_dir / "run.db").exists():
             args = ["--resume", str(run_dir)]
@@ -103,21 +180,26 @@ def run_parallel(base: RunConfig, seeds: list[int], out: Path, jobs: int, quiet:
             cfgf = out / "configs" / f"{arm}-s{seed}.toml"
             cfgf.write_text(to_toml(arm_config(base_d, arm, seed, extra)))
             args = ["--config", str(cfgf), "--run-dir", str(run_dir),
-                    "--auto-promote" if arm == "coevolve" else "--supervised"]
+                    "--auto-promote" if arm in EVOLVING else "--supervised"]
+        env = dict(os.environ, **({"CUDA_VISIBLE_DEVICES": gpu} if gpu is not None else {}))
         with open(out / f"{arm}-s{seed}.log", "a") as log:  # the child keeps its own copy
+            if not quiet and gpu is not None:
+                print(f"{arm:<15} seed {seed}: started on GPU {gpu}", flush=True)
             return subprocess.Popen([sys.executable, "-m", "evotui", "run", "--headless", "--quiet", *args],
-                                    stdout=log, stderr=subprocess.STDOUT)
+                                    stdout=log, stderr=subprocess.STDOUT, env=env)
 
     def ended(arm: str, seed: int, how: str) -> None:
         if not quiet:
-            print(f"{arm:<9} seed {seed}: {how}", flush=True)
-        if arm == "coevolve":
+            print(f"{arm:<15} seed {seed}: {how}", flush=True)
+        if arm == "coevolve" and "control" in arms:
             extras[seed] = _extra_tasks(base, out, seed)
             pending.append(("control", seed))
 
-    # static and coevolve start at once; each control starts as soon as its seed's
-    # co-evolution arm has finished, since its budget is that arm's probe count
-    pending = [(arm, seed) for seed in seeds for arm in ("static", "coevolve")]
+    first = [a for a in arms if a != "control"]
+    pending = [(arm, seed) for seed in seeds for arm in first]
+    if "control" in arms and "coevolve" not in arms:  # check_arms saw each seed's coevolve finished
+        for seed in seeds:
+            ended("coevolve", seed, "finished before")
     running, extras = [], {}
     while pending or running:
         while pending and len(running) < jobs:
@@ -125,41 +207,43 @@ def run_parallel(base: RunConfig, seeds: list[int], out: Path, jobs: int, quiet:
             if _finished(out / f"{arm}-s{seed}"):  # compare run again over the same --out: kept as is
                 ended(arm, seed, "finished before")
             else:
-                running.append((launch(arm, seed, extras.get(seed, 0) if arm == "control" else 0), arm, seed))
+                gpu = pick_gpu(gpus, [g for *_, g in running])
+                proc = launch(arm, seed, extras.get(seed, 0) if arm == "control" else 0, gpu)
+                running.append((proc, arm, seed, gpu))
         for item in list(running):
-            proc, arm, seed = item
+            proc, arm, seed, _ = item
             if proc.poll() is not None:
                 running.remove(item)
                 ended(arm, seed, f"exit {proc.returncode}")
         time.sleep(0.5)
-    extras = {seed: extras.get(seed, 0) for seed in seeds}
-    rows = [_row(arm, seed, out / f"{arm}-s{seed}", extras[seed] if arm == "control" else 0)
-            for seed in seeds for arm in ARMS]
-    (out / "compare.json").write_text(json.dumps(rows, indent=2))
-    return rows
+    rows = [_row(arm, seed, out / f"{arm}-s{seed}", extras.get(seed, 0) if arm == "control" else 0)
+            for seed in seeds for arm in arms if (out / f"{arm}-s{seed}" / "run.db").exists()]
+    return _write_rows(out, rows)
 
 
-def run_compare(base: RunConfig, seeds: list[int], out: Path, quiet: bool = False) -> list[dict]:
-    """Run every arm for every seed, one after another; returns one row per run."""
+def run_compare(base: RunConfig, seeds: list[int], out: Path, quiet: bool = False,
+                arms: list[str] | None = None) -> list[dict]:
+    """Run the chosen arms for every seed, one after another; returns one row per run
+    (this call's and those earlier calls left in OUT/compare.json)."""
     from backend import runs
 
+    arms = arms or list(ARMS)
+    check_arms(base, arms, seeds, out)
     out.mkdir(parents=True, exist_ok=True)
     base_d = to_dict(base)
     rows = []
     for seed in seeds:
-        for arm in ("static", "coevolve", "control"):
+        for arm in arms:  # ARMS order: coevolve runs before the control that takes its budget
             extra = _extra_tasks(base, out, seed) if arm == "control" else 0
-            cfg = arm_config(base_d, arm, seed, extra)
             run_dir = out / f"{arm}-s{seed}"
             if _finished(run_dir):  # compare run again over the same --out: only unfinished arms go on
                 pass
             elif (run_dir / "run.db").exists():
                 runs.resume(run_dir, quiet=quiet)
             else:
-                runs.start(cfg, run_dir, quiet=quiet)
+                runs.start(arm_config(base_d, arm, seed, extra), run_dir, quiet=quiet)
             rows.append(r := _row(arm, seed, run_dir, extra))
             if not quiet:
-                print(f"{arm:<9} seed {seed}: held-out {r['heldout_acc']:.3f} (start {r['heldout_acc_start']:.3f})",
+                print(f"{arm:<15} seed {seed}: held-out {r['heldout_acc']:.3f} (start {r['heldout_acc_start']:.3f})",
                       flush=True)
-    (out / "compare.json").write_text(json.dumps(rows, indent=2))
-    return rows
+    return _write_rows(out, rows)

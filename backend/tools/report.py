@@ -1,8 +1,12 @@
 """`evotui report RUN...`: a self-contained Markdown report with SVG plots.
 
 Runs are grouped into arms by their config name (`compare` names them
-static / coevolve / control); several seeds of an arm are summarised as mean
-and min-max spread per step. The report shows test accuracy (reported only)
+static / static-expert / coevolve / coevolve-expert / control); several seeds
+of an arm are summarised as mean and min-max spread per step, and over seeds
+as mean with a 95% t-interval of the final test accuracy and of the area
+under the test curve, with each arm's difference from static-expert paired
+by seed (report_stats.py), and a budget row per arm (wall time, training
+and probe rollouts). The report shows test accuracy (reported only)
 and validation accuracy (what the gate read), each decision's effect, 95%
 interval, p-value and sample size, repeated promotions (must be 0), dead-group
 fraction and reward-evaluator agreement over steps, the lineage of promoted
@@ -22,8 +26,10 @@ from backend.envs.math_answer import audit
 from backend.store import Store, loads
 
 from .report_gate import gate_facts, gate_lines
+from .report_stats import arm_stats, budget_facts, paired, stats_lines, stats_text
 
-COLORS = {"static": "#888888", "coevolve": "#1f77b4", "control": "#ff7f0e"}
+COLORS = {"static": "#888888", "coevolve": "#1f77b4", "control": "#ff7f0e", "static-expert": "#2ca02c",
+          "coevolve-expert": "#9467bd"}
 
 
 def _arm(store: Store) -> str:
@@ -38,7 +44,8 @@ def collect(run_dirs: list[Path]) -> dict[str, list[dict]]:
         run = s.run()
         gate = gate_facts(s)
         arms.setdefault(_arm(s), []).append({
-            "dir": str(d), "seed": run["seed"], "status": run["status"], **gate,
+            "dir": str(d), "seed": run["seed"], "status": run["status"], **gate, **budget_facts(s),
+            "profile": loads(run["config_json"], {}).get("profile") or "",
             "steps": s.rows("SELECT step, dead_group_frac, agreement, reward_mean, total_ms FROM steps ORDER BY step"),
             "promoted": s.rows("SELECT i.*, b.metrics_json AS bt_metrics, b.verdict AS bt_verdict FROM interventions i "
                                "LEFT JOIN backtests b ON b.intervention_id = i.id "
@@ -162,7 +169,10 @@ def write_report(run_dirs: list[Path], out: Path) -> tuple[Path, str]:
                   f"{_fmt(t['final_min'])} | {_fmt(t['final_max'])} | {_fmt(t['val_final_mean'])} | "
                   f"{_fmt(t['dead_mean'])} | {t['promoted']} | {t['repeated']} | {t['inconclusive']} | "
                   f"{t['skipped']} | {t['blocked']} |")
-    md += ["", "![test](test.svg)", "", "![validation](validation.svg)", "", "![dead groups](dead_groups.svg)", "",
+    md += [""] + stats_lines(arms)
+    profiles = sorted({f"{arm}: {r['profile'] or 'none'}" for arm, runs in arms.items() for r in runs})
+    md += ["Profiles (backend/profiles.py): " + "; ".join(profiles), ""]
+    md += ["![test](test.svg)", "", "![validation](validation.svg)", "", "![dead groups](dead_groups.svg)", "",
            "![agreement](agreement.svg)", ""]
     md += gate_lines(arms)
     md += ["## Promoted interventions (lineage)", ""]
@@ -200,10 +210,13 @@ def write_report(run_dirs: list[Path], out: Path) -> tuple[Path, str]:
     md += ["", "## Runs", ""] + [f"- {arm}: `{r['dir']}` ({r['status']})" for arm, runs in arms.items() for r in runs]
     path = out / "report.md"
     path.write_text("\n".join(md) + "\n")
-    (out / "report.json").write_text(json.dumps(table, indent=2))
+    extra = {t["arm"]: t for t in arm_stats(arms)}
+    diffs = {d["arm"]: d for d in paired(arms)}
+    rows = [dict(t, stats=extra[t["arm"]], vs_static_expert=diffs.get(t["arm"])) for t in table]
+    (out / "report.json").write_text(json.dumps(rows, indent=2))
     text = ["arm        seeds  test start  final  (min-max)        val    dead   promoted repeated blocked"]
     for t in table:
         text.append(f"{t['arm']:<10} {t['seeds']:>5}  {_fmt(t['start_mean'])}       {_fmt(t['final_mean'])}  "
                     f"({_fmt(t['final_min'])}-{_fmt(t['final_max'])})  {_fmt(t['val_final_mean'])}  "
                     f"{_fmt(t['dead_mean'], '{:.2f}')}  {t['promoted']:>8} {t['repeated']:>8} {t['blocked']:>7}")
-    return path, "\n".join(text)
+    return path, "\n".join(text + [""] + stats_text(arms))

@@ -1,0 +1,87 @@
+"""Run profiles: the defaults scaled to the machine (`--profile cpu|gpu|auto`).
+
+A profile fills config values the run did not set: a value from the config
+file or from `--set` always wins (`config.load_config` applies the profile
+last, only to keys still missing). `auto` is `gpu` when
+`torch.cuda.is_available()`, else `cpu`. The resolved name is stored in the
+run's config (`profile`), so a report knows which defaults a run had.
+
+    >>> PROFILES["gpu"]["train.lr"]
+    0.0001
+    >>> resolve("cpu")
+    'cpu'
+
+Where the numbers come from:
+
+- cpu: today's `RunConfig` defaults, unchanged (4 tasks x 4 rollouts, lr 2e-5,
+  32 + 32 held-out problems, evaluation every 10 steps). Its learning rate was
+  not re-measured here (issue 15 asks for a small CPU sweep; not done yet).
+- gpu: the runs on record in issue 15 (an H200, SmolLM2-135M, default math
+  suite, 120 steps, 64 tasks x 8 rollouts a step, held-out 500 problems):
+  - `train.lr = 1e-4`: the learning-rate sweep on record, expert harness
+    static, seed 0: lr 2e-5 (the default) 0.114 -> 0.204 held-out (barely
+    learns); 1e-4 0.114 -> 0.978 (seeds 1 and 2: 0.976, 0.978 by step 80);
+    5e-4 0.114 -> 0.280 (worse).
+  - `train.tasks_per_step = 64`, `train.group_size = 8`: the scale those runs
+    used; 512 rollouts a step, one 120-step run in about 2-5 minutes
+    (docs: /shared GPU.md, "four 120-step runs ... side by side in about 9 min").
+  - `train.max_new_tokens_cap = 256`: the issue's GPU profile ("up to 256 new
+    tokens"); decode at batch 512 x 256 is what `python -m backend.bench`
+    measures (fast engine about 200k tok/s on an H200).
+  - `eval.n_val = 200`, `eval.n_test = 500`: the issue's held-out sizes (test
+    500 as in the runs above; validation 200 for the gate's watch).
+  - `eval.every = 20`: six or seven points on a 120-step curve, enough for the
+    report's area under the test-accuracy curve without evaluation dominating
+    a step.
+"""
+
+from __future__ import annotations
+
+import os
+
+PROFILES: dict[str, dict[str, object]] = {
+    "cpu": {},
+    "gpu": {
+        "train.tasks_per_step": 64,
+        "train.group_size": 8,
+        "train.lr": 1e-4,
+        "train.max_new_tokens_cap": 256,
+        "eval.n_val": 200,
+        "eval.n_test": 500,
+        "eval.every": 20,
+    },
+}
+CHOICES = ("auto", *PROFILES)
+
+
+def resolve(name: str) -> str:
+    """`cpu` or `gpu`; `auto` asks torch whether CUDA is there (imported only then).
+
+    EVOTUI_PROFILE_AUTO=cpu|gpu answers `auto` without torch (tests, dry runs)."""
+    if name != "auto":
+        return name
+    forced = os.environ.get("EVOTUI_PROFILE_AUTO")
+    if forced in PROFILES:
+        return forced
+    try:
+        import torch
+    except ImportError:
+        return "cpu"
+    return "gpu" if torch.cuda.is_available() else "cpu"
+
+
+def fill(data: dict, profile: str) -> dict:
+    """Set the profile's values on a nested config dict where the dict has none (in place)."""
+    for key, value in PROFILES[profile].items():
+        *parents, leaf = key.split(".")
+        node = data
+        for p in parents:
+            node = node.setdefault(p, {})
+        node.setdefault(leaf, value)
+    return data
+
+
+def describe(profile: str) -> str:
+    """One line for the start of a run: `profile: gpu (train.tasks_per_step=64, ...)`."""
+    vals = ", ".join(f"{k}={v}" for k, v in PROFILES[profile].items())
+    return f"profile: {profile} ({vals or 'the RunConfig defaults'}; config file and --set values win)"

@@ -1,0 +1,109 @@
+"""The compare arms, the run profiles and the report's statistics, without training
+(the end-to-end run of every arm is tests/test_compare_report.py)."""
+
+from __future__ import annotations
+
+import argparse
+
+import pytest
+
+from backend.config import ConfigError, RunConfig, load_config, to_dict
+from backend.errors import UsageError
+from backend.tools import compare, report_stats
+from evotui.cli import _profile_sets
+
+
+def test_the_gpu_profile_fills_only_what_the_run_left_unset(tmp_path):
+    cfg = load_config(None, ["profile=gpu"])
+    assert cfg.profile == "gpu"
+    assert (cfg.train.tasks_per_step, cfg.train.group_size, cfg.train.lr, cfg.train.max_new_tokens_cap) == \
+        (64, 8, 1e-4, 256)
+    assert (cfg.eval.n_val, cfg.eval.n_test, cfg.eval.every) == (200, 500, 20)
+    # --set and the config file win; the deprecated eval.n_tasks still sizes both sets
+    f = tmp_path / "c.toml"
+    f.write_text("profile = 'gpu'\n[train]\ngroup_size = 4\n")
+    cfg = load_config(f, ["train.lr=3e-5", "eval.n_tasks=2"])
+    assert (cfg.train.group_size, cfg.train.lr, cfg.train.tasks_per_step) == (4, 3e-5, 64)
+    assert (cfg.eval.n_val, cfg.eval.n_test) == (2, 2)
+
+
+def test_the_cpu_profile_is_todays_defaults_and_auto_resolves(monkeypatch):
+    plain = to_dict(RunConfig())
+    assert dict(to_dict(load_config(None, ["profile=cpu"])), profile="") == plain
+    assert load_config(None, []).profile == ""  # a config built in code: no profile applied
+    monkeypatch.setenv("EVOTUI_PROFILE_AUTO", "gpu")
+    assert load_config(None, ["profile=auto"]).profile == "gpu"
+    with pytest.raises(ConfigError, match="profile must be one of"):
+        load_config(None, ["profile=tpu"])
+
+
+def test_the_cli_profile_flag_wins_else_the_file_else_auto(tmp_path):
+    ns = lambda **kw: argparse.Namespace(**{"profile": None, "sets": [], "config": None, **kw})  # noqa: E731
+    assert _profile_sets(ns()) == ["profile=auto"]
+    assert _profile_sets(ns(profile="cpu", sets=["profile=gpu"])) == ["profile=cpu"]
+    assert _profile_sets(ns(sets=["profile=gpu"])) == []
+    f = tmp_path / "arm.toml"
+    f.write_text('profile = "gpu"\n')
+    assert _profile_sets(ns(config=str(f))) == []  # a compare arm's config keeps its profile
+
+
+def test_the_arms():
+    assert compare.parse_arms(None) == list(compare.ARMS) == \
+        ["static", "static-expert", "coevolve", "coevolve-expert", "control"]
+    assert compare.parse_arms("control,static-expert") == ["static-expert", "control"]
+    with pytest.raises(UsageError, match="unknown arm"):
+        compare.parse_arms("static,expert")
+    base = to_dict(load_config(None, ["train.tasks_per_step=4"]))
+    se = compare.arm_config(base, "static-expert", 3)
+    assert se.harness.endswith("defaults/math_expert.py") and not se.evolve.enabled and se.seed == 3
+    ce = compare.arm_config(base, "coevolve-expert", 3)
+    assert ce.harness == se.harness and ce.evolve.enabled and ce.evolve.auto_promote
+    assert ce.evolve.proposer == "offline" and ce.name == "coevolve-expert"
+    assert compare.arm_config(base, "coevolve", 3).harness == ""
+    assert compare.arm_config(base, "control", 3, extra_tasks=2).train.tasks_per_step == 6
+
+
+def test_arms_that_cannot_run_are_refused(tmp_path):
+    with pytest.raises(UsageError, match="add coevolve"):
+        compare.check_arms(RunConfig(), ["static", "control"], [0], tmp_path)
+    with pytest.raises(UsageError, match="math expert harness"):
+        compare.check_arms(RunConfig(domain="code"), ["static-expert"], [0], tmp_path)
+    compare.check_arms(RunConfig(), ["coevolve", "control"], [0], tmp_path)
+
+
+def test_runs_are_pinned_to_the_least_busy_gpu(monkeypatch):
+    gpus = ["0", "1", "2", "3"]
+    busy: list[str] = []
+    for _ in range(4):
+        busy.append(compare.pick_gpu(gpus, busy))
+    assert busy == ["0", "1", "2", "3"]  # round-robin while they all start
+    assert compare.pick_gpu(gpus, ["0", "2", "3"]) == "1"  # the run on GPU 1 ended
+    assert compare.pick_gpu(["0"], []) is None and compare.pick_gpu([], []) is None
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2,5")
+    assert compare.visible_gpus() == ["2", "5"]
+
+
+def _run(seed, curve, probes=0):
+    return {"seed": seed, "test_evals": [{"step": s, "accuracy": a} for s, a in curve],
+            "steps": [{"dead_group_frac": 0.5}], "promoted": [], "repeated": [], "blocked": [],
+            "wall_s": 10.0, "train_rollouts": 100, "probe_rollouts": probes}
+
+
+def test_report_statistics_over_seeds():
+    arms = {"static-expert": [_run(0, [(0, 0.1), (10, 0.5)]), _run(1, [(0, 0.1), (10, 0.7)])],
+            "coevolve-expert": [_run(0, [(0, 0.1), (10, 0.6)], 8), _run(1, [(0, 0.1), (10, 0.9)], 4),
+                                _run(2, [(0, 0.1), (10, 0.9)])]}
+    stats = {t["arm"]: t for t in report_stats.arm_stats(arms)}
+    m, lo, hi = stats["static-expert"]["final"]
+    assert m == pytest.approx(0.6) and (lo, hi) == pytest.approx((0.6 - 12.706 * 0.1, 0.6 + 12.706 * 0.1))
+    assert stats["static-expert"]["auc"][0] == pytest.approx(0.35)
+    assert stats["coevolve-expert"]["rollouts_mean"] == pytest.approx(104)
+    (p,) = report_stats.paired(arms)
+    assert p["arm"] == "coevolve-expert" and p["pairs"] == 2  # seed 2 has no static-expert to pair with
+    assert p["final_diff"][0] == pytest.approx(0.15) and p["final_diff"][1] < 0.15 < p["final_diff"][2]
+    md = "\n".join(report_stats.stats_lines(arms))
+    assert "| final test | final 95% CI | test AUC | AUC 95% CI |" in md
+    assert "| coevolve-expert | 2 | +0.150 | [" in md
+    assert "| rollouts used |" in md
+    assert report_stats.t_interval([0.4]) == (0.4, None, None)
+    assert report_stats.t975(200) == pytest.approx(1.972, abs=1e-3)
