@@ -181,7 +181,8 @@ def judge(kind: str, names: list[str], rows: list[dict], old_res: Replayed, new_
 
 
 TARGETS = {"filter": "kept_agreement", "advantage": "adv_agreement"}
-"""The metric each kind of replayed change is judged on; every other kind: `agreement`."""
+"""The metric each kind of replayed change is judged on; reward changes: `recall` or
+`specificity`, whichever the change moves (see `decision`); every other kind: `agreement`."""
 
 
 def _per_group(rows, v: dict, metric: str) -> dict:
@@ -191,6 +192,10 @@ def _per_group(rows, v: dict, metric: str) -> dict:
     for g, ix in v["groups"].items():
         if metric == "agreement":
             val = [v["high"][i] == correct[i] for i in ix]
+        elif metric == "recall":  # evaluator-correct rollouts the reward scores high
+            val = [v["high"][i] for i in ix if correct[i]]
+        elif metric == "specificity":  # evaluator-wrong rollouts the reward scores low
+            val = [not v["high"][i] for i in ix if not correct[i]]
         elif metric == "kept_agreement":
             val = [v["high"][i] == correct[i] for i in ix if v["kept"][i]]
         else:  # adv_agreement: in groups with mixed verdicts, advantage sign against the verdict
@@ -202,17 +207,26 @@ def _per_group(rows, v: dict, metric: str) -> dict:
     return out
 
 
+def _effect(rows, old: dict, new: dict, metric: str):
+    return paired_bootstrap(*pair_up(_per_group(rows, old, metric), _per_group(rows, new, metric)),
+                            seed=0, metric=metric)
+
+
 def decision(kind: str, rows, old: dict, new: dict, min_gain: float, min_effect: float | None = None) -> Decision:
-    """The gate's rule on a replayed change: the targeted metric, paired over replayed groups
-    (seeded bootstrap), with agreement as the harm guard for kinds that target something else."""
+    """The gate's rule on a replayed change, paired over replayed groups (seeded bootstrap).
+
+    A reward change is judged on recall (evaluator-correct rollouts scored high) or
+    specificity (wrong ones scored low), whichever it moves more, with the other as the
+    harm guard: agreement over all rollouts would drown a fix for the few correct answers
+    of a weak policy among its many wrong ones. Filters and the advantage rule are judged on
+    their own metric with agreement as the harm guard."""
+    if kind == "reward":
+        recall, spec = _effect(rows, old, new, "recall"), _effect(rows, old, new, "specificity")
+        effect, harm = (recall, spec) if recall.ci_low >= spec.ci_low else (spec, recall)
+        return decide(effect, min_gain, harm, min_effect=min_effect)
     metric = TARGETS.get(kind, "agreement")
-    effect = paired_bootstrap(*pair_up(_per_group(rows, old, metric), _per_group(rows, new, metric)),
-                              seed=0, metric=metric)
-    harm = None
-    if metric != "agreement":
-        harm = paired_bootstrap(*pair_up(_per_group(rows, old, "agreement"), _per_group(rows, new, "agreement")),
-                                seed=0, metric="agreement")
-    return decide(effect, min_gain, harm, min_effect=min_effect)
+    harm = _effect(rows, old, new, "agreement") if metric != "agreement" else None
+    return decide(_effect(rows, old, new, metric), min_gain, harm, min_effect=min_effect)
 
 
 def _gain(kind: str, rows, old: dict, new: dict, m: dict, min_gain: float,
