@@ -182,6 +182,10 @@ def run_parallel(base: RunConfig, seeds: list[int], out: Path, jobs: int, quiet:
             args = ["--config", str(cfgf), "--run-dir", str(run_dir),
                     "--auto-promote" if arm in EVOLVING else "--supervised"]
         env = dict(os.environ, **({"CUDA_VISIBLE_DEVICES": gpu} if gpu is not None else {}))
+        if not gpus and jobs > 1 and "OMP_NUM_THREADS" not in os.environ:
+            # CPU runs side by side: a thread pool per core in each would oversubscribe the cores,
+            # and OpenMP's spin-waits then slow every run many times over (README, bench --quick)
+            env["OMP_NUM_THREADS"] = str(max(1, (os.cpu_count() or 1) // jobs))
         with open(out / f"{arm}-s{seed}.log", "a") as log:  # the child keeps its own copy
             if not quiet and gpu is not None:
                 print(f"{arm:<15} seed {seed}: started on GPU {gpu}", flush=True)
