@@ -18,9 +18,6 @@ from pathlib import Path
 
 from backend.errors import EvoError, UsageError
 
-# User-facing errors whose classes do not derive from EvoError yet (they live in modules being
-# reworked); matched by name so the CLI imports nothing heavy. Remove each once it is an EvoError.
-NOT_YET_EVO_ERRORS = ("HarnessError", "SkillError")
 SHELL_BUSY_S = 10.0
 """How long a shell command (approve, pause, ...) waits for a run database another process has locked."""
 
@@ -123,7 +120,7 @@ def main(argv: list[str] | None = None) -> int:
         print(e.cli_line(), file=sys.stderr)
         return e.exit_code
     except Exception as e:
-        if type(e).__name__ in NOT_YET_EVO_ERRORS or isinstance(e, OSError):  # OSError: a path, a disk
+        if isinstance(e, OSError):  # a path, a disk
             print(f"evotui: error: {e}", file=sys.stderr)
             return 2
         if os.environ.get("EVOTUI_DEBUG"):

@@ -28,6 +28,7 @@ import os
 import re
 from pathlib import Path
 
+from backend.errors import EvoError
 from backend.harness.loader import HarnessError, check_source
 from backend.store import dumps, loads, now
 
@@ -36,7 +37,7 @@ REQUIRED = {"name": str, "trigger": dict, "change": dict}
 CHANGE_OPS = ("replace", "add", "remove", "set")
 
 
-class SkillError(ValueError):
+class SkillError(EvoError, ValueError):
     """A skill file or card is unusable; one line for the user."""
 
 

@@ -16,7 +16,8 @@ check only rejects early, with one clear line, what no honest harness needs:
 - mutable or computed default arguments, and decorators other than the
   functools caches.
 
-Pure standard library: this file is also copied into the harness worker.
+Pure standard library (and `backend.errors`, which imports nothing): this file is also
+copied into the harness worker.
 """
 
 from __future__ import annotations
@@ -24,6 +25,8 @@ from __future__ import annotations
 import ast
 import re
 import string
+
+from backend.errors import EvoError
 
 MAX_BYTES = 64_000
 ALLOWED_IMPORTS = {"re", "math", "statistics", "collections", "itertools", "functools", "string"}
@@ -41,7 +44,7 @@ BANNED_NODES = (ast.Global, ast.Nonlocal, ast.ClassDef, ast.AsyncFunctionDef, as
                 ast.YieldFrom, ast.MatchClass, ast.AsyncFor, ast.AsyncWith)
 
 
-class HarnessError(ValueError):
+class HarnessError(EvoError, ValueError):
     """The harness file is unusable; the message says why in one line."""
 
 

@@ -38,6 +38,7 @@ from .spec import HarnessSpec, validate
 
 PACKAGE = Path(__file__).resolve().parent
 RUNTIME_FILES = {
+    "backend/errors.py": PACKAGE.parent / "errors.py",
     "backend/harness/check.py": PACKAGE / "check.py",
     "backend/harness/spec.py": PACKAGE / "spec.py",
     "backend/harness/namespace.py": PACKAGE / "namespace.py",
