@@ -28,6 +28,7 @@ from backend.errors import EvoError
 from backend.envs import held_out_sets, make_env
 from backend.harness.client import WorkerFailure
 from backend.harness.loader import Harness, HarnessError
+from backend.harness.semantics import is_trained
 from backend.policy import checkpoint as ckpt
 from backend.policy.generate import make_engine
 from backend.policy.grpo import GRPOTrainer, Sample
@@ -172,7 +173,7 @@ class Engine:
         progress.phase("train")
         t0 = time.perf_counter()
         samples = [Sample(s.prompt_ids, s.completion_ids, s.loss_mask, s.advantage)
-                   for s in items if s.kept and abs(s.advantage) > 0 and s.completion_ids]
+                   for s in items if is_trained(s.kept, s.advantage) and s.completion_ids]
         if getattr(self.engine, "name", "") == "vllm":
             self.engine.sleep()  # give vLLM's memory back to training
         # "batch": TRL's dapo normaliser, every rollout's tokens; "live" (default): the tokens trained on

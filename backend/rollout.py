@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 from backend.envs.base import Episode, Task, Verdict
 from backend.harness.loader import Harness
-from backend.harness.semantics import RolloutIn, apply_harness, is_dead
+from backend.harness.semantics import RolloutIn, apply_harness, is_dead, is_trained
 from backend.store import dumps
 
 
@@ -113,7 +113,7 @@ def group_stats(items: list[Scored], harness: Harness) -> dict:
     for s in items:
         groups.setdefault(s.group, []).append(s)
     dead = sum(is_dead([m.reward for m in members]) for members in groups.values())
-    kept_groups = sum(any(m.kept and m.advantage != 0.0 for m in members) for members in groups.values())
+    kept_groups = sum(any(is_trained(m.kept, m.advantage) for m in members) for members in groups.values())
     n = len(groups) or 1
     rewards = [s.reward for s in items]
     return {

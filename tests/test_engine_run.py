@@ -41,7 +41,7 @@ def test_short_real_run(tmp_path, tiny_overrides):
 
     stored = s.rows(f"SELECT {', '.join(ROW_FIELDS)} FROM rollouts ORDER BY id")
     assert all(r["advantage"] is not None for r in stored)
-    assert mismatches(s, stored, s.get("harness_versions", s.run()["harness_version"])["code"]) == []
+    assert mismatches(stored, s.get("harness_versions", s.run()["harness_version"])["code"]) == []
     listed = evotui("runs", timeout=60)
     assert "finished" in listed.stdout and str(run) in listed.stdout and "2/2" in listed.stdout
 

@@ -82,7 +82,7 @@ ENGINE_MEMORY = 4 * 2**30
 DB_GROWTH_MAX = 20 * 2**20
 RUN_FILES = {"run.db", "run.db-wal", "run.db-shm", "run.db-journal", "harness.py", "config.toml",
              "engine.log", "sentinel.txt", "checkpoints"}
-"""What a run dir legitimately holds (backend/worker.py)."""
+"""What a run dir legitimately holds (backend/runs.py)."""
 ENV_TOKEN = "envsecret-" + secrets.token_hex(12)
 HOME_TOKEN = "homesecret-" + secrets.token_hex(12)
 _git_head = ROOT / ".git" / "HEAD"

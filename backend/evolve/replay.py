@@ -79,7 +79,7 @@ def replay(codes: list[str], rows: list[dict], timeout_s: float) -> list[Replaye
     return [replay_one(code, rows, timeout_s) for code in codes]
 
 
-def mismatches(store, rows: list[dict], code: str) -> list[str]:
+def mismatches(rows: list[dict], code: str) -> list[str]:
     """Differences between what training stored for `rows` and a replay of `code` over them
     (reward, labels, advantage): empty when replay reproduces training exactly."""
     res = replay_one(code, rows, 60.0)

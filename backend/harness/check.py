@@ -132,10 +132,9 @@ def _check_attribute(node: ast.Attribute) -> None:
 
 
 def _check_format_call(node: ast.Call) -> None:
+    """The fields of `"...".format(...)` (that the receiver is a literal, check_source checked)."""
     func = node.func
-    if isinstance(func, ast.Attribute) and func.attr == "format":
-        if not (isinstance(func.value, ast.Constant) and isinstance(func.value.value, str)):
-            _fail(node, "'.format' is allowed only on a string literal")
+    if isinstance(func, ast.Attribute) and func.attr == "format" and isinstance(func.value, ast.Constant):
         _check_format_fields(node, func.value.value)
 
 

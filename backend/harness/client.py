@@ -33,8 +33,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from .check import HarnessError
-from .spec import HarnessSpec, validate
+from .check import HarnessError, check_source
+from .spec import HarnessSpec, sha, validate
 
 PACKAGE = Path(__file__).resolve().parent
 RUNTIME_FILES = {
@@ -204,9 +204,6 @@ class HarnessWorker:
     def load(self, code: str) -> HarnessSpec:
         """The validated constants of `code`; raises HarnessError (the harness is bad)
         or WorkerFailure (the worker is)."""
-        from .check import check_source
-        from .loader import sha
-
         key = sha(code)
         if key in self._specs:
             return self._specs[key]

@@ -24,18 +24,13 @@ rollouts is `backend.harness.semantics.apply_harness`.
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 
 from .check import MAX_BYTES, HarnessError, check_source, parse  # noqa: F401  (public)
 from .namespace import RolloutView  # noqa: F401  (public: tests build views)
 from .semantics import advantages  # noqa: F401  (public)
-from .spec import HarnessSpec
-
-
-def sha(code: str) -> str:
-    return hashlib.sha256(code.encode()).hexdigest()[:16]
+from .spec import HarnessSpec, sha  # noqa: F401  (sha is public here too)
 
 
 @dataclass(frozen=True)

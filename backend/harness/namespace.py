@@ -135,13 +135,13 @@ def load(code: str) -> Loaded:
     return Loaded(ns, constants, rewards, diagnostics)
 
 
-def score(h: Loaded, weights: dict, r: RolloutView) -> tuple[float, dict, dict]:
-    """(weighted reward, components, errors). A component that crashes or returns a
-    non-finite or non-number value scores 0 and is reported in `errors`."""
+def score(h: Loaded, names, r: RolloutView) -> tuple[dict, dict]:
+    """(components, errors) of the reward components `names`. A component that crashes or
+    returns a non-finite or non-number value scores 0 and is reported in `errors`. The
+    engine weighs them (`semantics.weighted_total`)."""
     comps: dict = {}
     errors: dict = {}
-    total = 0.0
-    for name, weight in weights.items():
+    for name in names:
         try:
             v = h.rewards[name](r)
             if isinstance(v, bool):
@@ -153,11 +153,7 @@ def score(h: Loaded, weights: dict, r: RolloutView) -> tuple[float, dict, dict]:
             errors[name] = f"{type(e).__name__}: {e}"[:MAX_ERROR]
             v = 0.0
         comps[name] = v
-        total += weight * v
-    if not math.isfinite(total):  # finite parts with huge weights can still overflow
-        errors["_total"] = "weighted total is not finite"
-        total = 0.0
-    return total, comps, errors
+    return comps, errors
 
 
 def diagnose(h: Loaded, r: RolloutView) -> list[list[str]]:

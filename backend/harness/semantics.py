@@ -56,7 +56,7 @@ class RolloutOut:
 
     @property
     def trained(self) -> bool:
-        return self.kept and self.advantage != 0.0
+        return is_trained(self.kept, self.advantage)
 
 
 @dataclass
@@ -75,10 +75,10 @@ class BatchOut:
     def dead_frac(self) -> float:
         return len(self.dead) / self.n_groups if self.n_groups else 0.0
 
-    @property
-    def kept_groups(self) -> int:
-        """Groups with at least one rollout that is trained on (a learning signal)."""
-        return len({g for g, r in zip(self.groups, self.rollouts) if r.trained})
+
+def is_trained(kept: bool, advantage: float) -> bool:
+    """The rollouts GRPO learns from: kept by the filters, with a non-zero advantage."""
+    return bool(kept) and advantage != 0.0
 
 
 def is_dead(rewards: list[float]) -> bool:

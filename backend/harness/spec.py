@@ -10,6 +10,7 @@ copied into the harness worker.
 
 from __future__ import annotations
 
+import hashlib
 import math
 import re
 import string
@@ -26,6 +27,11 @@ MAX_TEXT = 8_000
 """Characters of a PROMPT string."""
 MAX_ITEMS = 64
 """Entries of any dict or list a harness declares."""
+
+
+def sha(code: str) -> str:
+    """The short content hash that names a harness version."""
+    return hashlib.sha256(code.encode()).hexdigest()[:16]
 
 
 @dataclass(frozen=True)

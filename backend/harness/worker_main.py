@@ -66,11 +66,11 @@ def handle(req: dict) -> dict:
         h = hns.load(req["code"])
         if req["op"] == "load":
             return {"ok": True, "harness": h.describe()}
-        weights = {k: w for k, w in req["weights"].items() if k in h.rewards}
+        names = [k for k in req["weights"] if k in h.rewards]
         results = []
         for row in req["rollouts"]:
             view = hns.RolloutView(**{k: row.get(k) for k in hns.VIEW_FIELDS})
-            _total, comps, errors = hns.score(h, weights, view)
+            comps, errors = hns.score(h, names, view)
             results.append([comps, errors, hns.diagnose(h, view)])
         return {"ok": True, "results": results}
     except HarnessError as e:

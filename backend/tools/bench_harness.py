@@ -40,7 +40,7 @@ def in_process(code: str, batch: list, spec) -> float:
     outs = []
     for r in batch:
         view = hns.RolloutView(**{k: r.view.get(k) for k in hns.VIEW_FIELDS})
-        _total, comps, errors = hns.score(h, spec.weights, view)
+        comps, errors = hns.score(h, spec.weights, view)
         reward, _ = weighted_total(comps, spec.weights)
         outs.append(RolloutOut(reward, comps, errors, [tuple(x) for x in hns.diagnose(h, view)]))
     filter_and_advantage([r.group for r in batch], outs, ["stop"] * len(batch), spec)
@@ -55,21 +55,22 @@ def through_worker(harness, batch: list) -> float:
     return time.perf_counter() - t
 
 
-def bench_harness_boundary(b, sizes: list[tuple[str, int, int]], step_s: float | None) -> None:
-    """One row per size: in-process vs worker, median of `reps` after a warm-up."""
+def boundary_rows(sizes: list[tuple[str, int, int]], step_s: float | None, reps: int) -> list[dict]:
+    """One bench row (its fields) per size: in-process vs worker, median of `reps` after a warm-up."""
     from backend.harness.loader import load_default
 
-    from .bench import Row
-
     h = load_default("math")
+    out = []
     for name, n, group in sizes:
         batch = rollouts(n, group)
         through_worker(h, batch)  # warm-up: starts the worker, imports math-verify there
         in_process(h.code, batch, h.spec)
-        base = sorted(in_process(h.code, batch, h.spec) for _ in range(max(3, b.a.reps)))
-        ours = sorted(through_worker(h, batch) for _ in range(max(3, b.a.reps)))
+        base = sorted(in_process(h.code, batch, h.spec) for _ in range(max(3, reps)))
+        ours = sorted(through_worker(h, batch) for _ in range(max(3, reps)))
         mb, mo = base[len(base) // 2], ours[len(ours) // 2]
         share = f"; worker is {100 * mo / step_s:.1f}% of a {step_s:.2f} s step" if step_s else ""
-        b.add(Row("harness", f"score {n} rollouts ({name})", f"{mb * 1000:.0f} ms in-process",
-                  f"{mo * 1000:.0f} ms worker", f"{mo / mb:.2f}x",
-                  f"overhead {1000 * (mo - mb):+.0f} ms{share}", {"n": n, "base_s": mb, "worker_s": mo}))
+        out.append({"what": f"score {n} rollouts ({name})", "baseline": f"{mb * 1000:.0f} ms in-process",
+                    "ours": f"{mo * 1000:.0f} ms worker", "ratio": f"{mo / mb:.2f}x",
+                    "note": f"overhead {1000 * (mo - mb):+.0f} ms{share}",
+                    "data": {"n": n, "base_s": mb, "worker_s": mo}})
+    return out
