@@ -27,6 +27,16 @@ MAX_TEXT = 8_000
 """Characters of a PROMPT string."""
 MAX_ITEMS = 64
 """Entries of any dict or list a harness declares."""
+# The ranges a harness's numbers must lie in: the one place for them (the proposer's search
+# space, backend/evolve/space.py, narrows these and never widens them).
+TEMPERATURE = (0.0, 5.0)
+TOP_P = (1e-6, 1.0)
+MAX_NEW_TOKENS = (1, 32_768)
+REWARD_WEIGHT = (-1e6, 1e6)
+ADVANTAGE_EPS = (0.0, 1e6)
+"""Open interval: eps must be above 0 and below 1e6."""
+CURRICULUM_LEVEL = (0, 100)
+DATASET_WEIGHT = (0.0, 1e6)
 
 
 def sha(code: str) -> str:
@@ -120,11 +130,12 @@ def _prompt(p) -> dict:
 
 def _sampling(s) -> dict:
     s = _plain_dict(s, "SAMPLING")
-    temperature = _number(s.get("temperature", 1.0), "SAMPLING temperature", 0.0, 5.0)
-    top_p = _number(s.get("top_p", 1.0), "SAMPLING top_p", 1e-6, 1.0)
+    temperature = _number(s.get("temperature", 1.0), "SAMPLING temperature", *TEMPERATURE)
+    top_p = _number(s.get("top_p", 1.0), "SAMPLING top_p", *TOP_P)
     mnt = s.get("max_new_tokens", 128)
-    _need(isinstance(mnt, int) and not isinstance(mnt, bool) and 1 <= mnt <= 32_768,
-          "SAMPLING max_new_tokens must be an integer in [1, 32768]")
+    lo, hi = MAX_NEW_TOKENS
+    _need(isinstance(mnt, int) and not isinstance(mnt, bool) and lo <= mnt <= hi,
+          f"SAMPLING max_new_tokens must be an integer in [{lo}, {hi}]")
     return {"temperature": temperature, "top_p": top_p, "max_new_tokens": mnt}
 
 
@@ -133,7 +144,7 @@ def _weights(w, rewards: tuple) -> dict:
     _need(bool(w), "REWARD_WEIGHTS must be a non-empty dict")
     for name in w:
         _need(name in rewards, f"REWARD_WEIGHTS names '{name}' but there is no reward_{name}()")
-    return {k: _number(v, f"REWARD_WEIGHTS['{k}']", -1e6, 1e6) for k, v in w.items()}
+    return {k: _number(v, f"REWARD_WEIGHTS['{k}']", *REWARD_WEIGHT) for k, v in w.items()}
 
 
 def _advantage(a) -> dict:
@@ -141,7 +152,7 @@ def _advantage(a) -> dict:
     rule = a.get("rule")
     _need(rule in ADVANTAGE_RULES, f"ADVANTAGE rule '{rule}' is not one of {', '.join(ADVANTAGE_RULES)}")
     eps = a.get("eps", 1e-6)
-    _need(isinstance(eps, (int, float)) and not isinstance(eps, bool) and 0 < eps < 1e6,
+    _need(isinstance(eps, (int, float)) and not isinstance(eps, bool) and ADVANTAGE_EPS[0] < eps < ADVANTAGE_EPS[1],
           "ADVANTAGE eps must be a positive finite number")
     std = a.get("std", "population")
     _need(std in STD_CONVENTIONS, f"ADVANTAGE std must be one of {', '.join(STD_CONVENTIONS)}")
@@ -162,11 +173,11 @@ def _curriculum(c) -> dict:
     for k, v in c.items():
         if k == "datasets":
             d = _plain_dict(v, "CURRICULUM datasets")
-            out[k] = {name: _number(x, f"CURRICULUM weight of {name}", 0.0, 1e6) for name, x in d.items()}
+            out[k] = {name: _number(x, f"CURRICULUM weight of {name}", *DATASET_WEIGHT) for name, x in d.items()}
             _need(any(x > 0 for x in out[k].values()) or not out[k], "CURRICULUM datasets need a positive weight")
         elif k == "level":
-            _need(isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= 100,
-                  "CURRICULUM level must be an integer in [0, 100]")
+            _need(isinstance(v, int) and not isinstance(v, bool) and CURRICULUM_LEVEL[0] <= v <= CURRICULUM_LEVEL[1],
+                  f"CURRICULUM level must be an integer in [{CURRICULUM_LEVEL[0]}, {CURRICULUM_LEVEL[1]}]")
             out[k] = v
         else:
             _need(isinstance(v, (int, float, str, bool)) and (not isinstance(v, str) or len(v) <= 200)
