@@ -2,13 +2,14 @@
 
 `Generation` is what a policy's generation engine returns and what an
 environment's multi-turn episodes consume, so it lives below both: `policy`
-and `envs` import it from here and never from each other.
+and `envs` import it from here and never from each other. `Intervention` and
+`Backtest` are the evolution records the store returns and evolution reads.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Callable
+from dataclasses import dataclass, field
+from typing import Any, Callable
 
 
 @dataclass
@@ -23,3 +24,87 @@ class Generation:
 
 # generate(list of prompt token-id lists, max_new_tokens, temperature, top_p) -> generations
 GenerateFn = Callable[[list[list[int]], int, float, float], list[Generation]]
+
+
+# ---------------------------------------------------------------- evolution records
+# The store returns these (backend/store/records.py) and evolution decides on them.
+# They live here, in the bottom layer, because the store sits below the harness and
+# evolution layers (.importlinter) and must be able to build them.
+
+JSON = dict[str, Any]
+
+
+@dataclass
+class Intervention:
+    """One single-factor harness change and its lifecycle (a row of `interventions`).
+
+    `status` follows `backend.evolve.interventions.TRANSITIONS`; `history` is the
+    log of transitions. The post-promotion watch is lifecycle state the gate
+    decides on, so it has columns: `replaced_version` (what a rollback returns
+    to), the validation evaluation it is judged against (`baseline_eval_id`,
+    `baseline_acc`) and, once judged, `judged_step`, `judged_eval_id`,
+    `judged_acc`, `judged_delta` and the paired `gain` evidence.
+    """
+
+    id: int
+    round_id: int | None
+    created_at: str
+    updated_at: str
+    kind: str
+    target: str
+    title: str
+    hypothesis: str
+    expected: str
+    diff: str
+    code: str
+    parent_version: int | None
+    child_version: int | None
+    proposer: str
+    status: str
+    reason: str | None
+    score: float | None
+    promoted_step: int | None
+    skills: list[str] = field(default_factory=list)
+    history: list[JSON] = field(default_factory=list)
+    params: JSON = field(default_factory=dict)
+    """What the proposer recorded: `names` (the top-level names changed), `op`, `template`, ..."""
+    replaced_version: int | None = None
+    baseline_eval_id: int | None = None
+    baseline_acc: float | None = None
+    judged_step: int | None = None
+    judged_eval_id: int | None = None
+    judged_acc: float | None = None
+    judged_delta: float | None = None
+    gain: JSON | None = None
+
+    @property
+    def names(self) -> list[str]:
+        """The top-level harness names this change touches (one for a valid candidate)."""
+        return [str(n) for n in self.params.get("names") or []]
+
+    @property
+    def judged(self) -> bool:
+        """Whether a validation evaluation after the promotion has judged it."""
+        return self.judged_step is not None
+
+
+@dataclass
+class Backtest:
+    """One backtest of an intervention (replay, probe or trial) with its decision's statistics."""
+
+    id: int
+    intervention_id: int
+    created_at: str
+    mode: str
+    n_rollouts: int
+    verdict: str
+    reason: str
+    ms: float
+    metrics: JSON = field(default_factory=dict)
+    metric: str | None = None
+    effect: float | None = None
+    ci_low: float | None = None
+    ci_high: float | None = None
+    p_value: float | None = None
+    n: int | None = None
+    underpowered: bool = False

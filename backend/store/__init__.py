@@ -1,5 +1,13 @@
 """The run store: one SQLite file per run (WAL). The only package with SQL.
 
+Other modules ask the store by name (`store.unjudged_promotions(step)`) and
+get typed records or plain rows back. `Store` composes the repository methods
+by concern: `records` (interventions, backtests, rounds, harness versions,
+skills), `rollouts` (what evolution reads about training), `reports` (the
+tools' reads); the run, its steps, evaluations and commands are here; the
+TUI's read-only queries are `views`; the connection and transactions `base`.
+tests/test_store_owns_sql.py checks that no module outside this package holds SQL.
+
     >>> s = Store.open("/tmp/x/run.db")      # migrations applied on open
     >>> s.log("info", "hello")
 
@@ -12,40 +20,15 @@ whole step or none of it.
 from __future__ import annotations
 
 import json
-import os
 import sqlite3
-import time
-from contextlib import contextmanager
-from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Iterable
 
-from backend.errors import EvoError
+from .base import BUSY_S, Queries, Row, StoreError, db_problem, dumps, loads, now
+from .records import EvolutionRecords
+from .reports import ReportReads
+from .rollouts import RolloutReads
 
-
-class StoreError(EvoError, RuntimeError):
-    """A user-facing store problem (not a run, newer schema, locked, ...)."""
-
-
-def now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
-
-
-def dumps(obj: Any) -> str:
-    return json.dumps(obj, default=str, allow_nan=False, separators=(",", ":")) if obj is not None else None
-
-
-def loads(text: str | None, default=None):
-    if not text:
-        return default
-    try:
-        return json.loads(text)
-    except ValueError:
-        return default
-
-
-BUSY_S = 30.0
-"""How long a writer waits for another process's write lock before giving up."""
+__all__ = ["BUSY_S", "Row", "Store", "StoreError", "dumps", "integrity_ok", "loads", "now"]
 
 
 def _connect(path: Path, readonly: bool, busy_s: float, immutable: bool = False) -> sqlite3.Connection:
@@ -63,16 +46,13 @@ def _connect(path: Path, readonly: bool, busy_s: float, immutable: bool = False)
     return conn
 
 
-class Store:
-    """A run database. Use `Store.open(path)`; `readonly=True` never writes."""
+class Store(EvolutionRecords, RolloutReads, ReportReads, Queries):
+    """A run database. Use `Store.open(path)`; `readonly=True` never writes.
 
-    def __init__(self, conn: sqlite3.Connection, path: Path, busy_s: float = BUSY_S):
-        from sqlite_utils import Database  # imports pandas: only when a Store is opened
-
-        self.conn = conn
-        self.path = path
-        self.busy_s = busy_s
-        self.db = Database(conn)
+    The repository methods come by concern: `records.EvolutionRecords` (interventions,
+    backtests, rounds, harness versions, skills), `rollouts.RolloutReads` (what evolution
+    reads about training), `reports.ReportReads` (the tools' reads); the run, its steps,
+    evaluations and commands are here."""
 
     # ------------------------------------------------------------ opening
     @classmethod
@@ -89,12 +69,12 @@ class Store:
             return cls._open(path, readonly, busy_s, create)
         except sqlite3.DatabaseError as e:
             if not (readonly and "unable to open" in str(e) and not Path(f"{path}-shm").exists()):
-                raise StoreError(_db_problem(path, e)) from None
+                raise StoreError(db_problem(path, e)) from None
         # On read-only media a reader cannot create the WAL index (-shm), and no writer can be there
         try:
             return cls._open(path, readonly, busy_s, create, immutable=True)
         except sqlite3.DatabaseError as e:
-            raise StoreError(_db_problem(path, e)) from None
+            raise StoreError(db_problem(path, e)) from None
 
     @classmethod
     def _open(cls, path: Path, readonly: bool, busy_s: float, create: bool, immutable: bool = False) -> "Store":
@@ -119,61 +99,6 @@ class Store:
             raise StoreError(f"{self.path} is not an evotui run database")  # empty, or someone else's
         if not readonly:
             MIGRATIONS.apply(self.db)
-
-    def close(self) -> None:
-        self.conn.close()
-
-    @contextmanager
-    def tx(self):
-        """One write transaction (BEGIN IMMEDIATE: writers queue instead of failing), waiting
-        at most `busy_s` in all for the write lock."""
-        deadline = time.monotonic() + self.busy_s
-        attempt = 0
-        while True:
-            try:
-                self.conn.execute("BEGIN IMMEDIATE")
-                break
-            except sqlite3.OperationalError as e:
-                if "locked" not in str(e) and "busy" not in str(e):
-                    raise
-                if time.monotonic() >= deadline:
-                    raise StoreError(_db_problem(self.path, e)) from None
-                attempt += 1
-                time.sleep(min(0.05 * attempt, 0.5))
-        try:
-            yield self
-        except BaseException:
-            self.conn.execute("ROLLBACK")
-            raise
-        else:
-            self.conn.execute("COMMIT")
-
-    def data_version(self) -> int:
-        return self.conn.execute("PRAGMA data_version").fetchone()[0]
-
-    # ------------------------------------------------------------ generic
-    def insert(self, table: str, row: dict) -> int:
-        return self.db[table].insert(row).last_pk
-
-    def insert_many(self, table: str, rows: Iterable[dict]) -> None:
-        self.db[table].insert_all(rows, batch_size=500)
-
-    def update(self, table: str, pk, values: dict) -> None:
-        self.db[table].update(pk, values)
-
-    def get(self, table: str, pk) -> dict | None:
-        row = self.conn.execute(f"SELECT * FROM {table} WHERE rowid = ?", (pk,)).fetchone()
-        return dict(row) if row else None
-
-    def rows(self, sql: str, params: Iterable = ()) -> list[dict]:
-        return [dict(r) for r in self.conn.execute(sql, tuple(params)).fetchall()]
-
-    def scalar(self, sql: str, params: Iterable = ()):
-        row = self.conn.execute(sql, tuple(params)).fetchone()
-        return row[0] if row else None
-
-    def count(self, table: str) -> int:
-        return self.scalar(f"SELECT count(*) FROM {table}")
 
     # ------------------------------------------------------------ run
     def create_run(self, name: str, config: dict, seed: int, steps: int) -> None:
@@ -233,19 +158,7 @@ class Store:
             self.update("runs", 1, vals)
         return ids
 
-    # ------------------------------------------------------------ versions
-    def add_harness_version(self, code: str, parent: int | None, diff: str, status: str, sha: str,
-                            intervention_id: int | None = None, note: str = "") -> int:
-        with self.tx():
-            return self.insert("harness_versions", {
-                "parent": parent, "created_at": now(), "code": code, "sha": sha, "diff": diff,
-                "status": status, "intervention_id": intervention_id, "note": note,
-            })
-
-    def latest_policy_version(self) -> dict | None:
-        rows = self.rows("SELECT * FROM policy_versions ORDER BY id DESC LIMIT 1")
-        return rows[0] if rows else None
-
+    # ------------------------------------------------------------ recovery
     def fail_interrupted(self) -> int:
         """Interventions left mid-flight by a killed engine are marked failed on restart."""
         with self.tx():
@@ -309,16 +222,6 @@ def _insert_sql(table: str, rows: list[dict]) -> tuple[str, list[str]]:
 def _values(row: dict, keys: list[str]) -> list:
     """The row in column order, as sqlite-utils would store it: dicts and lists as JSON text."""
     return [json.dumps(v, default=str) if isinstance(v := row.get(k), (dict, list, tuple)) else v for k in keys]
-
-
-def _db_problem(path: Path, e: sqlite3.Error) -> str:
-    """One line for the user about a database that cannot be used right now."""
-    text = str(e)
-    if "locked" in text or "busy" in text:
-        return f"{path} is locked by another process; try again when it is free"
-    if "readonly" in text or (path.exists() and not (os.access(path, os.W_OK) and os.access(path.parent, os.W_OK))):
-        return f"{path} is read-only here (a read-only disk or folder), so nothing can be changed: {text}"
-    return f"cannot open {path}: {text}"
 
 
 def integrity_ok(path: str | Path) -> bool:

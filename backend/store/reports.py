@@ -1,0 +1,84 @@
+"""What the report, compare and run-summary tools read from a finished (or running) run.
+
+Mixed into `Store`. These stores are often opened read-only and may come from
+an older evotui: a column a migration added is asked for only where it exists
+(`views.has_columns`), so an old run reads as it was written.
+"""
+
+from __future__ import annotations
+
+from .base import Queries, Row
+
+
+class ReportReads(Queries):
+    """Read-only repository methods for reports."""
+
+    def _has(self, table: str, cols: tuple[str, ...]) -> bool:
+        from .views import has_columns  # views imports this package's JSON helpers
+
+        return has_columns(self, table, cols)  # type: ignore[arg-type]  # a Store has RunDB's read methods
+
+    def evals(self, split: str | None = None) -> list[Row]:
+        """Held-out evaluations (step, accuracy, agreement, results_json) of one split, or of all
+        splits when `split` is None, in step order. Before the two sets (m003) every evaluation
+        was the gate's: validation."""
+        cols = "step, accuracy, agreement, results_json"
+        if split is None:
+            return self.rows(f"SELECT {cols} FROM evals ORDER BY step, id")
+        if not self._has("evals", ("split",)):
+            return self.rows(f"SELECT {cols} FROM evals ORDER BY step, id") if split == "validation" else []
+        return self.rows(f"SELECT {cols} FROM evals WHERE split = ? ORDER BY step, id", (split,))
+
+    def reported_evals(self) -> list[Row]:
+        """The reported held-out set in order of writing: test, or before the two sets (m003)
+        the one held-out set there was."""
+        if not self._has("evals", ("split",)):
+            return self.rows("SELECT step, accuracy FROM evals ORDER BY id")
+        return self.rows("SELECT step, accuracy FROM evals WHERE split = 'test' ORDER BY id")
+
+    def step_series(self) -> list[Row]:
+        """Per-step curves: step, dead_group_frac, agreement, reward_mean, total_ms."""
+        return self.rows("SELECT step, dead_group_frac, agreement, reward_mean, total_ms FROM steps ORDER BY step")
+
+    def train_rollout_count(self) -> int:
+        return int(self.scalar("SELECT coalesce(sum(n_rollouts), 0) FROM steps") or 0)
+
+    def probe_rollout_count(self) -> int:
+        """Rollouts the evolution generated outside training (probes)."""
+        return int(self.scalar("SELECT coalesce(sum(n_rollouts), 0) FROM backtests WHERE mode = 'probe'") or 0)
+
+    def promotions_with_backtests(self) -> list[Row]:
+        """Promoted and rolled-back interventions (all columns), each with its backtests'
+        `bt_metrics` and `bt_verdict` (one row per backtest), oldest first."""
+        return self.rows("SELECT i.*, b.metrics_json AS bt_metrics, b.verdict AS bt_verdict FROM interventions i "
+                         "LEFT JOIN backtests b ON b.intervention_id = i.id "
+                         "WHERE i.status IN ('promoted', 'rolled_back') ORDER BY i.id")
+
+    def promoted_changes(self) -> list[Row]:
+        """id, title, code, params_json of promoted and rolled-back interventions, in promotion order."""
+        return self.rows("SELECT id, title, code, params_json FROM interventions WHERE status IN "
+                         "('promoted', 'rolled_back') ORDER BY promoted_step, id")
+
+    def blocked_by_validity(self) -> list[Row]:
+        """Interventions that failed because a validity diagnostic blocked them."""
+        return self.rows("SELECT * FROM interventions WHERE status = 'failed' AND reason LIKE '%validity%' "
+                         "ORDER BY id")
+
+    def skill_summaries(self) -> list[Row]:
+        return self.rows("SELECT name, domain, trigger_json, evidence_json FROM skills ORDER BY id")
+
+    def backtest_decisions(self) -> list[Row]:
+        """Every backtest with its intervention (id, title, kind, status) and its decision's
+        statistics (NULL before m003)."""
+        from .views import DECISION_COLS
+
+        cols = ", ".join(f"b.{c}" for c in DECISION_COLS) if self._has("backtests", DECISION_COLS) else \
+            ", ".join(f"NULL AS {c}" for c in DECISION_COLS)
+        return self.rows(f"SELECT i.id, i.title, i.kind, i.status, b.mode, b.verdict, b.reason, {cols} "
+                         "FROM backtests b JOIN interventions i ON i.id = b.intervention_id ORDER BY b.id")
+
+    def round_skips(self) -> list[Row]:
+        """step and skipped_json of every round (none before m003)."""
+        if not self._has("rounds", ("skipped_json",)):
+            return []
+        return self.rows("SELECT step, skipped_json FROM rounds ORDER BY id")
