@@ -84,16 +84,6 @@ def test_next_round_builds_on_the_promotion_without_repeating_it(store):
     assert replayed and all(m.get("fixed_checked", 0) > 0 for m in replayed if "fixed_checked" in m)
 
 
-def test_population_offers_older_versions_as_parents(store):
-    store.set_run(auto_promote=1)
-    run_round(context(store, probe=make_probe()))
-    table = failure_table(store, range(1, 7))
-    scored = offline.parent_scores(store, offline.population(store, 4), table)
-    assert [v["id"] for v, _, _ in scored] == [2, 1]
-    v2, v1 = scored[0][2], scored[1][2]
-    assert v2["novelty"] == 1.0 and v1["novelty"] < 1.0  # v1 already has children
-
-
 def test_round_never_raises(store, monkeypatch):
     def boom(*a, **k):
         raise RuntimeError("proposer exploded")

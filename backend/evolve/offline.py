@@ -1,82 +1,74 @@
-"""The offline proposer: templates and skills matched to failure modes; no network.
+"""The offline proposer: moves in the harness's search space, snippets and skills; no network.
 
-Each round it ranks every built-in template and every retrieved skill card
-by how well its trigger matches the failure table, picks parents from a small
-population of harness versions, and writes one single-factor edit per slot,
-drawing template parameters (or mutating a skill's numbers) until it finds a
-candidate this run has not tried before.
+Each round it ranks three kinds of option against the failure table:
 
-Parent choice balances productivity (how many of a version's children
-passed), novelty (versions with few children get tried) and coverage (whether
-its children already targeted the current top failure modes). The active
-version always gets the first slot, so the most direct fix is always tried.
+- **knobs** of the typed search space (`space.py`): one move of one setting,
+  with a step that adapts to how earlier moves of that knob fared. Every knob
+  is an option every round (relevance to the top failure modes, plus an
+  exploration bonus for knobs tried less, plus their record), so a round
+  proposes something while the space has untried moves;
+- **snippets** (`templates.py`): code-level reward, extraction and
+  diagnostic edits that the failure labels point to;
+- **skills** retrieved by trigger (a skill that helped before outranks a
+  snippet with the same match; a card already tried has one number mutated).
+
+Parents come from the population's frontier (`population.py`): the active
+version takes the first slot, the others are drawn by score. A candidate
+built on a version that is not the active one says so in its params
+(`branch`: its base and the active version), so a promotion can re-apply the
+factor onto the active harness. At most one move per knob per round, and a
+refused draw (the churn rules) takes no slot.
 """
 
 from __future__ import annotations
 
 import random
 
+from . import population
 from . import skills as sk
+from . import space
+from backend.store import search as q
 from .edit import Edit, EditError
 from .interventions import Candidate
 from .templates import TEMPLATES, mutate_numbers
 
 DRAWS = 4
-"""Parameter draws per option before moving on to the next one."""
+"""Parameter draws per snippet or skill before moving on to the next option."""
+EXPLORE, RECORD, RELEVANCE = 0.3, 0.2, 0.5
+"""Weights of a knob's score: less-tried first, its record of passes, its match to the failure table."""
 
 
-def population(store, k: int) -> list[dict]:
-    """The active version plus the most recent earlier ones (rolled-back versions are out)."""
-    rows = store.rows("SELECT * FROM harness_versions WHERE status IN ('active', 'superseded') "
-                      "ORDER BY (status = 'active') DESC, id DESC LIMIT ?", (max(1, k),))
-    return rows
+def knob_score(knob: space.Knob, by_label: dict, steps: space.Steps) -> float:
+    """How much a knob is worth trying now (always above 0)."""
+    relevance = min(1.0, sum(by_label.get(lbl, {}).get("share", 0.0) for lbl in knob.targets))
+    return RELEVANCE * relevance + EXPLORE / (1 + steps.tried) + RECORD * (steps.good + 1) / (steps.tried + 2)
 
 
-def parent_scores(store, versions: list[dict], table: list[dict]) -> list[tuple[dict, float, dict]]:
-    top = [e["label"] for e in table[:3]]
-    out = []
-    for v in versions:
-        kids = store.rows("SELECT status, target FROM interventions WHERE parent_version = ? AND code != ''",
-                          (v["id"],))
-        good = sum(k["status"] in ("passed", "approved", "promoted") for k in kids)
-        targeted = {k["target"] for k in kids}
-        parts = {"productivity": (good + 1) / (len(kids) + 2), "novelty": 1 / (1 + len(kids)),
-                 "coverage": sum(lbl not in targeted for lbl in top) / len(top) if top else 0.0}
-        score = parts["productivity"] + 0.5 * parts["novelty"] + 0.5 * parts["coverage"]
-        out.append((v, score + (1.0 if v["status"] == "active" else 0.0), parts))
-    return out
-
-
-def choose_parents(store, k: int, table: list[dict], rng: random.Random, n: int) -> list[dict]:
-    scored = parent_scores(store, population(store, k), table)
-    if not scored:
-        return []
-    active = [v for v, _, _ in scored if v["status"] == "active"] or [scored[0][0]]
-    rest = [rng.choices([v for v, _, _ in scored], weights=[s for _, s, _ in scored])[0] for _ in range(n - 1)]
-    return active[:1] + rest
-
-
-def _options(ctx, table: list[dict], metrics: dict) -> list[tuple[float, str, object]]:
+def options(ctx, table: list[dict], metrics: dict) -> list[tuple[float, str, object]]:
+    """(score, key, option) for every snippet, skill and knob that fits this round, best first."""
     by_label = {e["label"]: e for e in table}
     domain = ctx.harness.domain
     opts = [(t.score(by_label, metrics), t.id, t) for t in TEMPLATES if domain in t.domains]
-    # A skill that helped before outranks a template with the same match.
     opts += [(1.5 * sum(by_label.get(lbl, {}).get("share", 0.0) for lbl in c["trigger"].get("labels", [])),
               "skill:" + c["name"], c) for c in sk.retrieve(ctx.store, table, domain, k=4)]
+    history = q.move_history(ctx.store)
+    for knob in space.knobs(ctx.harness.code, domain, ctx.cfg.train.max_new_tokens_cap):
+        steps = space.Steps.of(knob, history.get(knob.name, []))
+        opts.append((knob_score(knob, by_label, steps), space.PREFIX + knob.name, (knob, steps)))
     return sorted([o for o in opts if o[0] > 0], key=lambda o: (-o[0], o[1]))
 
 
-def _from_template(t, parent: dict, rng, ctx) -> Candidate | None:
-    made = t.make(parent["code"], rng, {"max_new_tokens_cap": ctx.cfg.train.max_new_tokens_cap})
+def _from_template(t, parent: population.Member, rng, ctx) -> Candidate | None:
+    made = t.make(parent.code, rng, {"max_new_tokens_cap": ctx.cfg.train.max_new_tokens_cap})
     if made is None:
         return None
     edit, params = made
-    return Candidate(title=t.title, code=edit.apply(parent["code"]), parent_version=parent["id"],
-                     parent_code=parent["code"], proposer="offline", target=t.target, hypothesis=t.hypothesis,
+    return Candidate(title=t.title, code=edit.apply(parent.code), parent_version=parent.version,
+                     parent_code=parent.code, proposer="offline", target=t.target, hypothesis=t.hypothesis,
                      expected=t.expected, params=dict(params, template=t.id, op=edit.op, name=edit.name))
 
 
-def _from_skill(card: dict, parent: dict, rng, attempt: int) -> Candidate | None:
+def _from_skill(card: dict, parent: population.Member, rng, attempt: int) -> Candidate | None:
     ch = card["change"]
     source, extra = ch.get("source", ""), {}
     if attempt > 0 and source:  # the card as it is was tried: mutate one of its numbers
@@ -84,39 +76,71 @@ def _from_skill(card: dict, parent: dict, rng, attempt: int) -> Candidate | None
         if mutated is None:
             return None
         source, extra = mutated
-    code = Edit(ch["op"], ch["name"], source).apply(parent["code"])
-    return Candidate(title=f"Skill: {ch.get('title') or card['name']}", code=code, parent_version=parent["id"],
-                     parent_code=parent["code"], proposer="offline", kind=ch.get("kind", ""),
+    code = Edit(ch["op"], ch["name"], source).apply(parent.code)
+    return Candidate(title=f"Skill: {ch.get('title') or card['name']}", code=code, parent_version=parent.version,
+                     parent_code=parent.code, proposer="offline", kind=ch.get("kind", ""),
                      target=(card["trigger"].get("labels") or [""])[0],
                      hypothesis=ch.get("hypothesis") or f"Skill '{card['name']}' fixed this failure mode before.",
                      expected=ch.get("expected", ""), skills=[card["name"]],
                      params=dict(extra, template=ch.get("template"), op=ch["op"], name=ch["name"]))
 
 
+def _from_move(move: space.Move, parent: population.Member, by_label: dict) -> Candidate:
+    k = move.knob
+    target = max(k.targets, key=lambda lbl: by_label.get(lbl, {}).get("share", 0.0)) if k.targets else ""
+    return Candidate(title=move.title(), code=move.apply(parent.code), parent_version=parent.version,
+                     parent_code=parent.code, proposer="offline", kind=k.kind, target=target,
+                     hypothesis=k.hypothesis, expected=f"{', '.join(k.targets) or 'the targeted metric'} improves "
+                     f"with {k.name} at {move.new!r}", params=move.params())
+
+
+def _draws(key: str, opt, parent: population.Member, rng, ctx, table: list[dict], metrics: dict, by_label: dict):
+    """The candidates one option offers on one parent, in the order to try them."""
+    if key.startswith(space.PREFIX):
+        knob, steps = opt
+        for move in space.moves(parent.code, knob, steps, by_label, metrics):
+            yield _from_move(move, parent, by_label)
+        return
+    for attempt in range(DRAWS):
+        c = _from_skill(opt, parent, rng, attempt) if key.startswith("skill:") else _from_template(opt, parent, rng,
+                                                                                                  ctx)
+        if c is None:
+            return
+        yield c
+
+
 def propose(ctx, table: list[dict], metrics: dict, n: int, exclude: set[str], screen=None) -> list[Candidate]:
-    """Up to `n` new candidates, each a single-factor edit of a population member.
+    """Up to `n` new candidates, each a single-factor edit of a frontier member.
     `screen(candidate)`: a reason to refuse it (the churn rules), or None; a refused draw takes no slot."""
     rng = random.Random(f"{ctx.cfg.seed}:{ctx.step}")
-    parents = choose_parents(ctx.store, ctx.cfg.evolve.population, table, rng, n)
-    if not parents:
-        parents = [{"id": ctx.harness_version, "code": ctx.harness.code, "status": "active"}]
+    active = population.Member(ctx.harness_version, "active", ctx.harness.code, None, 0, 0, 0.0, 0.0, 0.0,
+                               (ctx.harness_version,))
+    parents = population.choose_parents(ctx.store, ctx.cfg.evolve.population, table, rng, n) or [active]
+    by_label = {e["label"]: e for e in table}
     seen = set(exclude)
     out: list[Candidate] = []
-    for score, key, opt in _options(ctx, table, metrics):
+    for score, key, opt in options(ctx, table, metrics):
         if len(out) >= n:
             break
-        parent = parents[len(out) % len(parents)]
-        for attempt in range(DRAWS):
-            try:
-                c = _from_skill(opt, parent, rng, attempt) if key.startswith("skill:") else \
-                    _from_template(opt, parent, rng, ctx)
-            except EditError:
-                c = None  # the option does not fit this parent
-            if c is None:
-                break
-            if c.code not in seen and c.code != parent["code"] and (screen is None or screen(c) is None):
+        slot = parents[len(out) % len(parents)]
+        for parent in [slot] + ([active] if slot.version != active.version else []):
+            c = _first_new(_draws(key, opt, parent, rng, ctx, table, metrics, by_label), parent, seen, screen)
+            if c is not None:
                 c.params["match"] = round(score, 4)
+                if parent.version != active.version:
+                    c.params["branch"] = {"base": parent.version, "active": active.version}
                 seen.add(c.code)
                 out.append(c)
                 break
     return out
+
+
+def _first_new(draws, parent: population.Member, seen: set[str], screen) -> Candidate | None:
+    """The first draw that is new, changes the parent and passes the screen."""
+    try:
+        for c in draws:
+            if c.code not in seen and c.code != parent.code and (screen is None or screen(c) is None):
+                return c
+    except EditError:
+        pass  # the option does not fit this parent
+    return None

@@ -1,9 +1,13 @@
-"""Built-in intervention templates for the offline proposer.
+"""The snippet library: code-level edits of a harness that failure labels point to.
 
-A template knows which failure modes it answers (its `score` reads the
-failure table), and how to write one single-factor edit of a harness with
-parameters drawn from a small space (parameter mutation). Each returns None
-when it does not fit the harness (e.g. no `extract_answer` to make lenient).
+Knob settings (sampling, weights, the advantage rule, filters, curriculum,
+prompt) are moves in the typed search space (`space.py`); what a knob cannot
+express lives here: reward terms, answer extraction and diagnostics written
+as code. A snippet knows which failure modes it answers (its `score` reads
+the failure table) and writes one single-factor edit of a harness, with
+parameters drawn from a small set (parameter mutation). Each returns None
+when it does not fit the harness (no `extract_answer` to make lenient, a
+diagnostic the harness already has).
 
 The first two are the fixes the default math run needs: SmolLM2-135M rarely
 writes <answer> tags, so the tag-only reward gives every rollout 0 and most
@@ -18,8 +22,8 @@ import random
 from dataclasses import dataclass
 from typing import Callable
 
-from .aggregate import DEAD
-from .edit import Edit, constant, literal_source, top_level
+from .aggregate import DEAD, UNLABELED
+from .edit import Edit, definition, top_level
 
 LENIENT = {
     "evaluator": (
@@ -39,13 +43,25 @@ PARTIAL_FORMAT = (
     "    if answer_tag(r.completion) is not None:\n"
     "        return 1.0\n"
     "    return {partial} if last_number(last_line(r.completion)) is not None else 0.0\n")
+COMPLETE_FORMAT = (
+    "def reward_format(r):\n"
+    "    # a tag counts only in a completion that finished (not cut off at max_new_tokens)\n"
+    "    return 1.0 if answer_tag(r.completion) is not None and r.finish != \"length\" else 0.0\n")
+REPETITION = (
+    "def diagnose_repetition(r):\n"
+    "    share = repeated_ngram_share(r.completion, 4)\n"
+    "    if share > {share}:\n"
+    "        return f\"{{share:.0%}} of 4-grams repeat\"\n")
+DIAGNOSE_TRUNCATED = (
+    "def diagnose_truncated(r):\n"
+    "    if r.finish == \"length\":\n"
+    "        return f\"stopped at max_new_tokens ({r.completion_tokens} tokens)\"\n")
+DIAGNOSE_REPETITION = REPETITION.format(share=0.3)
+DIAGNOSE_NO_NUMBER = (
+    "def diagnose_no_number(r):\n"
+    "    if r.completion.strip() and not numbers(r.completion):\n"
+    "        return \"no number anywhere; ends with: \" + tail(r.completion, 60)\n")
 ALL = ("math", "code", "swe")
-PROMPTS = [
-    "Solve the problem step by step. End your reply with the final answer inside "
-    "<answer></answer> tags, like <answer>42</answer>.",
-    "Give the final answer on its own last line as <answer>NUMBER</answer>. "
-    "Example: What is 2 + 3? <answer>5</answer>",
-]
 
 
 @dataclass
@@ -82,7 +98,8 @@ def _lenient(code, rng, ctx):
     if _is_function(code, "extract_answer"):
         variant = rng.choice(sorted(LENIENT))
         return Edit("replace", "extract_answer", LENIENT[variant]), {"fallback": variant}
-    if _is_function(code, "reward_correct"):
+    current = definition(code, "reward_correct") or ""
+    if _is_function(code, "reward_correct") and "check_answer" not in current and "final_answer" not in current:
         return Edit("replace", "reward_correct", LENIENT_REWARD), {"fallback": "evaluator"}
     return None
 
@@ -94,63 +111,30 @@ def _partial_format(code, rng, ctx):
     return Edit("replace", "reward_format", PARTIAL_FORMAT.format(partial=partial)), {"partial": partial}
 
 
-def _set(name: str, update: Callable[[dict, random.Random, dict], dict | None]):
-    """A template maker that changes one key of a dict constant."""
+def _complete_format(code, rng, ctx):
+    if not _is_function(code, "reward_format") or "finish" in (definition(code, "reward_format") or ""):
+        return None
+    return Edit("replace", "reward_format", COMPLETE_FORMAT), {}
+
+
+def _add_diagnostic(label: str, source: str):
+    """A maker that adds `diagnose_<label>` when the harness lacks it."""
     def make(code, rng, ctx):
-        value = constant(code, name)
-        if not isinstance(value, dict):
+        if f"diagnose_{label}" in top_level(code):
             return None
-        new = update(dict(value), rng, ctx)
-        if new is None or new == value:
-            return None
-        changed = {k: new[k] for k in new if value.get(k) != new[k]}
-        return Edit("replace", name, f"{name} = {literal_source(new)}"), changed
+        return Edit("add", f"diagnose_{label}", source), {"label": label}
     return make
 
 
-def _format_weight(w, rng, ctx):
-    if "format" not in w:
+def _repetition_threshold(code, rng, ctx):
+    if not _is_function(code, "diagnose_repetition"):
         return None
-    w["format"] = round(w["format"] * rng.choice([2.0, 3.0]), 3)
-    return w
+    share = rng.choice([0.15, 0.2, 0.45])
+    return Edit("replace", "diagnose_repetition", REPETITION.format(share=share)), {"share": share}
 
 
-def _more_tokens(s, rng, ctx):
-    cap = ctx.get("max_new_tokens_cap", 512)
-    s["max_new_tokens"] = min(cap, int(s.get("max_new_tokens", 128) * rng.choice([1.5, 2.0])))
-    return s
-
-
-def _cooler(s, rng, ctx):
-    s["temperature"] = round(float(s.get("temperature", 1.0)) * rng.choice([0.7, 0.85]), 3)
-    return s
-
-
-def _prompt(p, rng, ctx):
-    options = [t for t in PROMPTS if t != p.get("system")]
-    p["system"] = rng.choice(options)
-    return p
-
-
-def _level(delta):
-    def update(c, rng, ctx):
-        level = int(c.get("level", 1)) + delta
-        if level < 0 or level > 3:
-            return None
-        c["level"] = level
-        return c
-    return update
-
-
-def _flag(key):
-    def update(f, rng, ctx):
-        f[key] = True
-        return f
-    return update
-
-
-def _accuracy(m):
-    return m.get("accuracy") or 0.0
+def _unlabeled(t: dict) -> float:
+    return _share(t, UNLABELED)
 
 
 TEMPLATES = [
@@ -164,45 +148,30 @@ TEMPLATES = [
              "Fewer dead groups; the policy is pulled towards a clean final answer line.",
              lambda t, m: _share(t, "no_answer_tag") * 0.8 + _share(t, DEAD) * 0.3,
              _partial_format, target="no_answer_tag"),
-    Template("format_weight", "Raise the format reward weight",
-             "The format term is too small to move the policy towards tagged answers.",
-             "More tagged answers in later steps.",
-             lambda t, m: _share(t, "no_answer_tag") * 0.3, _set("REWARD_WEIGHTS", _format_weight),
-             target="no_answer_tag"),
-    Template("answer_prompt", "Ask for the answer tag with an example",
-             "The model does not follow the tag instruction; a concrete example may help.",
-             "More rollouts end with <answer>N</answer>.",
-             lambda t, m: (_share(t, "no_answer_tag") + _share(t, "empty")) * 0.5, _set("PROMPT", _prompt),
-             target="no_answer_tag"),
-    Template("drop_truncated", "Drop truncated rollouts from training",
-             "Truncated rollouts carry no answer; training on them rewards length.",
-             "Cleaner advantages; truncation share falls.",
-             lambda t, m: _share(t, "truncated"), _set("FILTERS", _flag("drop_truncated")),
-             target="truncated", domains=ALL),
-    Template("more_tokens", "Give the policy more new tokens",
-             "Answers are cut off before the final line.", "Fewer truncated rollouts, more answers.",
-             lambda t, m: _share(t, "truncated") * 0.8, _set("SAMPLING", _more_tokens),
-             target="truncated", domains=ALL),
-    Template("cooler_sampling", "Lower the sampling temperature",
-             "Repetition loops and gibberish come from sampling too hot for a small model.",
-             "Fewer repetition labels, more complete answers.",
-             lambda t, m: _share(t, "repetition"), _set("SAMPLING", _cooler), target="repetition", domains=ALL),
-    Template("easier_curriculum", "Easier curriculum level",
-             "Tasks are too hard: almost every group is all-wrong, so nothing is learned.",
-             "Higher accuracy and fewer dead groups.",
-             lambda t, m: _share(t, DEAD) * (1 - _accuracy(m)) * 0.6, _set("CURRICULUM", _level(-1)),
-             target=DEAD),
-    Template("harder_curriculum", "Harder curriculum level",
-             "Tasks are too easy: groups are all-correct and tie.", "Fewer dead groups.",
-             lambda t, m: _share(t, DEAD) * _accuracy(m) * 0.6, _set("CURRICULUM", _level(+1)), target=DEAD),
-    Template("drop_dead_groups", "Drop dead groups from training",
-             "Groups whose rewards tie only add KL drift and compute.", "Kept batch is all signal.",
-             lambda t, m: _share(t, DEAD) * 0.2, _set("FILTERS", _flag("drop_dead_groups")), target=DEAD, domains=ALL),
-    Template("drop_invalid", "Drop rollouts flagged invalid",
-             "Rollouts that game the reward should not be trained on even when they score.",
-             "Invalid rollouts leave the training batch.",
-             lambda t, m: sum(e["share"] for e in t.values() if e.get("validity")),
-             _set("FILTERS", _flag("drop_invalid")), target="validity", domains=ALL),
+    Template("complete_format", "Format credit only for a completion that finished",
+             "A tag in a completion cut off at max_new_tokens is luck, not format; paying it rewards length.",
+             "Fewer truncated rollouts score; truncation share falls.",
+             lambda t, m: _share(t, "truncated") * 0.6, _complete_format, target="truncated"),
+    Template("repetition_threshold", "Move the repetition diagnostic's threshold",
+             "The repetition diagnostic fires too early or too late to explain the loops in failed rollouts.",
+             "Repetition labels cover the looping failures and spare the correct ones.",
+             lambda t, m: _share(t, "repetition") * 0.5 + 0.3 * t.get("repetition", {}).get("correct_share", 0.0)
+             + _unlabeled(t) * 0.2, _repetition_threshold, target="repetition", domains=ALL),
+    Template("diagnose_truncated", "Diagnose truncated rollouts",
+             "Some failures stop at max_new_tokens and no diagnostic says so.",
+             "Truncation becomes a label the proposer can act on.",
+             lambda t, m: 0.1 + _unlabeled(t) * 0.3, _add_diagnostic("truncated", DIAGNOSE_TRUNCATED),
+             target="(unlabeled)", domains=ALL),
+    Template("diagnose_repetition", "Diagnose repetition loops",
+             "Unexplained failures may be loops that no diagnostic names.",
+             "Loops become a label the proposer can act on.",
+             lambda t, m: 0.1 + _unlabeled(t) * 0.3, _add_diagnostic("repetition", DIAGNOSE_REPETITION),
+             target="(unlabeled)", domains=ALL),
+    Template("diagnose_no_number", "Diagnose completions without any number",
+             "Some failed completions contain no number at all: the policy rambles instead of computing.",
+             "The rambling failures get their own label (and trend).",
+             lambda t, m: 0.05 + _unlabeled(t) * 0.5, _add_diagnostic("no_number", DIAGNOSE_NO_NUMBER),
+             target="(unlabeled)"),
 ]
 
 

@@ -1,0 +1,61 @@
+"""What the search cost, in the unit the run's budget is counted in: training rollouts.
+
+    >>> b = search_budget(store)                                     # doctest: +SKIP
+    >>> b["search_rollouts"], b["share_of_training"]
+    (40.5, 0.126)
+
+The control arm of `evotui compare` spends the co-evolution arm's search on
+training, so the search is counted in training rollouts:
+
+- **probes and trials** generate rollouts with the policy: the candidate's
+  arm (the backtest row's `n_rollouts`) and the incumbent's arm, which a
+  round generates once per mode and shares among its candidates (as many
+  rollouts as one candidate arm: the same prompts and sampling seeds);
+- **replay** generates nothing; it re-scores stored rollouts in the harness
+  worker. Its wall time is converted into rollouts at the run's own rate
+  (training milliseconds per training rollout), so a replay that took as long
+  as one training rollout counts as one.
+"""
+
+from __future__ import annotations
+
+from backend.store import search as q
+
+SCORED_ONLY = ("replay",)
+"""Backtest modes that generate nothing (their cost is time, not rollouts)."""
+
+
+def search_budget(store) -> dict:
+    """{train_rollouts, candidate_rollouts, incumbent_rollouts, replay_rollouts_scored, replay_ms,
+    replay_rollout_equiv, search_rollouts, share_of_training, by_mode}; by_mode: per backtest mode,
+    {backtests, rollouts (candidate and incumbent arms), ms}."""
+    train = q.training_cost(store)
+    candidate = scored = 0
+    replay_ms = 0.0
+    by_mode: dict[str, dict] = {}
+    incumbent_arms: dict[tuple, int] = {}
+    for i, b in enumerate(q.backtest_costs(store)):
+        mode = b["mode"] or "?"
+        m = by_mode.setdefault(mode, {"backtests": 0, "rollouts": 0, "ms": 0.0})
+        m["backtests"] += 1
+        m["ms"] += b["ms"]
+        if mode in SCORED_ONLY:
+            scored += b["n_rollouts"]
+            replay_ms += b["ms"]
+            continue
+        candidate += b["n_rollouts"]
+        m["rollouts"] += b["n_rollouts"]
+        # a candidate outside any round (a hand edit) had its own incumbent arm
+        key = (mode, b["round_id"] if b["round_id"] is not None else f"row{i}")
+        incumbent_arms[key] = max(incumbent_arms.get(key, 0), b["n_rollouts"])
+    for (mode, _), n in incumbent_arms.items():
+        by_mode[mode]["rollouts"] += n
+    incumbent = sum(incumbent_arms.values())
+    per_rollout_ms = train["ms"] / train["rollouts"] if train["rollouts"] and train["ms"] > 0 else None
+    equiv = replay_ms / per_rollout_ms if per_rollout_ms else 0.0
+    total = candidate + incumbent + equiv
+    return {"train_rollouts": train["rollouts"], "candidate_rollouts": candidate, "incumbent_rollouts": incumbent,
+            "replay_rollouts_scored": scored, "replay_ms": round(replay_ms, 1),
+            "replay_rollout_equiv": round(equiv, 2), "search_rollouts": round(total, 2),
+            "share_of_training": round(total / train["rollouts"], 4) if train["rollouts"] else None,
+            "by_mode": by_mode}

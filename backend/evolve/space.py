@@ -1,0 +1,344 @@
+"""The harness's search space: every knob a harness exposes, with its type and range.
+
+    >>> ks = knobs(default_code, "math", max_new_tokens_cap=512)          # doctest: +SKIP
+    >>> [k.name for k in ks][:3]
+    ['SAMPLING.temperature', 'SAMPLING.top_p', 'SAMPLING.max_new_tokens']
+    >>> move = next(moves(code, ks[0], Steps.of(ks[0], [])))            # doctest: +SKIP
+    >>> move.apply(code)                                                # one constant changed
+
+A knob is one key of one top-level constant (sampling, each reward weight,
+the advantage rule and its parameters, each filter, the curriculum level and
+each dataset's weight, the system prompt). Its range narrows the schema's
+(`backend/harness/spec.py`, which stays the one place for what is valid) to
+where a search is sensible, and never widens it. The run's configuration
+and budget (KL, group size, tasks per step, `train.max_new_tokens_cap`) are
+not knobs: the cap only bounds `max_new_tokens`.
+
+A move changes one knob of one constant: a single-factor change by
+construction. Numeric knobs step up or down; the step adapts to how earlier
+moves of that knob fared (Rechenberg's one-fifth rule: a move that passed
+doubles the step, one that failed or was inconclusive shrinks it by 2^-1/4, so
+the step is stable when one move in five passes) and the next move goes the
+way that last passed, or away from the way that last failed. Code-level edits
+(reward, extraction and diagnostic snippets) live in `templates.py`.
+
+Harness code is untrusted: knobs and values are read from literals in the
+source (`ast.literal_eval`), never by running it.
+"""
+
+from __future__ import annotations
+
+import ast
+import math
+from dataclasses import dataclass
+from typing import Callable
+
+from backend.envs.math import LEVELS as MATH_LEVELS
+from backend.harness import spec
+
+from .aggregate import DEAD
+from .edit import EditError, constant, literal_source, replace_name
+from .interventions import kind_of
+
+GOOD = ("passed", "approved", "promoted", "rolled_back")
+BAD = ("failed", "inconclusive", "vetoed")
+GROW, SHRINK = 2.0, 2 ** -0.25
+"""One-fifth rule: log(GROW) * 1/5 + log(SHRINK) * 4/5 = 0."""
+PREFIX = "space:"
+"""A move's change kind (`params["template"]`) is `space:<knob>`: churn's cooldown counts per knob."""
+
+PROMPTS = {
+    "math": [
+        "You are a careful math assistant. Think step by step, then give the final "
+        "answer inside <answer></answer> tags, for example <answer>42</answer>.",
+        "Solve the problem step by step. End your reply with the final answer inside "
+        "<answer></answer> tags, like <answer>42</answer>.",
+        "Give the final answer on its own last line as <answer>NUMBER</answer>. "
+        "Example: What is 2 + 3? <answer>5</answer>",
+        "Compute the result. Keep the working short, then write only the number inside "
+        "<answer></answer>, for example <answer>-7</answer>.",
+    ],
+}
+"""System prompts the PROMPT.system knob chooses from (a harness's own prompt is always one)."""
+
+CURRICULUM_LEVELS = {"math": (0, len(MATH_LEVELS["basic_arithmetic"]) - 1), "code": (0, 3), "swe": (1, 3)}
+"""Levels each domain's environment knows (backend/envs: math's LEVELS, code's tiers, swe's levels)."""
+
+
+def _narrow(bounds: tuple, lo: float, hi: float) -> tuple[float, float]:
+    """A search range inside the schema's `bounds` (an error at import if it is not)."""
+    if not (bounds[0] <= lo < hi <= bounds[1]):
+        raise ValueError(f"search range [{lo}, {hi}] leaves the harness schema's {bounds}")
+    return lo, hi
+
+
+@dataclass(frozen=True)
+class Knob:
+    """One evolvable setting: `path` inside top-level `constant`, its type and search range."""
+
+    name: str
+    constant: str
+    path: tuple[str, ...]
+    type: str
+    """float, int, bool or choice."""
+    default: object
+    """The value the schema assumes when the key is absent."""
+    lo: float = 0.0
+    hi: float = 1.0
+    step: float = 0.1
+    """The first move's size: added (linear) or, on a log scale, the log of the factor."""
+    min_step: float = 0.01
+    log: bool = False
+    floor: float = 0.0
+    """Log-scale knobs: the smallest positive value a move from 0 goes to."""
+    choices: tuple = ()
+    targets: tuple[str, ...] = ()
+    """Failure labels this knob answers (the proposer ranks by their share)."""
+    prefer: Callable[[dict, dict], int] | None = None
+    """(failure table by label, round metrics) -> +1 up, -1 down, 0 no preference."""
+    hypothesis: str = ""
+
+    @property
+    def kind(self) -> str:
+        return kind_of(self.constant)
+
+    def value(self, code: str):
+        """This knob's value in `code` (the schema default when the key is absent), or None
+        when the constant is not a literal dict there."""
+        node = constant(code, self.constant)
+        for key in self.path[:-1]:
+            node = node.get(key) if isinstance(node, dict) else None
+        if not isinstance(node, dict):
+            return None
+        return node.get(self.path[-1], self.default)
+
+    def clip(self, x):
+        x = min(self.hi, max(self.lo, x))
+        if self.type == "int":
+            return int(round(x))
+        return float(f"{x:.4g}")  # four significant digits: 1e-08 stays 1e-08, 0.8500001 becomes 0.85
+
+
+@dataclass(frozen=True)
+class Move:
+    """Set one knob to a new value: a single-factor edit of its constant."""
+
+    knob: Knob
+    old: object
+    new: object
+    step: float | None = None
+
+    def apply(self, code: str) -> str:
+        value = constant(code, self.knob.constant)
+        if not isinstance(value, dict):
+            raise EditError(f"{self.knob.constant} is not a literal dict in this harness")
+        node = value
+        for key in self.knob.path[:-1]:
+            node = node.setdefault(key, {})
+        node[self.knob.path[-1]] = self.new
+        return replace_name(code, self.knob.constant, f"{self.knob.constant} = {literal_source(value)}")
+
+    @property
+    def direction(self) -> int:
+        if self.knob.type in ("float", "int"):
+            return 1 if self.new > self.old else -1
+        return 0
+
+    def title(self) -> str:
+        if self.knob.name == "PROMPT.system":
+            return f"System prompt: choice {PROMPTS_INDEX.get(self.new, '?')}"
+        return f"{self.knob.name}: {_show(self.old)} -> {_show(self.new)}"
+
+    def params(self) -> dict:
+        """What the intervention row keeps: the knob, both values, the step (read back by `Steps`)."""
+        return {"template": PREFIX + self.knob.name, "knob": self.knob.name, "from": self.old, "to": self.new,
+                "step": self.step, "op": "replace", "name": self.knob.constant}
+
+
+PROMPTS_INDEX = {p: i for texts in PROMPTS.values() for i, p in enumerate(texts)}
+
+
+def _show(v) -> str:
+    return f"{v:g}" if isinstance(v, float) else str(v)
+
+
+def _share(table: dict, *labels: str) -> float:
+    return sum(table.get(lbl, {}).get("share", 0.0) for lbl in labels)
+
+
+def _temperature_way(t: dict, m: dict) -> int:
+    # loops come from sampling too hot; groups that all tie on a sound policy from too little spread
+    return -1 if _share(t, "repetition") > 0.1 else (1 if _share(t, DEAD) > 0.5 else 0)
+
+
+def _level_way(t: dict, m: dict) -> int:
+    acc = m.get("accuracy")
+    return 0 if acc is None or _share(t, DEAD) < 0.2 else (-1 if acc < 0.5 else 1)
+
+
+def _sampling(cap: int) -> list[Knob]:
+    return [
+        Knob("SAMPLING.temperature", "SAMPLING", ("temperature",), "float", 1.0,
+             *_narrow(spec.TEMPERATURE, 0.1, 1.5), step=0.2, min_step=0.05,
+             targets=("repetition", DEAD), prefer=_temperature_way,
+             hypothesis="Sampling temperature sets the spread within a group: too hot loops, too cold ties."),
+        Knob("SAMPLING.top_p", "SAMPLING", ("top_p",), "float", 1.0, *_narrow(spec.TOP_P, 0.5, 1.0), step=0.05,
+             min_step=0.01, targets=("repetition",), prefer=lambda t, m: -1 if _share(t, "repetition") > 0.1 else 0,
+             hypothesis="Cutting the tail of the token distribution removes gibberish continuations."),
+        Knob("SAMPLING.max_new_tokens", "SAMPLING", ("max_new_tokens",), "int", 128,
+             *_narrow(spec.MAX_NEW_TOKENS, min(32, cap - 1), cap), step=math.log(1.5), min_step=math.log(1.1),
+             log=True, floor=32, targets=("truncated", "out_of_tokens"),
+             prefer=lambda t, m: 1 if _share(t, "truncated", "out_of_tokens") > 0.05 else 0,
+             hypothesis="Answers are cut off before the final line, or the budget is spent on rambling."),
+    ]
+
+
+def _up_when(labels: tuple) -> Callable[[dict, dict], int]:
+    return lambda t, m: 1 if labels and _share(t, *labels) > 0.3 else 0
+
+
+def _weights(code: str) -> list[Knob]:
+    helps = {"format": ("no_answer_tag", "no_code_block"), "tool_format": ("malformed_tool_call",)}
+    names = reward_names(code)
+    if len(names) < 2:
+        return []  # a lone term's weight only rescales the reward: no group-relative advantage changes
+    out = []
+    for name in sorted(names):
+        out.append(Knob(f"REWARD_WEIGHTS.{name}", "REWARD_WEIGHTS", (name,), "float", 0.0,
+                        *_narrow(spec.REWARD_WEIGHT, 0.0, 4.0), step=math.log(2.0), min_step=math.log(1.1),
+                        log=True, floor=0.05, targets=helps.get(name, (DEAD,)),
+                        prefer=_up_when(helps.get(name, ())),
+                        hypothesis=f"The reward term '{name}' is weighted wrongly against the others."))
+    return out
+
+
+def _advantage() -> list[Knob]:
+    return [
+        Knob("ADVANTAGE.rule", "ADVANTAGE", ("rule",), "choice", "group_std", choices=spec.ADVANTAGE_RULES,
+             targets=(DEAD,), hypothesis="Another group-relative rule spreads the learning signal differently."),
+        Knob("ADVANTAGE.std", "ADVANTAGE", ("std",), "choice", "population", choices=spec.STD_CONVENTIONS,
+             targets=(DEAD,), hypothesis="The std convention scales advantages of small groups."),
+        Knob("ADVANTAGE.eps", "ADVANTAGE", ("eps",), "float", 1e-6, *_narrow(spec.ADVANTAGE_EPS, 1e-8, 1e-2),
+             step=math.log(10.0),
+             min_step=math.log(2.0), log=True, floor=1e-8,
+             hypothesis="eps bounds the advantage of a group whose rewards barely differ."),
+    ]
+
+
+def _filters() -> list[Knob]:
+    targets = {"drop_dead_groups": (DEAD,), "drop_truncated": ("truncated", "out_of_tokens"), "drop_invalid": ()}
+    return [Knob(f"FILTERS.{k}", "FILTERS", (k,), "bool", False, targets=targets[k],
+                 hypothesis=f"Training on (or without) the rollouts '{k}' selects changes what the policy learns.")
+            for k in spec.FILTER_KEYS]
+
+
+def _curriculum(code: str, domain: str) -> list[Knob]:
+    lo, hi = CURRICULUM_LEVELS.get(domain, (0, 3))
+    out = [Knob("CURRICULUM.level", "CURRICULUM", ("level",), "int", 1, *_narrow(spec.CURRICULUM_LEVEL, lo, hi),
+                step=1, min_step=1, targets=(DEAD,), prefer=_level_way,
+                hypothesis="Tasks at the wrong difficulty make whole groups tie (all right or all wrong).")]
+    mix = (constant(code, "CURRICULUM") or {}).get("datasets")
+    for name in sorted(mix) if isinstance(mix, dict) and len(mix) > 1 else []:
+        out.append(Knob(f"CURRICULUM.datasets.{name}", "CURRICULUM", ("datasets", name), "float", 1.0,
+                        *_narrow(spec.DATASET_WEIGHT, 0.0, 4.0), step=math.log(2.0), min_step=math.log(1.2),
+                        log=True, floor=0.25, targets=("wrong_value", DEAD),
+                        hypothesis=f"More or less of '{name}' in the mix trains where the policy fails."))
+    return out
+
+
+def _prompt(domain: str) -> list[Knob]:
+    texts = PROMPTS.get(domain)
+    if not texts:
+        return []
+    return [Knob("PROMPT.system", "PROMPT", ("system",), "choice", "", choices=tuple(texts),
+                 targets=("no_answer_tag", "empty"), hypothesis="The model does not follow the system prompt's "
+                 "answer format; another wording or an example may help.")]
+
+
+def reward_names(code: str) -> set[str]:
+    """Names `n` of the `reward_<n>` functions a harness defines (by parsing, never running it)."""
+    try:
+        body = ast.parse(code).body
+    except (SyntaxError, ValueError, RecursionError):
+        return set()
+    return {s.name[len("reward_"):] for s in body if isinstance(s, ast.FunctionDef) and s.name.startswith("reward_")}
+
+
+def knobs(code: str, domain: str, max_new_tokens_cap: int = 512) -> list[Knob]:
+    """Every knob of this harness whose constant is a literal dict (a computed one has none)."""
+    out = _sampling(max_new_tokens_cap) + _weights(code) + _advantage() + _filters() + _curriculum(code, domain) \
+        + _prompt(domain)
+    return [k for k in out if k.value(code) is not None]
+
+
+@dataclass(frozen=True)
+class Steps:
+    """A knob's current step size and preferred direction, from its earlier moves' outcomes."""
+
+    size: float
+    way: int = 0
+    tried: int = 0
+    good: int = 0
+
+    @classmethod
+    def of(cls, knob: Knob, history: list[dict]) -> "Steps":
+        """`history`: this knob's earlier moves, oldest first, each {"from", "to", "status"}."""
+        size, way, tried, good = knob.step, 0, 0, 0
+        for h in history:
+            ok, bad = h["status"] in GOOD, h["status"] in BAD
+            if not (ok or bad):
+                continue  # still being decided
+            tried += 1
+            good += ok
+            size = min(max(size * (GROW if ok else SHRINK), knob.min_step), _span(knob))
+            moved = _way(h.get("from"), h.get("to"))
+            way = moved if ok else -moved
+        return cls(size, way, tried, good)
+
+
+def _span(k: Knob) -> float:
+    if k.log:
+        return math.log(max(k.hi, k.floor) / max(k.floor, 1e-12))
+    return max(k.hi - k.lo, k.min_step)
+
+
+def _way(a, b) -> int:
+    try:
+        return 0 if a == b else (1 if b > a else -1)
+    except TypeError:
+        return 0
+
+
+def _shift(k: Knob, x: float, way: int, size: float):
+    size = min(size, _span(k))  # never past the range (and never overflowing a factor)
+    if k.log:
+        base = x if x > 0 else (k.floor if way > 0 else 0.0)
+        return k.clip(base * math.exp(way * size) if x > 0 else base)
+    return k.clip(x + way * size)
+
+
+def values(knob: Knob, old, steps: Steps, table: dict | None = None, metrics: dict | None = None) -> list:
+    """New values for `knob` from `old`, most promising first (none equals `old`)."""
+    if knob.type == "bool":
+        return [not old]
+    if knob.type == "choice":
+        return [c for c in knob.choices if c != old]
+    if not isinstance(old, (int, float)) or isinstance(old, bool):
+        return []
+    first = steps.way or (knob.prefer(table or {}, metrics or {}) if knob.prefer else 0) or 1
+    out = []
+    for scale in (1.0, 0.5, 2.0):
+        for way in (first, -first):
+            v = _shift(knob, float(old), way, steps.size * scale)
+            if v != old and v not in out:
+                out.append(v)
+    return out
+
+
+def moves(code: str, knob: Knob, steps: Steps, table: dict | None = None, metrics: dict | None = None):
+    """The moves of `knob` from this harness, most promising first."""
+    old = knob.value(code)
+    if old is None:
+        return  # the constant is not a literal dict in this harness
+    for new in values(knob, old, steps, table, metrics):
+        yield Move(knob, old, new, steps.size if knob.type in ("float", "int") else None)

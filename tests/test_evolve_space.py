@@ -1,0 +1,146 @@
+"""The typed search space over the harness: every knob reachable, ranges respected,
+moves single-factor, steps that adapt to stored outcomes, and rounds that never run dry."""
+
+import math
+import random
+
+import pytest
+
+from backend.config import RunConfig
+from backend.evolve import interventions as iv
+from backend.evolve import offline, run_round, space
+from backend.evolve.edit import changed_names, constant
+from backend.harness import spec
+from backend.harness.check import HarnessError
+from backend.harness.loader import check_source, default_harness_path
+from synthetic_run import add_steps, build_run, context, make_probe
+
+HARNESSES = {name: (default_harness_path("math").parent / f"{name}.py").read_text()
+             for name in ("math", "math_expert", "code", "swe")}
+DOMAIN = {"math": "math", "math_expert": "math", "code": "code", "swe": "swe"}
+CAP = 512
+
+
+def _validate(code: str):
+    """The harness schema's verdict on `code`'s literal constants (what the worker would send)."""
+    consts = {n: constant(code, n) for n in spec.REQUIRED + ("VALIDITY",) if constant(code, n) is not None}
+    return spec.validate({"constants": consts, "rewards": sorted(space.reward_names(code)), "diagnostics": []})
+
+
+def _all_knobs():
+    return [(name, k) for name, code in HARNESSES.items() if name != "math_expert"  # the same knobs as math
+            for k in space.knobs(code, DOMAIN[name], CAP)]
+
+
+def test_the_space_covers_every_setting_a_harness_exposes():
+    names = {k.name for k in space.knobs(HARNESSES["math"], "math", CAP)}
+    assert names == {
+        "SAMPLING.temperature", "SAMPLING.top_p", "SAMPLING.max_new_tokens", "REWARD_WEIGHTS.correct",
+        "REWARD_WEIGHTS.format", "ADVANTAGE.rule", "ADVANTAGE.std", "ADVANTAGE.eps", "FILTERS.drop_dead_groups",
+        "FILTERS.drop_truncated", "FILTERS.drop_invalid", "CURRICULUM.level", "CURRICULUM.datasets.basic_arithmetic",
+        "CURRICULUM.datasets.chain_sum", "PROMPT.system"}
+    # the run's budget is not in the space
+    assert not any(k.name.split(".")[-1] in ("kl_coef", "group_size", "tasks_per_step") for _, k in _all_knobs())
+    # a lone reward term has no weight knob: rescaling it changes no group-relative advantage
+    assert "REWARD_WEIGHTS.correct" not in {k.name for k in space.knobs(HARNESSES["math_expert"], "math", CAP)}
+    assert {k.name for k in space.knobs(HARNESSES["code"], "code", CAP)} >= {"REWARD_WEIGHTS.passed",
+                                                                            "CURRICULUM.level"}
+
+
+@pytest.mark.parametrize("name, knob", _all_knobs(), ids=lambda x: x if isinstance(x, str) else x.name)
+def test_every_knob_is_reachable_by_a_single_factor_move_the_schema_accepts(name, knob):
+    code = HARNESSES[name]
+    moves = list(space.moves(code, knob, space.Steps.of(knob, [])))
+    assert moves, f"{knob.name} has no move from {knob.value(code)!r}"
+    assert len({m.new for m in moves}) == len(moves)
+    for move in moves[:2]:  # one each way (the rest differ only in step size)
+        new = move.apply(code)
+        assert changed_names(code, new) == [knob.constant]
+        assert knob.value(new) == move.new != knob.value(code)
+        check_source(new)
+        _validate(new)
+
+
+def test_search_ranges_lie_inside_the_schema_and_moves_stay_in_them():
+    code = HARNESSES["math"]
+    for knob in space.knobs(code, "math", CAP):
+        if knob.type not in ("float", "int"):
+            continue
+        for edge in (knob.lo, knob.hi):  # both ends of the search range are valid harnesses
+            _validate(space.Move(knob, knob.value(code), knob.clip(edge)).apply(code))
+        rng = random.Random(knob.name)
+        for _ in range(30):  # whatever the step grew or shrank to, a move stays in range
+            steps = space.Steps(size=rng.uniform(knob.min_step, 3 * (knob.hi - knob.lo + 1)), way=rng.choice([-1, 1]))
+            start = knob.clip(rng.uniform(knob.lo, knob.hi))
+            for v in space.values(knob, start, steps):
+                assert knob.lo <= v <= knob.hi and (knob.type != "int" or isinstance(v, int))
+    with pytest.raises(ValueError, match="leaves the harness schema"):
+        space._narrow(spec.TOP_P, 0.5, 1.5)
+    cap_knob = next(k for k in space.knobs(code, "math", 200) if k.name == "SAMPLING.max_new_tokens")
+    assert cap_knob.hi == 200  # the run's cap bounds the knob, it is not a knob itself
+    with pytest.raises(HarnessError):  # the schema still refuses what the space would never propose
+        _validate(code.replace('"top_p": 1.0', '"top_p": 1.5'))
+
+
+def test_steps_follow_the_one_fifth_rule_and_turn_after_a_failure():
+    knob = next(k for k in space.knobs(HARNESSES["math"], "math", CAP) if k.name == "SAMPLING.temperature")
+    up = {"from": 1.0, "to": 1.2}
+    grown = space.Steps.of(knob, [dict(up, status="passed")])
+    assert grown.size == pytest.approx(2 * knob.step) and grown.way == 1 and (grown.tried, grown.good) == (1, 1)
+    failed = space.Steps.of(knob, [dict(up, status="failed")])
+    assert failed.size == pytest.approx(knob.step * 2 ** -0.25) and failed.way == -1
+    assert space.values(knob, 1.0, failed)[0] < 1.0  # the next move goes the other way
+    one_in_five = space.Steps.of(knob, [dict(up, status=s) for s in ("passed", "failed", "inconclusive",
+                                                                     "failed", "vetoed")])
+    assert one_in_five.size == pytest.approx(knob.step)  # stable at a one-in-five success rate
+    pending = space.Steps.of(knob, [dict(up, status="backtesting")])
+    assert pending.tried == 0 and pending.size == knob.step
+    tiny = space.Steps.of(knob, [dict(up, status="failed")] * 40)
+    assert tiny.size == pytest.approx(knob.min_step)
+
+
+def test_stored_outcomes_set_the_next_step(tmp_path):
+    store = build_run(tmp_path / "run.db", steps=2)
+    ctx = context(store)
+    knob = next(k for k in space.knobs(ctx.harness.code, "math", CAP) if k.name == "SAMPLING.temperature")
+    first = next(space.moves(ctx.harness.code, knob, space.Steps.of(knob, [])))
+    c = iv.Candidate(title=first.title(), code=first.apply(ctx.harness.code), parent_version=1,
+                     parent_code=ctx.harness.code, proposer="offline", params=first.params())
+    iid = iv.record(store, None, c)
+    iv.transition(store, iid, "backtesting", "test")
+    iv.transition(store, iid, "failed", "probe: no gain")
+    opts = {key: opt for _, key, opt in offline.options(ctx, [], {})}
+    _, steps = opts["space:SAMPLING.temperature"]
+    assert steps.tried == 1 and steps.size == pytest.approx(knob.step * 2 ** -0.25)
+    assert steps.way == -first.direction
+    store.close()
+
+
+def test_log_scale_knobs_step_by_factors_and_leave_zero():
+    knob = next(k for k in space.knobs(HARNESSES["math"], "math", CAP) if k.name == "REWARD_WEIGHTS.format")
+    vals = space.values(knob, 0.1, space.Steps.of(knob, []))
+    assert vals[:2] == [pytest.approx(0.2), pytest.approx(0.05)]
+    assert space.values(knob, 0.0, space.Steps(size=math.log(2), way=1))[0] == knob.floor
+
+
+def test_rounds_from_the_expert_harness_never_come_back_empty(tmp_path):
+    """Several real rounds (replay, probes, gate) in a row: each proposes candidates, and the
+    later rounds explore knobs the earlier ones did not."""
+    store = build_run(tmp_path / "run.db", steps=3, harness_code=HARNESSES["math_expert"])
+    cfg = RunConfig()
+    cfg.evolve.window = 3
+    knobs_by_round = []
+    for r in range(3):
+        step = 3 * (r + 1)
+        if r:
+            add_steps(store, step - 2, step, seed=r)
+        out = run_round(context(store, step=step, cfg=cfg, probe=make_probe(seed=r)))
+        assert out["error"] is None
+        fresh = [store.get("interventions", i) for i in out["proposed"]]
+        assert len([x for x in fresh if x["code"]]) >= 3, f"round {r} proposed {fresh}"
+        for row in fresh:
+            if row["code"]:
+                assert len(iv.params(row)["names"]) == 1  # single-factor, by the existing check
+        knobs_by_round.append({iv.params(x).get("knob") for x in fresh} - {None})
+    assert knobs_by_round[1] - knobs_by_round[0] and knobs_by_round[2] - knobs_by_round[1]
+    store.close()
