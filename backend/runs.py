@@ -213,10 +213,9 @@ def summary(store: Store, seconds: float | None = None) -> dict:
     run = store.run()
     from backend.store.views import has_columns
 
-    split = "WHERE split = 'test'" if has_columns(store, "evals", ("split",)) else ""
-    evals = store.rows(f"SELECT step, accuracy FROM evals {split} ORDER BY id")  # the reported set
-    val = store.latest_eval("validation") if split else None
-    steps = store.rows("SELECT dead_group_frac, agreement, total_ms FROM steps ORDER BY step")
+    evals = store.reported_evals()
+    val = store.latest_eval("validation") if has_columns(store, "evals", ("split",)) else None  # m003 on
+    steps = store.step_series()
     s = {
         "run": run["name"], "status": run["status"], "steps": store.last_step(),
         "heldout_acc": evals[-1]["accuracy"] if evals else None,
@@ -229,7 +228,7 @@ def summary(store: Store, seconds: float | None = None) -> dict:
         "rollouts": store.count("rollouts"), "diagnoses": store.count("diagnoses"),
         "harness_version": run["harness_version"], "policy_version": run["policy_version"],
         "interventions": store.count("interventions"),
-        "promoted": store.scalar("SELECT count(*) FROM interventions WHERE status = 'promoted'"),
+        "promoted": store.count_interventions(status="promoted"),
         "wall_s": seconds,
     }
     try:

@@ -25,11 +25,7 @@ EXAMPLES = 5
 def _window_rows(store, steps: range) -> list[dict]:
     if not len(steps):
         return []
-    return store.rows(
-        "SELECT id, step, group_idx, reward, correct, verdict, completion, completion_tokens, finish "
-        "FROM rollouts WHERE step BETWEEN ? AND ? AND coalesce(status, 'ok') != 'error' ORDER BY id",
-        (steps[0], steps[-1]),
-    )
+    return store.window_rollouts(steps[0], steps[-1])
 
 
 def _labels_by_rollout(store, steps: range) -> dict[int, dict[str, int]]:
@@ -37,8 +33,7 @@ def _labels_by_rollout(store, steps: range) -> dict[int, dict[str, int]]:
     out: dict[int, dict[str, int]] = {}
     if not len(steps):
         return out
-    for d in store.rows("SELECT rollout_id, label, validity FROM diagnoses WHERE step BETWEEN ? AND ?",
-                        (steps[0], steps[-1])):
+    for d in store.window_diagnoses(steps[0], steps[-1]):
         out.setdefault(d["rollout_id"], {})[d["label"]] = int(d["validity"] or 0)
     return out
 
@@ -131,8 +126,7 @@ def auc(scores: list[float], positive: list[bool]) -> float | None:
 def round_metrics(store, steps: range) -> dict:
     """Window metrics: dead-group fraction, reward-vs-evaluator divergence, drifts."""
     rows = _window_rows(store, steps)
-    srows = store.rows("SELECT * FROM steps WHERE step BETWEEN ? AND ? ORDER BY step",
-                       (steps[0], steps[-1])) if len(steps) else []
+    srows = store.window_steps(steps[0], steps[-1]) if len(steps) else []
     groups = {(r["step"], r["group_idx"]) for r in rows}
     a = auc([float(r["reward"] or 0) for r in rows], [bool(r["correct"]) for r in rows]) if rows else None
     return {

@@ -25,7 +25,7 @@ import ast
 from functools import lru_cache
 
 from .edit import EditError, definition
-from .interventions import Candidate, kind_of, params
+from .interventions import Candidate, kind_of
 
 BAD = ("failed", "inconclusive")
 GOOD = ("passed", "approved", "promoted", "rolled_back")
@@ -80,29 +80,27 @@ class Rules:
         self.active_code = ctx.harness.code
         self.active = normalise(ctx.harness.code)
         self.versions = {}
-        for v in store.rows("SELECT id, code FROM harness_versions ORDER BY id"):
+        for v in store.harness_versions():
             self.versions.setdefault(normalise(v["code"]), v["id"])
-        rows = store.rows("SELECT id, round_id, kind, code, status, params_json FROM interventions ORDER BY id")
         self.tried = {}
         self.promoted: dict[tuple, int] = {}
         self.retired: dict[str, int] = {}
         streaks: dict[str, list] = {}
-        for r in rows:
-            if r["code"]:
-                self.tried.setdefault(normalise(r["code"]), r["id"])
-            p = params(r)
-            if r["status"] in ("promoted", "rolled_back"):
-                for name in p.get("names") or []:
-                    ch = change_of(r["code"], name)
-                    self.promoted.setdefault(ch, r["id"])
-                    if r["status"] == "promoted" and ch[1] == REMOVED and name.startswith("diagnose_"):
-                        self.retired[name[len("diagnose_"):]] = r["id"]
-            key = kind_key(r["kind"], p)
-            if r["status"] in BAD and r["round_id"] is not None:
-                streaks.setdefault(key, []).append(r["round_id"])
-            elif r["status"] in GOOD:
+        for r in store.interventions():
+            if r.code:
+                self.tried.setdefault(normalise(r.code), r.id)
+            if r.status in ("promoted", "rolled_back"):
+                for name in r.names:
+                    ch = change_of(r.code, name)
+                    self.promoted.setdefault(ch, r.id)
+                    if r.status == "promoted" and ch[1] == REMOVED and name.startswith("diagnose_"):
+                        self.retired[name[len("diagnose_"):]] = r.id
+            key = kind_key(r.kind, r.params)
+            if r.status in BAD and r.round_id is not None:
+                streaks.setdefault(key, []).append(r.round_id)
+            elif r.status in GOOD:
                 streaks[key] = []
-        rounds = [x["id"] for x in store.rows("SELECT id FROM rounds ORDER BY id")]
+        rounds = store.round_ids()
         self.cooling = {}
         for key, fails in streaks.items():
             if len(fails) >= cfg.cooldown_after:

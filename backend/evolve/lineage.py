@@ -20,27 +20,23 @@ def _step(store, v: dict) -> dict:
            "sha": v["sha"], "note": v["note"], "intervention": None, "diagnosis": None, "backtest": None,
            "decision": None}
     iid = v.get("intervention_id")
-    row = store.get("interventions", iid) if iid else None
+    row = store.intervention(iid) if iid else None
     if row is None:
         return out
-    out["intervention"] = {k: row[k] for k in ("id", "title", "kind", "target", "proposer", "hypothesis",
-                                               "expected", "status", "diff")}
-    out["intervention"]["skills"] = loads(row["skills_json"], [])
-    rnd = store.get("rounds", row["round_id"]) if row["round_id"] else None
+    out["intervention"] = {k: getattr(row, k) for k in ("id", "title", "kind", "target", "proposer", "hypothesis",
+                                                        "expected", "status", "diff", "skills")}
+    rnd = store.round(row.round_id) if row.round_id else None
     if rnd:
         out["diagnosis"] = {"round": rnd["id"], "step": rnd["step"],
                             "failure_table": loads(rnd["failure_table_json"], [])[:TOP],
                             "metrics": loads(rnd["metrics_json"], {})}
-    bt = store.rows("SELECT * FROM backtests WHERE intervention_id = ? ORDER BY id DESC LIMIT 1", (row["id"],))
+    bt = store.latest_backtest(row.id)
     if bt:
-        m = loads(bt[0]["metrics_json"], {})
-        out["backtest"] = {"mode": bt[0]["mode"], "verdict": bt[0]["verdict"], "reason": bt[0]["reason"],
-                           "n_rollouts": bt[0]["n_rollouts"],
-                           "metrics": {k: val for k, val in m.items() if not isinstance(val, (list, dict))}}
-    history = loads(row["history_json"], [])
-    promoted = next((h for h in reversed(history) if h.get("to") == "promoted"), None)
-    out["decision"] = {"status": row["status"], "reason": row["reason"],
-                       "promoted": promoted and promoted.get("reason"), "history": history}
+        out["backtest"] = {"mode": bt.mode, "verdict": bt.verdict, "reason": bt.reason, "n_rollouts": bt.n_rollouts,
+                           "metrics": {k: val for k, val in bt.metrics.items() if not isinstance(val, (list, dict))}}
+    promoted = next((h for h in reversed(row.history) if h.get("to") == "promoted"), None)
+    out["decision"] = {"status": row.status, "reason": row.reason,
+                       "promoted": promoted and promoted.get("reason"), "history": row.history}
     return out
 
 
@@ -50,7 +46,7 @@ def lineage(store, harness_version: int) -> list[dict]:
     vid = harness_version
     while vid is not None and vid not in seen:
         seen.add(vid)
-        v = store.get("harness_versions", vid)
+        v = store.harness_version(vid)
         if v is None:
             break
         out.append(_step(store, v))

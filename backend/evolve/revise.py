@@ -94,23 +94,18 @@ def write_diagnostic(key: tuple, members: list[dict], contrast: list[dict] = ())
 
 
 def unlabeled_rows(store, steps: range) -> list[dict]:
-    return store.rows(
-        "SELECT id, step, group_idx, completion, verdict, correct FROM rollouts r WHERE step BETWEEN ? AND ? "
-        "AND coalesce(correct, 0) = 0 AND NOT EXISTS (SELECT 1 FROM diagnoses d WHERE d.rollout_id = r.id "
-        "AND d.label != 'diagnostic_error') ORDER BY id", (steps[0], steps[-1]))
+    return store.unlabeled_failures(steps[0], steps[-1])
 
 
 def propose_new(ctx, steps: range, parent_version: int, parent_code: str) -> Candidate | None:
     if not len(steps):
         return None
     rows = unlabeled_rows(ctx.store, steps)
-    failures = ctx.store.scalar("SELECT count(*) FROM rollouts WHERE step BETWEEN ? AND ? AND "
-                                "coalesce(correct, 0) = 0", (steps[0], steps[-1])) or 0
+    failures = ctx.store.count_failures(steps[0], steps[-1])
     if len(rows) < MIN_UNLABELED or len(rows) < MIN_UNLABELED_SHARE * failures:
         return None
     key, members = clusters(rows)[0]
-    contrast = ctx.store.rows("SELECT completion FROM rollouts WHERE step BETWEEN ? AND ? AND correct = 1 "
-                              "ORDER BY id LIMIT 200", (steps[0], steps[-1]))
+    contrast = ctx.store.correct_completions(steps[0], steps[-1], limit=200)
     label, source, sig = write_diagnostic(key, members, contrast)
     existing = set(ctx.harness.diagnostics)
     if label in existing:
@@ -126,14 +121,7 @@ def propose_new(ctx, steps: range, parent_version: int, parent_code: str) -> Can
 
 def fire_stats(store, since_step: int, labels: list[str]) -> tuple[int, dict[str, tuple[int, float]]]:
     """(rollouts since `since_step`, {label: (fires, share of fires the evaluator calls correct)})."""
-    n = store.scalar("SELECT count(*) FROM rollouts WHERE step > ?", (since_step,)) or 0
-    out = {}
-    for label in labels:
-        row = store.rows("SELECT count(*) AS n, avg(coalesce(r.correct, 0)) AS c FROM diagnoses d "
-                         "JOIN rollouts r ON r.id = d.rollout_id WHERE d.step > ? AND d.label = ?",
-                         (since_step, label))[0]
-        out[label] = (row["n"] or 0, row["c"] or 0.0)
-    return n, out
+    return store.count_rollouts_after(since_step), {label: store.label_fires(since_step, label) for label in labels}
 
 
 def propose_retire(ctx, parent_version: int, parent_code: str) -> Candidate | None:

@@ -30,7 +30,7 @@ from pathlib import Path
 
 from backend.errors import EvoError
 from backend.harness.loader import HarnessError, check_source
-from backend.store import dumps, loads, now
+from backend.store import dumps, loads
 
 FORMAT = 1
 REQUIRED = {"name": str, "trigger": dict, "change": dict}
@@ -61,7 +61,7 @@ def card_from_row(row: dict) -> dict:
 
 
 def cards(store) -> list[dict]:
-    return [card_from_row(r) for r in store.rows("SELECT * FROM skills ORDER BY helped DESC, name")]
+    return [card_from_row(r) for r in store.skill_rows()]
 
 
 def validate(card, where: str) -> dict:
@@ -100,41 +100,37 @@ def _merge_evidence(a: dict, b: dict) -> dict:
 
 def upsert(store, card: dict, source: str = "") -> tuple[str, str]:
     """Insert a card, or merge it into the card with the same change. Returns (name, 'added'|'merged')."""
-    for row in store.rows("SELECT * FROM skills"):
+    rows = store.skill_rows()
+    for row in rows:
         old = card_from_row(row)
         if _identity(old["change"]) == _identity(card["change"]):
-            with store.tx():
-                store.update("skills", row["id"], {
-                    "evidence_json": dumps(_merge_evidence(old["evidence"], card.get("evidence") or {})),
-                    "uses": old["uses"] + int(card.get("uses") or 0),
-                    "helped": old["helped"] + int(card.get("helped") or 0), "updated_at": now()})
+            store.update_skill(row["id"], {
+                "evidence_json": dumps(_merge_evidence(old["evidence"], card.get("evidence") or {})),
+                "uses": old["uses"] + int(card.get("uses") or 0),
+                "helped": old["helped"] + int(card.get("helped") or 0)})
             return old["name"], "merged"
-    taken = {r["name"] for r in store.rows("SELECT name FROM skills")}
+    taken = {r["name"] for r in rows}
     name, n = card["name"], 2
     while name in taken:
         name, n = f"{card['name']}-{n}", n + 1
-    with store.tx():
-        store.insert("skills", {
-            "name": name, "domain": card.get("domain") or card["trigger"].get("domain") or "",
-            "created_at": now(), "updated_at": now(), "trigger_json": dumps(card["trigger"]),
-            "change_json": dumps(card["change"]), "evidence_json": dumps(card.get("evidence") or {}),
-            "uses": int(card.get("uses") or 0), "helped": int(card.get("helped") or 0),
-            "source": source or card.get("source") or ""})
+    store.add_skill({
+        "name": name, "domain": card.get("domain") or card["trigger"].get("domain") or "",
+        "trigger_json": dumps(card["trigger"]), "change_json": dumps(card["change"]),
+        "evidence_json": dumps(card.get("evidence") or {}), "uses": int(card.get("uses") or 0),
+        "helped": int(card.get("helped") or 0), "source": source or card.get("source") or ""})
     return name, "added"
 
 
 def bump(store, names: list[str], uses: int = 0, helped: int = 0, evidence: dict | None = None) -> None:
     """Count a use of (or a help by) the named skills."""
     for name in names:
-        row = store.rows("SELECT * FROM skills WHERE name = ?", (name,))
-        if not row:
+        r = store.skill_row(name)
+        if r is None:
             continue
-        r = row[0]
-        values = {"uses": (r["uses"] or 0) + uses, "helped": (r["helped"] or 0) + helped, "updated_at": now()}
+        values = {"uses": (r["uses"] or 0) + uses, "helped": (r["helped"] or 0) + helped}
         if evidence:
             values["evidence_json"] = dumps(_merge_evidence(loads(r["evidence_json"], {}), evidence))
-        with store.tx():
-            store.update("skills", r["id"], values)
+        store.update_skill(r["id"], values)
 
 
 def retrieve(store, table: list[dict], domain: str, k: int = 4) -> list[dict]:

@@ -88,11 +88,10 @@ class RolloutReads(Queries):
         return int(self.scalar("SELECT count(*) FROM rollouts WHERE step BETWEEN ? AND ? AND "
                                "coalesce(correct, 0) = 0", (lo, hi)) or 0)
 
-    def correct_completions(self, lo: int, hi: int, limit: int) -> list[str]:
-        """Completions of steps `lo`..`hi` the evaluator calls correct, oldest first."""
-        return [r["completion"] for r in self.rows(
-            "SELECT completion FROM rollouts WHERE step BETWEEN ? AND ? AND correct = 1 ORDER BY id LIMIT ?",
-            (lo, hi, limit))]
+    def correct_completions(self, lo: int, hi: int, limit: int) -> list[Row]:
+        """{"completion"} of rollouts of steps `lo`..`hi` the evaluator calls correct, oldest first."""
+        return self.rows("SELECT completion FROM rollouts WHERE step BETWEEN ? AND ? AND correct = 1 "
+                         "ORDER BY id LIMIT ?", (lo, hi, limit))
 
     def count_rollouts_after(self, step: int) -> int:
         return int(self.scalar("SELECT count(*) FROM rollouts WHERE step > ?", (step,)) or 0)

@@ -84,10 +84,9 @@ def probe_rollouts(run_dir: Path) -> int:
 
     s = Store.open(run_dir, readonly=True)
     try:
-        n = s.scalar("SELECT coalesce(sum(n_rollouts), 0) FROM backtests WHERE mode = 'probe'") or 0
+        return s.probe_rollout_count()
     finally:
         s.close()
-    return int(n)
 
 
 def _extra_tasks(base: RunConfig, out: Path, seed: int) -> int:

@@ -46,14 +46,11 @@ def collect(run_dirs: list[Path]) -> dict[str, list[dict]]:
         arms.setdefault(_arm(s), []).append({
             "dir": str(d), "seed": run["seed"], "status": run["status"], **gate, **budget_facts(s),
             "profile": loads(run["config_json"], {}).get("profile") or "",
-            "steps": s.rows("SELECT step, dead_group_frac, agreement, reward_mean, total_ms FROM steps ORDER BY step"),
-            "promoted": s.rows("SELECT i.*, b.metrics_json AS bt_metrics, b.verdict AS bt_verdict FROM interventions i "
-                               "LEFT JOIN backtests b ON b.intervention_id = i.id "
-                               "WHERE i.status IN ('promoted', 'rolled_back') ORDER BY i.id"),
-            "blocked": s.rows("SELECT * FROM interventions WHERE status = 'failed' AND reason LIKE '%validity%' "
-                              "ORDER BY id"),
-            "interventions": s.scalar("SELECT count(*) FROM interventions"),
-            "skills": s.rows("SELECT name, domain, trigger_json, evidence_json FROM skills ORDER BY id"),
+            "steps": s.step_series(),
+            "promoted": s.promotions_with_backtests(),
+            "blocked": s.blocked_by_validity(),
+            "interventions": s.count_interventions(),
+            "skills": s.skill_summaries(),
             "audit": _audit(s),
         })
         s.close()
@@ -64,7 +61,7 @@ def _audit(s: Store) -> dict | None:
     """The hack probes over a math run's stored held-out results (None for other domains)."""
     if "math" not in str(loads(s.run()["config_json"], {}).get("domain", "math")):
         return None
-    return audit([e for row in s.rows("SELECT results_json FROM evals ORDER BY id")
+    return audit([e for row in s.evals()
                   for e in loads(row["results_json"], []) or [] if isinstance(e, dict)])
 
 

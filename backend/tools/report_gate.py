@@ -12,15 +12,6 @@ from __future__ import annotations
 from backend.evolve.churn import change_of, normalise
 from backend.evolve.stats import paired_binary
 from backend.store import loads
-from backend.store.views import DECISION_COLS, has_columns
-
-
-def _evals(s, split: str) -> list[dict]:
-    if not has_columns(s, "evals", ("split",)):  # before the two sets: one held-out set, the gate's
-        return s.rows("SELECT step, accuracy, agreement, results_json FROM evals ORDER BY step") \
-            if split == "validation" else []
-    return s.rows("SELECT step, accuracy, agreement, results_json FROM evals WHERE split = ? ORDER BY step, id",
-                  (split,))
 
 
 def repeated_promotions(s) -> list[dict]:
@@ -28,15 +19,14 @@ def repeated_promotions(s) -> list[dict]:
     equals an earlier version: {"id", "title", "why"}."""
     seen_changes: dict[tuple, int] = {}
     out = []
-    for r in s.rows("SELECT id, title, code, params_json FROM interventions WHERE status IN "
-                    "('promoted', 'rolled_back') ORDER BY promoted_step, id"):
+    for r in s.promoted_changes():
         for name in (loads(r["params_json"], {}) or {}).get("names") or []:
             ch = change_of(r["code"], name)
             if ch in seen_changes:
                 out.append({"id": r["id"], "title": r["title"], "why": f"same change as #{seen_changes[ch]}"})
             seen_changes.setdefault(ch, r["id"])
     versions: dict[str, int] = {}
-    for v in s.rows("SELECT id, code, intervention_id FROM harness_versions ORDER BY id"):
+    for v in s.harness_versions():
         norm = normalise(v["code"])
         if v["intervention_id"] and norm in versions and v["intervention_id"] not in {o["id"] for o in out}:
             out.append({"id": v["intervention_id"], "title": "", "why": f"same harness as v{versions[norm]}"})
@@ -46,15 +36,8 @@ def repeated_promotions(s) -> list[dict]:
 
 def gate_facts(s) -> dict:
     """The gate's record of one run (for `report.collect`)."""
-    cols = ", ".join(f"b.{c}" for c in DECISION_COLS) if has_columns(s, "backtests", DECISION_COLS) else \
-        ", ".join(f"NULL AS {c}" for c in DECISION_COLS)
-    decisions = s.rows(f"SELECT i.id, i.title, i.kind, i.status, b.mode, b.verdict, b.reason, {cols} "
-                       "FROM backtests b JOIN interventions i ON i.id = b.intervention_id ORDER BY b.id")
-    skipped = []
-    if has_columns(s, "rounds", ("skipped_json",)):
-        for r in s.rows("SELECT step, skipped_json FROM rounds ORDER BY id"):
-            skipped += [dict(x, step=r["step"]) for x in loads(r["skipped_json"], []) or []]
-    return {"val_evals": _evals(s, "validation"), "test_evals": _evals(s, "test"), "decisions": decisions,
+    skipped = [dict(x, step=r["step"]) for r in s.round_skips() for x in loads(r["skipped_json"], []) or []]
+    return {"val_evals": s.evals("validation"), "test_evals": s.evals("test"), "decisions": s.backtest_decisions(),
             "repeated": repeated_promotions(s), "skipped": skipped}
 
 

@@ -71,9 +71,7 @@ def budget_facts(s: Store) -> dict:
     except (TypeError, ValueError):
         wall = None
     return {"wall_s": wall,
-            "train_rollouts": int(s.scalar("SELECT coalesce(sum(n_rollouts), 0) FROM steps") or 0),
-            "probe_rollouts": int(s.scalar("SELECT coalesce(sum(n_rollouts), 0) FROM backtests "
-                                           "WHERE mode = 'probe'") or 0)}
+            "train_rollouts": s.train_rollout_count(), "probe_rollouts": s.probe_rollout_count()}
 
 
 def _final(r: dict) -> float | None:
