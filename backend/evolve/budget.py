@@ -19,8 +19,6 @@ training, so the search is counted in training rollouts:
 
 from __future__ import annotations
 
-from backend.store import search as q
-
 SCORED_ONLY = ("replay",)
 """Backtest modes that generate nothing (their cost is time, not rollouts)."""
 
@@ -29,12 +27,12 @@ def search_budget(store) -> dict:
     """{train_rollouts, candidate_rollouts, incumbent_rollouts, replay_rollouts_scored, replay_ms,
     replay_rollout_equiv, search_rollouts, share_of_training, by_mode}; by_mode: per backtest mode,
     {backtests, rollouts (candidate and incumbent arms), ms}."""
-    train = q.training_cost(store)
+    train = store.training_cost()
     candidate = scored = 0
     replay_ms = 0.0
     by_mode: dict[str, dict] = {}
     incumbent_arms: dict[tuple, int] = {}
-    for i, b in enumerate(q.backtest_costs(store)):
+    for i, b in enumerate(store.backtest_costs()):
         mode = b["mode"] or "?"
         m = by_mode.setdefault(mode, {"backtests": 0, "rollouts": 0, "ms": 0.0})
         m["backtests"] += 1

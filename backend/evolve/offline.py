@@ -27,7 +27,6 @@ import random
 from . import population
 from . import skills as sk
 from . import space
-from backend.store import search as q
 from .edit import Edit, EditError
 from .interventions import Candidate
 from .templates import TEMPLATES, mutate_numbers
@@ -51,7 +50,7 @@ def options(ctx, table: list[dict], metrics: dict) -> list[tuple[float, str, obj
     opts = [(t.score(by_label, metrics), t.id, t) for t in TEMPLATES if domain in t.domains]
     opts += [(1.5 * sum(by_label.get(lbl, {}).get("share", 0.0) for lbl in c["trigger"].get("labels", [])),
               "skill:" + c["name"], c) for c in sk.retrieve(ctx.store, table, domain, k=4)]
-    history = q.move_history(ctx.store)
+    history = ctx.store.move_history()
     for knob in space.knobs(ctx.harness.code, domain, ctx.cfg.train.max_new_tokens_cap):
         steps = space.Steps.of(knob, history.get(knob.name, []))
         opts.append((knob_score(knob, by_label, steps), space.PREFIX + knob.name, (knob, steps)))

@@ -26,7 +26,6 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
-from backend.store import search as q
 
 GOOD = ("passed", "approved", "promoted", "rolled_back")
 TOP_LABELS = 3
@@ -74,9 +73,9 @@ def _ancestry(vid: int, parents: dict[int, int | None]) -> tuple[int, ...]:
 
 def members(store, table: list[dict]) -> list[Member]:
     """Every live version (active and superseded) as a scored member, active first."""
-    versions = q.live_versions(store)
-    parents = q.version_parents(store) if versions else {}
-    kids = q.children(store, [v["id"] for v in versions])
+    versions = store.live_versions()
+    parents = store.version_parents() if versions else {}
+    kids = store.children_of([v["id"] for v in versions])
     top = [e["label"] for e in table[:TOP_LABELS]]
     out = []
     for v in versions:

@@ -27,6 +27,7 @@ from .base import BUSY_S, Queries, Row, StoreError, db_problem, dumps, loads, no
 from .records import EvolutionRecords
 from .reports import ReportReads
 from .rollouts import RolloutReads
+from .search import SearchReads
 
 __all__ = ["BUSY_S", "Row", "Store", "StoreError", "dumps", "integrity_ok", "loads", "now"]
 
@@ -46,7 +47,7 @@ def _connect(path: Path, readonly: bool, busy_s: float, immutable: bool = False)
     return conn
 
 
-class Store(EvolutionRecords, RolloutReads, ReportReads, Queries):
+class Store(EvolutionRecords, RolloutReads, ReportReads, SearchReads, Queries):
     """A run database. Use `Store.open(path)`; `readonly=True` never writes.
 
     The repository methods come by concern: `records.EvolutionRecords` (interventions,
