@@ -9,7 +9,9 @@ import pytest
 from backend.config import RunConfig
 from backend.evolve import run_round
 from backend.evolve.edit import unified_diff
-from synthetic_run import build_run, context, make_probe
+from backend.evolve.interventions import params as iv_params
+from backend.evolve.llm import candidate_from
+from synthetic_run import add_steps, build_run, context, make_probe
 from backend.harness.loader import default_harness_path
 
 DEFAULT = default_harness_path("math").read_text()
@@ -24,6 +26,21 @@ GOOD = {"interventions": [
 ]}
 TWO_NAMES = DEFAULT.replace('"format": 0.1', '"format": 0.3').replace('"level": 1', '"level": 0')
 FORBIDDEN = "def reward_format(r):\n    return open('/etc/passwd') and 1\n"
+REPLAY = [  # what a chat model answers, round after round: prose, a fence, then the JSON
+    "Looking at the failure table, most rollouts lack the tag.\n```json\n" + json.dumps({"interventions": [
+        {"title": "Read the answer like the evaluator", "target": "no_answer_tag",
+         "hypothesis": "correct untagged answers score 0, so their groups tie", "expected": "dead groups revive",
+         "name": "extract_answer", "definition": LENIENT},
+        {"title": "Show the tag in the prompt", "target": "no_answer_tag", "hypothesis": "an example helps",
+         "expected": "more tagged answers", "knob": "PROMPT.system",
+         "value": "Give the final answer on its own last line as <answer>NUMBER</answer>. "
+                  "Example: What is 2 + 3? <answer>5</answer>"},
+        {"title": "Very hot sampling", "target": "dead_groups", "hypothesis": "more spread",
+         "expected": "fewer ties", "knob": "SAMPLING.temperature", "value": 3.0}]}) + "\n```",
+    json.dumps({"interventions": [
+        {"title": "Drop truncated rollouts", "target": "truncated", "hypothesis": "cut-off rollouts carry no answer",
+         "expected": "cleaner advantages", "knob": "FILTERS.drop_truncated", "value": True}]}),
+]
 
 
 class Stub(BaseHTTPRequestHandler):
@@ -51,6 +68,7 @@ class Stub(BaseHTTPRequestHandler):
                    "two_names": json.dumps({"hypothesis": "h", "diff": unified_diff(DEFAULT, TWO_NAMES)}),
                    "forbidden": json.dumps({"hypothesis": "h", "name": "reward_format", "definition": FORBIDDEN}),
                    "no_hypothesis": json.dumps({"name": "extract_answer", "definition": LENIENT}),
+                   "replay": REPLAY[min(len(Stub.requests), len(REPLAY)) - 1],
                    }[Stub.mode]
         self._send(200, json.dumps({
             "id": "cmpl-1", "object": "chat.completion", "created": 0, "model": body["model"],
@@ -160,3 +178,56 @@ def test_missing_endpoint_is_a_failed_proposal(store, monkeypatch):
     monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
     run_round(_ctx(store, "", monkeypatch))
     assert "no endpoint" in _llm_rows(store)[-1]["reason"]
+
+
+def test_agent_round_end_to_end_with_evidence_and_history(server, store, monkeypatch):
+    """Two rounds against the real HTTP server replaying a model's answers: HTTP -> parse ->
+    static check -> backtest (replay and probe) -> gate (auto-promote); the second request
+    carries the first round's proposals with their verdicts and reasons."""
+    Stub.mode, Stub.requests[:] = "replay", []
+    store.set_run(auto_promote=1)
+    out = run_round(_ctx(store, _url(server), monkeypatch))
+    assert out["error"] is None
+    lenient, prompt, hot = _llm_rows(store)
+    assert lenient["status"] == "promoted" and out["promoted"] == lenient["id"]
+    assert store.run()["harness_version"] == 2
+    assert prompt["kind"] == "prompt" and iv_params(prompt)["knob"] == "PROMPT.system"
+    assert store.rows("SELECT mode FROM backtests WHERE intervention_id = ?", (prompt["id"],))[0]["mode"] == "probe"
+    assert hot["status"] == "failed" and "must be a number in [0.1, 1.5], got 3.0" in hot["reason"]
+    first = Stub.requests[0]["body"]["messages"][-1]["content"]
+    assert "no <answer> tag; ends with" in first  # the sampled rollouts come with their diagnoses
+    assert '"knob": "SAMPLING.temperature"' in first and '"range": [0.1, 1.5]' in first
+
+    add_steps(store, 7, 11)
+    ctx = _ctx(store, _url(server), monkeypatch)
+    ctx.step = 11
+    out = run_round(ctx)
+    assert out["error"] is None
+    second = Stub.requests[1]["body"]["messages"][-1]["content"]
+    history = second[second.index("Earlier proposals"):second.index("Skills that")]
+    assert "Read the answer like the evaluator" in history and '"status": "promoted"' in history
+    assert "must be a number in [0.1, 1.5]" in history  # the reasons come back to the agent
+    assert "version 2" in second and "final_answer(r.completion)" in second  # the promoted harness
+    (drop,) = [r for r in _llm_rows(store) if r["title"] == "Drop truncated rollouts"]
+    assert drop["parent_version"] == 2 and drop["kind"] == "filter" and drop["status"] != "proposed"
+    assert store.move_history()["FILTERS.drop_truncated"][0]["to"] is True
+
+
+@pytest.mark.parametrize("item, reason", [
+    ({"knob": "SAMPLING.banana", "value": 1}, "no knob 'SAMPLING.banana' in this harness's search space"),
+    ({"knob": "SAMPLING.temperature", "value": 9}, "SAMPLING.temperature must be a number in [0.1, 1.5], got 9"),
+    ({"knob": "SAMPLING.max_new_tokens", "value": 100.5}, "must be an integer in [32, 512]"),
+    ({"knob": "FILTERS.drop_truncated", "value": "yes"}, "FILTERS.drop_truncated takes true or false"),
+    ({"knob": "ADVANTAGE.rule", "value": "median"}, "ADVANTAGE.rule must be one of group_std, group_mean, rank"),
+    ({"knob": "FILTERS.drop_truncated", "value": False}, "FILTERS.drop_truncated is already False"),
+])
+def test_knob_answers_outside_the_space_are_failed_proposals(store, item, reason):
+    c = candidate_from(dict(item, hypothesis="h"), context(store), [])
+    assert c.error == f"llm: malformed answer: {reason}" or reason in c.error and not c.code
+
+
+def test_a_knob_answer_is_one_move_of_the_space(store):
+    ctx = context(store)
+    c = candidate_from({"hypothesis": "h", "knob": "SAMPLING.max_new_tokens", "value": 192}, ctx, [])
+    assert c.error is None and c.names() == ["SAMPLING"] and '"max_new_tokens": 192' in c.code
+    assert c.params["knob"] == "SAMPLING.max_new_tokens" and (c.params["from"], c.params["to"]) == (128, 192)

@@ -1,51 +1,110 @@
-"""The LLM proposer: any OpenAI-compatible chat endpoint (vLLM, a hosted API).
+"""The LLM proposer: an agent with evidence, through any OpenAI-compatible chat endpoint.
 
-It sends the failure table, round metrics, a few evidence rollouts, the
-current harness and the retrieved skill cards, and asks for a JSON answer:
+Its context is what an engineer would look at before touching the harness:
+
+- the failure table (share, trend, how often the evaluator still said
+  correct) and the round's metrics;
+- sampled rollouts for the top labels: question, gold answer, the end of the
+  completion, reward, the evaluator's verdict and every diagnosis it got;
+- the current harness, and the search space: every knob with its value,
+  range and the step its earlier moves earned (`space.py`);
+- the history of earlier proposals: what was tried, the backtest's verdict,
+  effect and interval, and the reason;
+- the skill cards retrieved by trigger.
+
+It answers with JSON, one single-factor change per intervention, each with a
+hypothesis and an expected effect, in one of three forms:
 
     {"interventions": [{"title": ..., "target": "<failure label>", "hypothesis": ..., "expected": ...,
-                        "name": "<top-level name>", "definition": "<its full new source, or empty to remove>"}
+                        "knob": "SAMPLING.temperature", "value": 0.7}                 # a move in the space
+                       | {..., "name": "<top-level name>", "definition": "<its full new source, or empty>"}
                        | {..., "diff": "<unified diff of the harness>"}]}
 
-Every way this can go wrong (no endpoint, HTTP errors, timeouts, garbage,
-a diff that does not apply, a change touching two names, code the harness
-checker rejects) becomes a failed proposal carrying the reason.
+Every way this can go wrong (no endpoint, HTTP errors, timeouts, garbage, an
+unknown knob or a value out of its range, a diff that does not apply, a
+change touching two names, code the harness checker rejects) becomes a
+failed proposal carrying the reason.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
+import random
 import re
 
 from backend.harness.loader import HarnessError, check_source
 
 from . import skills as sk
+from . import space
 from .edit import EditError, apply_unified_diff, set_definition
-from .interventions import Candidate
+from .interventions import Candidate, params
 
 SYSTEM = """You improve the training harness of a reinforcement-learning run (GRPO).
 The harness is one Python file: PROMPT, SAMPLING, REWARD_WEIGHTS, ADVANTAGE, FILTERS, CURRICULUM,
 VALIDITY, reward_<name>(r) functions and diagnose_<label>(r) functions. The evaluator (the task's
 own verifier) is fixed; you change how rollouts are rewarded, filtered and diagnosed.
-Each intervention must change exactly ONE top-level name. Never make the reward credit answers
-the evaluator would reject (validity diagnostics will block it).
+Read the evidence: the failure table, the rollouts with their diagnoses, and what earlier proposals
+did in their backtests (do not repeat a change that failed; build on what passed).
+Each intervention must change exactly ONE thing: one knob of the search space, or one top-level name.
+Never make the reward credit answers the evaluator would reject (validity diagnostics will block it).
 Answer with JSON only, no prose:
 {"interventions": [{"title": str, "target": failure label, "hypothesis": str, "expected": str,
-  "name": top-level name, "definition": full new source of that one definition ("" removes it)}]}
-Instead of name/definition you may give "diff": a unified diff of the harness file."""
+  "knob": a knob name from the search space, "value": its new value (inside its range)}]}
+Instead of knob/value you may give "name" (a top-level name) and "definition" (its full new source,
+"" removes it), or "diff": a unified diff of the harness file."""
+EXAMPLES_PER_LABEL = 2
+TOP_LABELS = 3
+HISTORY = 12
 
 
-def _evidence(store, table: list[dict], k: int = 2) -> list[dict]:
+def _evidence(store, table: list[dict], rng: random.Random) -> list[dict]:
+    """Sampled rollouts of the top labels, each with every diagnosis it got."""
+    picked = []
+    for e in table[:TOP_LABELS]:
+        ids = list(e.get("examples", []))
+        picked += [(e["label"], rid) for rid in rng.sample(ids, min(EXAMPLES_PER_LABEL, len(ids)))]
+    diags = store.diagnoses_of([rid for _, rid in picked])
     out = []
-    for e in table[:3]:
-        for rid in e.get("examples", [])[:k]:
-            r = store.get("rollouts", rid)
-            if r:
-                task = json.loads(r.get("task_json") or "{}")
-                out.append({"label": e["label"], "question": task.get("question", "")[:300],
-                            "gold": task.get("answer"), "completion_end": (r["completion"] or "")[-300:],
-                            "reward": r["reward"], "evaluator_correct": bool(r["correct"])})
+    for label, rid in picked:
+        r = store.get("rollouts", rid)
+        if r:
+            task = json.loads(r.get("task_json") or "{}")
+            out.append({"label": label, "question": task.get("question", "")[:300], "gold": task.get("answer"),
+                        "completion_end": (r["completion"] or "")[-300:], "finish": r.get("finish"),
+                        "reward": r["reward"], "evaluator_correct": bool(r["correct"]),
+                        "diagnoses": [{"label": d["label"], "evidence": (d["evidence"] or "")[:160]}
+                                      for d in diags.get(rid, [])]})
+    return out
+
+
+def _history(store) -> list[dict]:
+    out = []
+    for h in store.proposal_history(HISTORY):
+        p = params(h)
+        row = {"id": h["id"], "title": h["title"], "kind": h["kind"], "target": h["target"],
+               "proposer": h["proposer"], "status": h["status"], "reason": (h["reason"] or "")[:240]}
+        if p.get("knob"):
+            row["move"] = {"knob": p["knob"], "from": p.get("from"), "to": p.get("to")}
+        if h["effect"] is not None:
+            row["backtest"] = {"mode": h["mode"], "effect": h["effect"], "ci": [h["ci_low"], h["ci_high"]]}
+        out.append(row)
+    return out
+
+
+def _space(ctx) -> list[dict]:
+    history = ctx.store.move_history()
+    out = []
+    for k in space.knobs(ctx.harness.code, ctx.harness.domain, ctx.cfg.train.max_new_tokens_cap):
+        steps = space.Steps.of(k, history.get(k.name, []))
+        row = {"knob": k.name, "type": k.type, "value": k.value(ctx.harness.code), "targets": list(k.targets)}
+        if k.type in ("float", "int"):
+            row.update(range=[k.lo, k.hi], step=(f"x{round(math.exp(steps.size), 3)}" if k.log
+                                                  else round(steps.size, 4)), moves=steps.tried, passed=steps.good)
+        elif k.type == "choice":
+            row["choices"] = list(k.choices)
+        out.append(row)
     return out
 
 
@@ -53,10 +112,14 @@ def build_messages(ctx, table: list[dict], metrics: dict, cards: list[dict], n: 
     rows = [{k: e[k] for k in ("label", "count", "share", "trend", "correct_share")} for e in table[:10]]
     skills = [{"name": c["name"], "trigger": c["trigger"], "change": {k: c["change"].get(k) for k in
                ("op", "name", "source", "hypothesis")}, "helped": c.get("helped", 0)} for c in cards]
+    rng = random.Random(f"{ctx.cfg.seed}:{ctx.step}:llm")
     user = (f"Failure table (share of recent rollouts):\n{json.dumps(rows, indent=1)}\n\n"
             f"Round metrics:\n{json.dumps(metrics, default=str)}\n\n"
-            f"Evidence rollouts:\n{json.dumps(_evidence(ctx.store, table), indent=1)}\n\n"
+            f"Evidence rollouts (sampled for the top labels, with their diagnoses):\n"
+            f"{json.dumps(_evidence(ctx.store, table, rng), indent=1)}\n\n"
+            f"Earlier proposals and their backtests (newest first):\n{json.dumps(_history(ctx.store), indent=1)}\n\n"
             f"Skills that fixed similar failures before:\n{json.dumps(skills, indent=1)}\n\n"
+            f"Search space (knobs of this harness):\n{json.dumps(_space(ctx), default=str)}\n\n"
             f"Current harness (version {ctx.harness_version}):\n```python\n{ctx.harness.code}```\n\n"
             f"Propose up to {n} interventions.")
     return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": user}]
@@ -83,13 +146,16 @@ def candidate_from(item: dict, ctx, skill_names: list[str]) -> Candidate:
     try:
         if not base["hypothesis"]:
             raise ValueError("answer has no hypothesis")
-        if isinstance(item.get("diff"), str) and item["diff"].strip():
+        if isinstance(item.get("knob"), str):
+            move = knob_move(ctx, item["knob"], item.get("value"))
+            code, how = move.apply(ctx.harness.code), move.params()
+        elif isinstance(item.get("diff"), str) and item["diff"].strip():
             code, how = apply_unified_diff(ctx.harness.code, item["diff"]), {"op": "diff"}
         elif isinstance(item.get("name"), str) and isinstance(item.get("definition"), str):
             code = set_definition(ctx.harness.code, item["name"], item["definition"])
             how = {"op": "set", "name": item["name"]}
         else:
-            raise ValueError("answer has neither a diff nor a name and definition")
+            raise ValueError("answer has no knob and value, no name and definition, and no diff")
         check_source(code)
     except EditError as e:
         return Candidate(code="", error=f"llm: change does not apply: {e}", **base)
@@ -98,6 +164,30 @@ def candidate_from(item: dict, ctx, skill_names: list[str]) -> Candidate:
     except ValueError as e:
         return Candidate(code="", error=f"llm: malformed answer: {e}", **base)
     return Candidate(code=code, params=how, **base)
+
+
+def knob_move(ctx, name: str, value) -> space.Move:
+    """The move an answer names; ValueError (its reason) for an unknown knob or a value outside
+    the knob's type or range."""
+    ks = {k.name: k for k in space.knobs(ctx.harness.code, ctx.harness.domain, ctx.cfg.train.max_new_tokens_cap)}
+    k = ks.get(name)
+    if k is None:
+        raise ValueError(f"no knob '{name}' in this harness's search space")
+    old = k.value(ctx.harness.code)
+    numeric = isinstance(value, (int, float)) and not isinstance(value, bool)
+    if k.type == "bool" and not isinstance(value, bool):
+        raise ValueError(f"{name} takes true or false, not {value!r}")
+    if k.type == "choice" and value not in k.choices:
+        raise ValueError(f"{name} must be one of {', '.join(map(str, k.choices))}")
+    if k.type in ("float", "int"):
+        if not numeric or (k.type == "int" and value != int(value)) or not k.lo <= value <= k.hi:
+            raise ValueError(f"{name} must be {'an integer' if k.type == 'int' else 'a number'} in "
+                             f"[{k.lo:g}, {k.hi:g}], got {value!r}")
+        value = int(value) if k.type == "int" else float(value)
+    if value == old:
+        raise ValueError(f"{name} is already {old!r}")
+    steps = space.Steps.of(k, ctx.store.move_history().get(name, []))
+    return space.Move(k, old, value, steps.size if k.type in ("float", "int") else None)
 
 
 def _client(cfg):
