@@ -1,6 +1,7 @@
 """The population's frontier (scores, lineage, parent choice, branches marked) and what the
 search costs in training rollouts."""
 
+import math
 import random
 
 import pytest
@@ -10,6 +11,8 @@ from backend.evolve import lineage, offline, population, run_round
 from backend.evolve.budget import search_budget
 from backend.harness.loader import sha
 from backend.store import now
+from backend.tools.compare import probe_rollouts
+from backend.tools.report_search import search_facts, search_lines
 from synthetic_run import build_run, context, make_probe
 
 TABLE = [{"label": "no_answer_tag", "share": 0.9}, {"label": "dead_groups", "share": 0.6},
@@ -107,7 +110,8 @@ def test_search_budget_counts_probe_arms_once_per_round_and_replay_by_time(store
     assert b["train_rollouts"] == 64
     assert (b["candidate_rollouts"], b["incumbent_rollouts"]) == (16, 8)  # the incumbent arm is shared
     assert b["replay_rollouts_scored"] == 128 and b["replay_rollout_equiv"] == pytest.approx(250 / 50)
-    assert b["search_rollouts"] == pytest.approx(16 + 8 + 5) and b["share_of_training"] == pytest.approx(29 / 64, abs=1e-4)
+    assert b["search_rollouts"] == pytest.approx(16 + 8 + 5)
+    assert b["share_of_training"] == pytest.approx(29 / 64, abs=1e-4)
     assert b["by_mode"]["probe"] == {"backtests": 2, "rollouts": 24, "ms": 22.0}
 
 
@@ -119,3 +123,10 @@ def test_a_real_round_s_probes_are_counted(store):
     assert b["candidate_rollouts"] == sum(p["n_rollouts"] for p in probes)
     assert b["incumbent_rollouts"] == max(p["n_rollouts"] for p in probes)
     assert b["search_rollouts"] >= b["candidate_rollouts"] + b["incumbent_rollouts"]
+    facts = search_facts(store)  # the report's section reads the same numbers
+    (rnd,) = facts["rounds"]
+    assert rnd["tried"] == rnd["passed"] + rnd["inconclusive"] + rnd["failed"] > 0
+    md = "\n".join(search_lines({"coevolve": [{"seed": 0, "search": facts}]}))
+    assert f"| coevolve s0 | 1 | 0 | {rnd['tried']} | {rnd['passed']} |" in md
+    assert "- v1 (active; children" in md and ", ".join(rnd["knobs"]) in md
+    assert probe_rollouts(store.path.parent) == math.ceil(b["search_rollouts"])  # what the control arm gets

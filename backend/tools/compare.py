@@ -79,12 +79,14 @@ def arm_config(base: dict, arm: str, seed: int, extra_tasks: int = 0) -> RunConf
 
 
 def probe_rollouts(run_dir: Path) -> int:
-    """Rollouts the evolution stage generated outside training (probes)."""
+    """What the evolution's search cost outside training, in training rollouts (probe and trial
+    arms, replay converted by time: backend/evolve/budget.py): the control arm trains on as many."""
+    from backend.evolve.budget import search_budget
     from backend.store import Store
 
     s = Store.open(run_dir, readonly=True)
     try:
-        return s.probe_rollout_count()
+        return math.ceil(search_budget(s)["search_rollouts"])
     finally:
         s.close()
 

@@ -26,6 +26,7 @@ from backend.envs.math_answer import audit
 from backend.store import Store, loads
 
 from .report_gate import gate_facts, gate_lines
+from .report_search import search_facts, search_lines
 from .report_stats import arm_stats, budget_facts, paired, stats_lines, stats_text
 
 COLORS = {"static": "#888888", "coevolve": "#1f77b4", "control": "#ff7f0e", "static-expert": "#2ca02c",
@@ -52,6 +53,7 @@ def collect(run_dirs: list[Path]) -> dict[str, list[dict]]:
             "interventions": s.count_interventions(),
             "skills": s.skill_summaries(),
             "audit": _audit(s),
+            "search": search_facts(s),
         })
         s.close()
     return arms
@@ -172,6 +174,7 @@ def write_report(run_dirs: list[Path], out: Path) -> tuple[Path, str]:
     md += ["![test](test.svg)", "", "![validation](validation.svg)", "", "![dead groups](dead_groups.svg)", "",
            "![agreement](agreement.svg)", ""]
     md += gate_lines(arms)
+    md += search_lines(arms)
     md += ["## Promoted interventions (lineage)", ""]
     for arm, runs in arms.items():
         for r in runs:

@@ -1,0 +1,62 @@
+"""The report's search section: what the proposer tried, what it cost, and its frontier.
+
+Per evolving run: rounds (and how many proposed nothing), candidates tried,
+passed, inconclusive and failed, the search-space knobs explored, the search
+budget in training rollouts (probe and trial arms, replay converted by time:
+`backend/evolve/budget.py`) against the training rollouts, and the frontier
+of harness versions with each member's lineage. A per-round table follows
+for each run.
+"""
+
+from __future__ import annotations
+
+from backend.evolve.budget import search_budget
+from backend.evolve.population import frontier
+from backend.store import Store, loads
+
+
+def search_facts(s: Store) -> dict:
+    """What `report.collect` keeps of one run's search."""
+    rounds = s.round_outcomes()
+    cfg = loads(s.run()["config_json"], {}) or {}
+    last = s.round(rounds[-1]["round_id"]) if rounds else None
+    table = loads(last and last.get("failure_table_json"), []) or []
+    k = int((cfg.get("evolve") or {}).get("population", 4) or 4)
+    return {"rounds": rounds, "budget": search_budget(s),
+            "frontier": [m.to_dict() for m in frontier(s, k, table)] if rounds else []}
+
+
+def _member(m: dict) -> str:
+    chain = " <- ".join(f"v{v}" for v in m["ancestry"])
+    return (f"v{m['version']} ({m['status']}; children {m['children']}, passed {m['passed']}, "
+            f"score {m['score']:.2f}): {chain}")
+
+
+def search_lines(arms: dict[str, list[dict]]) -> list[str]:
+    """Markdown lines of the section (nothing when no run evolved)."""
+    runs = [(arm, r) for arm, rs in arms.items() for r in rs if r.get("search", {}).get("rounds")]
+    if not runs:
+        return []
+    md = ["## Search: what the proposer tried and what it cost", "",
+          "Candidates by backtest verdict; knobs: distinct search-space knobs its moves explored. Search "
+          "rollouts: probe and trial arms (candidate and incumbent) plus replay time converted at the run's "
+          "own training milliseconds per rollout; the share is of the run's training rollouts.", "",
+          "| run | rounds | empty | tried | passed | inconclusive | failed | knobs | search rollouts "
+          "| replay (equiv.) | share of training |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for arm, r in runs:
+        rounds, b = r["search"]["rounds"], r["search"]["budget"]
+        tot = {k: sum(x[k] for x in rounds) for k in ("tried", "passed", "inconclusive", "failed")}
+        knobs = {k for x in rounds for k in x["knobs"]}
+        share = "n/a" if b["share_of_training"] is None else f"{b['share_of_training']:.1%}"
+        md.append(f"| {arm} s{r['seed']} | {len(rounds)} | {sum(1 for x in rounds if not x['tried'])} | "
+                  f"{tot['tried']} | {tot['passed']} | {tot['inconclusive']} | {tot['failed']} | {len(knobs)} | "
+                  f"{b['search_rollouts']:.0f} | {b['replay_rollout_equiv']:.0f} | {share} |")
+    for arm, r in runs:
+        md += ["", f"**{arm} s{r['seed']}** frontier:", ""]
+        md += [f"- {_member(m)}" for m in r["search"]["frontier"]] or ["- (none)"]
+        md += ["", "<details><summary>per round</summary>", "", "| step | tried | passed | inconclusive | failed "
+               "| knobs explored |", "|---|---|---|---|---|---|"]
+        md += [f"| {x['step']} | {x['tried']} | {x['passed']} | {x['inconclusive']} | {x['failed']} | "
+               f"{', '.join(x['knobs']) or '–'} |" for x in r["search"]["rounds"]]
+        md += ["", "</details>"]
+    return md + [""]
