@@ -88,7 +88,7 @@ def plant_trap(engine, step: int) -> None:
     from backend.evolve import submit
     from backend.evolve.traps import trap_code, trap_domain
 
-    if engine.store.scalar("SELECT count(*) FROM interventions WHERE proposer = 'trap'"):
+    if engine.store.count_interventions(proposer="trap"):
         return
     try:
         # the harness's DOMAIN (a mix plants the first listed trap that fits the harness)

@@ -220,11 +220,11 @@ class Engine:
         from peft import set_peft_model_state_dict
         from safetensors.torch import load_file
 
-        rows = self.store.rows("SELECT * FROM policy_versions WHERE step <= ? ORDER BY step DESC LIMIT 1", (step,))
-        if rows:
-            f = Path(rows[0]["checkpoint"]) / "adapter_model.safetensors"
+        pv = self.store.policy_version_at(step)
+        if pv:
+            f = Path(pv["checkpoint"]) / "adapter_model.safetensors"
             set_peft_model_state_dict(self.lm.model, load_file(str(f), device=str(self.lm.device)))
-            self.policy_version = rows[0]["id"]
+            self.policy_version = pv["id"]
         else:  # back to the base model: LoRA B matrices to zero
             for n, p in self.lm.model.named_parameters():
                 if "lora_B" in n:

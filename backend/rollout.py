@@ -18,6 +18,7 @@ from backend.envs.base import Episode, Task, Verdict
 from backend.harness.loader import Harness
 from backend.harness.semantics import RolloutIn, apply_harness, is_dead, is_trained
 from backend.store import dumps
+from backend.store.rollouts import join_labels
 
 
 @dataclass
@@ -141,7 +142,7 @@ def rollout_row(s: Scored, step: int, harness_version: int, policy_version: int,
         "status": s.status, "error": s.error, "harness_version": harness_version,
         "policy_version": policy_version, "gen_ms": s.gen_ms, "eval_ms": s.eval_ms,
         "task_json": dumps(s.task.to_dict()), "obs_json": json.dumps(obs, default=str),
-        "token_ids_json": dumps(s.completion_ids), "labels": ",".join(sorted({l for l, _ in s.labels})),
+        "token_ids_json": dumps(s.completion_ids), "labels": join_labels(lbl for lbl, _ in s.labels),
         "advantage": s.advantage, "kept": int(s.kept),
     }
 

@@ -37,9 +37,10 @@ def test_short_real_run(tmp_path, tiny_overrides):
     assert (run / "config.toml").exists() and (run / "harness.py").exists()
     # one harness semantics: replaying the incumbent over the stored rollouts reproduces
     # exactly the rewards, labels and advantages training stored
-    from backend.evolve.replay import ROW_FIELDS, mismatches
+    from backend.evolve.replay import mismatches
+    from backend.store.rollouts import REPLAY_COLUMNS
 
-    stored = s.rows(f"SELECT {', '.join(ROW_FIELDS)} FROM rollouts ORDER BY id")
+    stored = s.rows(f"SELECT {', '.join(REPLAY_COLUMNS)} FROM rollouts ORDER BY id")
     assert all(r["advantage"] is not None for r in stored)
     assert mismatches(stored, s.get("harness_versions", s.run()["harness_version"])["code"]) == []
     listed = evotui("runs", timeout=60)

@@ -129,7 +129,7 @@ def test_a_gain_within_the_noise_teaches_nothing(run):
     add_eval(store, 10, outcomes(40, 13))  # one more problem of 40: the interval straddles zero
     assert after_eval(ctx, 0.325) is None
     assert store.count("skills") == 0
-    gain = loads(store.get("interventions", iid)["params_json"])["watch"]["gain"]
+    gain = store.intervention(iid).gain
     assert gain["n"] == 40 and gain["ci_low"] < 0 < gain["ci_high"]
 
 
@@ -141,4 +141,4 @@ def test_only_the_validation_split_is_read(run):
     add_eval(store, 10, outcomes(40, 40), split="test")  # a perfect test score must not teach a skill
     add_eval(store, 10, outcomes(40, 12))
     assert after_eval(ctx) is None and store.count("skills") == 0
-    assert loads(store.get("interventions", iid)["params_json"])["watch"]["accuracy"] == pytest.approx(0.3)
+    assert store.intervention(iid).judged_acc == pytest.approx(0.3)

@@ -66,7 +66,7 @@ def _run(path, monkeypatch, scramble: str | None = None) -> tuple[list, list[flo
             after_eval(context(store, step=step))
     trace = [(r["id"], r["status"], r["reason"], r["child_version"], r["score"],
               [(h["to"], h["reason"]) for h in loads(r["history_json"], [])],
-              (loads(r["params_json"], {}).get("watch") or {}).get("gain"))
+              r["gain_json"])
              for r in store.rows("SELECT * FROM interventions ORDER BY id")]
     trace += [("version", v["id"], v["status"], v["intervention_id"])
               for v in store.rows("SELECT * FROM harness_versions ORDER BY id")]

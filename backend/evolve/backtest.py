@@ -18,7 +18,8 @@ import time
 
 from backend.harness.loader import Harness, HarnessError
 from backend.harness.semantics import is_dead
-from backend.store import dumps, loads, now
+from backend.store.rollouts import split_labels
+from backend.types import Intervention
 
 from . import adversarial
 from . import interventions as iv
@@ -30,9 +31,8 @@ from .replay import replay, select_rows
 def fixed_ids(store) -> set[int]:
     """Rollouts that the promoted (and not rolled back) interventions fixed."""
     out: set[int] = set()
-    for r in store.rows("SELECT b.metrics_json FROM backtests b JOIN interventions i ON i.id = b.intervention_id "
-                        "WHERE i.status = 'promoted' AND b.verdict = 'passed'"):
-        out.update(loads(r["metrics_json"], {}).get("fixed_ids", []))
+    for bt in store.promoted_passed_backtests():
+        out.update(bt.metrics.get("fixed_ids", []))
     return out
 
 
@@ -42,12 +42,8 @@ def _record(store, iid: int, mode: str, n: int, verdict: str, reason: str, metri
     stats = {k: dec.get(k) for k in ("metric", "effect", "ci_low", "ci_high", "p_value", "n")} if dec else {}
     if dec:
         stats["underpowered"] = int(bool(dec.get("underpowered")))
-    with store.tx():
-        bid = store.insert("backtests", {
-            "intervention_id": iid, "created_at": now(), "mode": mode, "n_rollouts": n,
-            "metrics_json": dumps(metrics), "verdict": verdict, "reason": reason,
-            "ms": (time.perf_counter() - t0) * 1000, **stats})
-        store.update("interventions", iid, {"score": score})
+    bid = store.add_backtest(iid, mode=mode, n_rollouts=n, metrics=metrics, verdict=verdict, reason=reason,
+                             ms=(time.perf_counter() - t0) * 1000, stats=stats, score=score)
     iv.transition(store, iid, verdict, reason, backtest_id=bid)
     return {"id": iid, "verdict": verdict, "reason": reason, "score": score, "backtest_id": bid}
 
@@ -56,15 +52,15 @@ def backtest(ctx, iids: list[int]) -> list[dict]:
     """Backtest the given `proposed` interventions; returns one result dict each. Never raises
     for a bad candidate: it fails with the reason."""
     store = ctx.store
-    todo = [store.get("interventions", i) for i in iids]
+    todo = [iv.get(store, i) for i in iids]
     for row in todo:
-        iv.transition(store, row["id"], "backtesting", "backtest started")
-    replayed = [r for r in todo if r["kind"] not in iv.PROBE_KINDS]
-    probed = [r for r in todo if r["kind"] in iv.PROBE_KINDS]
+        iv.transition(store, row.id, "backtesting", "backtest started")
+    replayed = [r for r in todo if r.kind not in iv.PROBE_KINDS]
+    probed = [r for r in todo if r.kind in iv.PROBE_KINDS]
     return _replay_all(ctx, replayed) + [_probe_one(ctx, r) for r in probed]
 
 
-def _replay_all(ctx, todo: list[dict]) -> list[dict]:
+def _replay_all(ctx, todo: list[Intervention]) -> list[dict]:
     if not todo:
         return []
     store, cfg = ctx.store, ctx.cfg.evolve
@@ -72,29 +68,29 @@ def _replay_all(ctx, todo: list[dict]) -> list[dict]:
     fixed = fixed_ids(store)
     rows = select_rows(store, ctx.step, cfg.window, sorted(fixed))
     if not rows:
-        return [_record(store, r["id"], "replay", 0, "failed", "no stored rollouts to replay", {}, 0.0, t0)
+        return [_record(store, r.id, "replay", 0, "failed", "no stored rollouts to replay", {}, 0.0, t0)
                 for r in todo]
-    results = replay([ctx.harness.code] + [r["code"] for r in todo], rows, cfg.backtest_timeout_s)
+    results = replay([ctx.harness.code] + [r.code for r in todo], rows, cfg.backtest_timeout_s)
     fakes, fake_kinds = adversarial.copies(rows)
-    rewarders = [r for r in todo if r["kind"] == "reward"]
-    attacked = dict(zip([r["id"] for r in rewarders], replay([r["code"] for r in rewarders], fakes,
+    rewarders = [r for r in todo if r.kind == "reward"]
+    attacked = dict(zip([r.id for r in rewarders], replay([r.code for r in rewarders], fakes,
                                                              cfg.backtest_timeout_s))) if fakes and rewarders else {}
     base_fake = replay([ctx.harness.code], fakes, cfg.backtest_timeout_s)[0] if attacked else None
     out = []
     for row, res in zip(todo, results[1:]):
-        names = iv.params(row).get("names", [])
+        names = row.names
         try:
-            verdict, reason, metrics, score = judge(row["kind"], names, rows, results[0], res, fixed, cfg.min_gain,
+            verdict, reason, metrics, score = judge(row.kind, names, rows, results[0], res, fixed, cfg.min_gain,
                                                     cfg.min_effect)
-            if verdict != "failed" and row["id"] in attacked:
-                verdict, reason, metrics = _adversarial(base_fake, attacked[row["id"]], fake_kinds,
+            if verdict != "failed" and row.id in attacked:
+                verdict, reason, metrics = _adversarial(base_fake, attacked[row.id], fake_kinds,
                                                         (verdict, reason, metrics))
                 score = score if verdict != "failed" else 0.0
         except Exception as e:  # odd replay output (the candidate's constants) fails its candidate only
             verdict, reason, metrics, score = "failed", f"judging the replay failed: {type(e).__name__}: {e}"[:300], \
                 {}, 0.0
         metrics["incumbent_version"] = ctx.harness_version
-        out.append(_record(store, row["id"], "replay", len(rows), verdict, reason, metrics, score, t0))
+        out.append(_record(store, row.id, "replay", len(rows), verdict, reason, metrics, score, t0))
     return out
 
 
@@ -122,11 +118,11 @@ def _probe_summary(rows: list[dict], h: Harness) -> dict:
     for r in rows:
         groups.setdefault((r.get("step"), r.get("group_idx")), []).append(float(r.get("reward") or 0.0))
     thr = threshold(h.weights)
-    invalid = [r for r in rows if set(filter(None, (r.get("labels") or "").split(","))) & h.validity]
+    invalid = [r for r in rows if split_labels(r.get("labels")) & h.validity]
     high = [r for r in invalid if float(r.get("reward") or 0) > thr]
     by_label: dict = {}
     for r in high:
-        for label in set((r.get("labels") or "").split(",")) & h.validity:
+        for label in split_labels(r.get("labels")) & h.validity:
             by_label[label] = by_label.get(label, 0) + 1
     return {
         "n": len(rows),
@@ -175,37 +171,37 @@ def probe_decision(old_rows: list[dict], new_rows: list[dict], min_gain: float, 
     return decide(effect, min_gain, min_effect=min_effect)
 
 
-def _probe_one(ctx, row: dict) -> dict:
+def _probe_one(ctx, row: Intervention) -> dict:
     store, ev = ctx.store, ctx.cfg.evolve
     t0 = time.perf_counter()
     if ctx.probe is None:
-        return _record(store, row["id"], "probe", 0, "failed", "no probe available for a generation-side change",
+        return _record(store, row.id, "probe", 0, "failed", "no probe available for a generation-side change",
                        {}, 0.0, t0)
     try:  # loading runs the candidate's top level in the harness worker, never here
-        cand = Harness.from_code(row["code"])
+        cand = Harness.from_code(row.code)
     except HarnessError as e:
-        return _record(store, row["id"], "probe", 0, "failed", f"candidate does not load: {e}"[:300], {}, 0.0, t0)
+        return _record(store, row.id, "probe", 0, "failed", f"candidate does not load: {e}"[:300], {}, 0.0, t0)
     why = needs_trial(cand, ctx.harness)
     if why:
-        return _record(store, row["id"], "probe", 0, "inconclusive",
+        return _record(store, row.id, "probe", 0, "inconclusive",
                        f"{why}: it needs a trial judged on the validation set, not a probe", {}, 0.0, t0)
     try:
         new_rows, old_rows = _probe(ctx, cand), _probe(ctx, ctx.harness)
     except Exception as e:  # a probe that crashes is a failed candidate, not a failed round
-        return _record(store, row["id"], "probe", 0, "failed", f"probe failed: {type(e).__name__}: {e}"[:300],
+        return _record(store, row.id, "probe", 0, "failed", f"probe failed: {type(e).__name__}: {e}"[:300],
                        {}, 0.0, t0)
     new, old = _probe_summary(new_rows, cand), _probe_summary(old_rows, ctx.harness)
     m = {"new": new, "old": old, "incumbent_version": ctx.harness_version}
     m["deltas"] = {"accuracy": new["accuracy"] - old["accuracy"], "dead": old["dead_frac"] - new["dead_frac"]}
     if not new_rows or not old_rows:
-        return _record(store, row["id"], "probe", 0, "failed", "probe produced no rollouts", m, 0.0, t0)
+        return _record(store, row.id, "probe", 0, "failed", "probe produced no rollouts", m, 0.0, t0)
     blocked = _blocked(new)
     if blocked:
         m["blocked"] = blocked
         reason = (f"blocked by validity diagnostic {blocked['label']}: {len(new['invalid_high'])} of "
                   f"{new['invalid']} invalid rollouts score high in the probe")
-        return _record(store, row["id"], "probe", len(new_rows), "failed", reason, m, 0.0, t0)
+        return _record(store, row.id, "probe", len(new_rows), "failed", reason, m, 0.0, t0)
     dec = probe_decision(old_rows, new_rows, ev.min_gain, ev.min_effect)
     m["decision"] = dec.to_dict()
     score = round(dec.effect, 4) if dec.status == "passed" else 0.0
-    return _record(store, row["id"], "probe", len(new_rows), dec.status, f"probe: {dec.reason}", m, score, t0)
+    return _record(store, row.id, "probe", len(new_rows), dec.status, f"probe: {dec.reason}", m, score, t0)

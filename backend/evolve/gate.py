@@ -18,7 +18,8 @@ intervention into a skill card that stores that interval and the sample size.
 from __future__ import annotations
 
 from backend.harness.loader import Harness, sha
-from backend.store import loads, now
+from backend.store import loads
+from backend.types import Intervention
 
 from . import interventions as iv
 from . import skills as sk
@@ -36,22 +37,14 @@ def _validation(store) -> dict:
 def promote(ctx, intervention_id: int, reason: str) -> int:
     """Make a passed (or approved) candidate the active harness; returns the new version id."""
     store = ctx.store
-    row = store.get("interventions", intervention_id)
-    if row is None or row["status"] not in ("passed", "approved"):
-        raise iv.LifecycleError(f"intervention #{intervention_id} is {row['status'] if row else 'missing'}; "
+    row = store.intervention(intervention_id)
+    if row is None or row.status not in ("passed", "approved"):
+        raise iv.LifecycleError(f"intervention #{intervention_id} is {row.status if row else 'missing'}; "
                                 "only passed candidates can be promoted")
-    harness = Harness.from_code(row["code"])  # raises HarnessError before anything is written
+    harness = Harness.from_code(row.code)  # raises HarnessError before anything is written
     replaced = store.run()["harness_version"]
-    with store.tx():
-        store.conn.execute("UPDATE harness_versions SET status = 'superseded' WHERE status = 'active'")
-        vid = store.insert("harness_versions", {
-            "parent": row["parent_version"], "created_at": now(), "code": row["code"], "sha": sha(row["code"]),
-            "diff": row["diff"], "status": "active", "intervention_id": intervention_id, "note": row["title"]})
-        store.update("interventions", intervention_id, {"child_version": vid, "promoted_step": ctx.step})
-        store.update("runs", 1, {"harness_version": vid, "updated_at": now()})
-    base = _validation(store)
-    iv.set_params(store, intervention_id, watch={"baseline_acc": base.get("accuracy"), "baseline_eval": base.get("id"),
-                                                 "replaced": replaced, "judged": False})
+    base = _validation(store)  # what the next validation evaluation judges the promotion against
+    vid = store.promote_version(row, sha(row.code), ctx.step, replaced, base.get("id"), base.get("accuracy"))
     iv.transition(store, intervention_id, "promoted", reason, version=vid, replaced=replaced, step=ctx.step)
     ctx.harness_version, ctx.harness = vid, harness
     ctx.log("info", f"promoted intervention #{intervention_id} as harness v{vid} ({reason})")
@@ -61,73 +54,66 @@ def promote(ctx, intervention_id: int, reason: str) -> int:
 def promote_best(ctx, ids: list[int] | None = None) -> int | None:
     """Auto mode: promote the highest-scoring passed candidate (of `ids` when given)."""
     for row in iv.passed(ctx.store):
-        if ids is None or row["id"] in ids:
-            return promote(ctx, row["id"], f"auto-promoted (score {row['score'] or 0:+.3f})")
+        if ids is None or row.id in ids:
+            return promote(ctx, row.id, f"auto-promoted (score {row.score or 0:+.3f})")
     return None
 
 
 def rollback(ctx, intervention_id: int, reason: str) -> dict:
     """Return to the version a promotion replaced; record it. Returns the loop's instructions."""
     store = ctx.store
-    row = store.get("interventions", intervention_id)
-    watch = iv.params(row).get("watch", {})
-    back_to = watch.get("replaced") or row["parent_version"]
-    with store.tx():
-        store.update("harness_versions", row["child_version"], {"status": "rolled_back"})
-        store.conn.execute("UPDATE harness_versions SET status = 'superseded' WHERE status = 'active'")
-        store.update("harness_versions", back_to, {"status": "active"})
-        store.update("runs", 1, {"harness_version": back_to, "updated_at": now()})
+    row = iv.get(store, intervention_id)
+    back_to = row.replaced_version or row.parent_version
+    store.roll_back_version(row.child_version, back_to)
     iv.transition(store, intervention_id, "rolled_back", reason, version=back_to,
-                  restore_policy_step=row["promoted_step"])
-    back = store.get("harness_versions", back_to)
+                  restore_policy_step=row.promoted_step)
+    back = store.harness_version(back_to)
     ctx.harness_version, ctx.harness = back_to, Harness.from_code(back["code"])
     ctx.log("warning", f"rolled back intervention #{intervention_id} to harness v{back_to}: {reason}")
-    return {"rollback_to_harness": back_to, "restore_policy_step": row["promoted_step"]}
+    return {"rollback_to_harness": back_to, "restore_policy_step": row.promoted_step}
 
 
-def learn_skill(ctx, row: dict, gain: stats.Effect) -> str | None:
+def learn_skill(ctx, row: Intervention, gain: stats.Effect) -> str | None:
     """Turn a promoted intervention whose validation gain has its 95% interval above zero
     into a skill card (or credit the cards that shaped it). Returns the card's name, or None
     when the evidence does not show a gain."""
     if not sk.evidence_shows_gain(gain):
         return None
     store = ctx.store
-    p = iv.params(row)
-    bt = store.rows("SELECT mode, metrics_json FROM backtests WHERE intervention_id = ? ORDER BY id DESC LIMIT 1",
-                    (row["id"],))
-    m = loads(bt[0]["metrics_json"], {}) if bt else {}
+    p = row.params
+    bt = store.latest_backtest(row.id)
+    m = bt.metrics if bt else {}
     summary = {k: m.get(k) for k in ("agreement_old", "agreement_new", "dead_frac_old", "dead_frac_new", "revived")
                if k in m} or m.get("deltas", {})
     run_name = store.run().get("name") or str(store.path.parent)
     evidence = {"runs": [run_name], "deltas": [round(gain.effect, 4)], "backtests": [summary],
-                "interventions": [row["id"]], "gains": [sk.gain_evidence(gain)]}
-    table = failure_table(store, range(max(1, (row["promoted_step"] or 1) - ctx.cfg.evolve.window + 1),
-                                       (row["promoted_step"] or 1) + 1))
-    used = loads(row["skills_json"], []) or []
-    if used:  # it came from skills: credit them instead of writing a near-copy
-        sk.bump(store, used, helped=1, evidence=evidence)
-        ctx.log("info", f"skills {', '.join(used)} helped again (validation {gain.text()})")
-        return used[0]
-    name = p.get("name") or (p.get("names") or [""])[0]
+                "interventions": [row.id], "gains": [sk.gain_evidence(gain)]}
+    table = failure_table(store, range(max(1, (row.promoted_step or 1) - ctx.cfg.evolve.window + 1),
+                                       (row.promoted_step or 1) + 1))
+    if row.skills:  # it came from skills: credit them instead of writing a near-copy
+        sk.bump(store, row.skills, helped=1, evidence=evidence)
+        ctx.log("info", f"skills {', '.join(row.skills)} helped again (validation {gain.text()})")
+        return row.skills[0]
+    name = p.get("name") or (row.names or [""])[0]
     op = p.get("op") if p.get("op") in sk.CHANGE_OPS else "set"  # an LLM's diff becomes "set this definition"
-    change = {"op": op, "name": name, "source": "" if op == "remove" else definition(row["code"], name) or "",
-              "kind": row["kind"], "template": p.get("template"), "title": row["title"],
-              "hypothesis": row["hypothesis"], "expected": row["expected"]}
-    card = {"name": p.get("template") or f"{row['kind']}-{row['target'] or 'general'}",
+    change = {"op": op, "name": name, "source": "" if op == "remove" else definition(row.code, name) or "",
+              "kind": row.kind, "template": p.get("template"), "title": row.title,
+              "hypothesis": row.hypothesis, "expected": row.expected}
+    card = {"name": p.get("template") or f"{row.kind}-{row.target or 'general'}",
             "domain": ctx.harness.domain,
-            "trigger": {"labels": [row["target"]] if row["target"] else [],
+            "trigger": {"labels": [row.target] if row.target else [],
                         "signature": ", ".join(f"{e['label']} {e['share']:.2f}" for e in table[:4]),
                         "domain": ctx.harness.domain},
             "change": change, "evidence": evidence, "uses": 0, "helped": 1}
     name, action = sk.upsert(store, card, source=f"run:{run_name}")
     sk.save_global(dict(card, name=name))
-    ctx.log("info", f"skill '{name}' {action} from intervention #{row['id']} (validation {gain.text()})")
+    ctx.log("info", f"skill '{name}' {action} from intervention #{row.id} (validation {gain.text()})")
     return name
 
 
-def validation_gain(store, watch: dict, current: dict) -> stats.Effect | None:
+def validation_gain(store, baseline_eval_id: int | None, current: dict) -> stats.Effect | None:
     """Before vs after a promotion, paired over the validation problems both evaluations share."""
-    before, after = store.eval_outcomes(watch.get("baseline_eval")), store.eval_outcomes(current.get("id"))
+    before, after = store.eval_outcomes(baseline_eval_id), store.eval_outcomes(current.get("id"))
     a, b = stats.pair_up(before, after)
     return stats.paired_binary(a, b, metric="validation_accuracy") if a else None
 
@@ -143,29 +129,23 @@ def after_eval(ctx, accuracy: float | None = None) -> dict | None:
     if accuracy is None:
         return None
     out = None
-    for row in store.rows("SELECT * FROM interventions WHERE status = 'promoted' AND promoted_step <= ? "
-                          "ORDER BY id DESC", (ctx.step,)):
-        watch = iv.params(row).get("watch") or {}
-        if watch.get("judged"):
-            continue
-        if row["promoted_step"] == ctx.step:
+    for row in store.unjudged_promotions(ctx.step):
+        if row.promoted_step == ctx.step:
             # evaluated before any training under the new harness: a fresher baseline, not a verdict
-            iv.set_params(store, row["id"], watch=dict(watch, baseline_acc=accuracy, baseline_eval=current.get("id")))
+            store.set_baseline(row.id, current.get("id"), accuracy)
             continue
-        base = watch.get("baseline_acc")
+        base = row.baseline_acc
         delta = None if base is None else accuracy - base
-        gain = validation_gain(store, watch, current)
-        iv.set_params(store, row["id"], watch=dict(watch, judged=True, accuracy=accuracy, delta=delta,
-                                                   eval_step=ctx.step, eval_id=current.get("id"),
-                                                   gain=gain and sk.gain_evidence(gain)))
-        active = store.run()["harness_version"] == row["child_version"]
+        gain = validation_gain(store, row.baseline_eval_id, current)
+        store.set_judged(row.id, ctx.step, current.get("id"), accuracy, delta, gain and sk.gain_evidence(gain))
+        active = store.run()["harness_version"] == row.child_version
         dropped = delta is not None and -delta > cfg.rollback_drop
         if (dropped or (gain is not None and gain.harmful)) and active and out is None:
             why = f"validation accuracy fell {base:.3f} -> {accuracy:.3f}" if base is not None else "validation fell"
             why += f" (more than rollback_drop {cfg.rollback_drop})" if dropped else f" significantly ({gain.text()})"
-            out = rollback(ctx, row["id"], why)
+            out = rollback(ctx, row.id, why)
         elif gain is not None:
-            learn_skill(ctx, store.get("interventions", row["id"]), gain)
+            learn_skill(ctx, iv.get(store, row.id), gain)
     return out
 
 

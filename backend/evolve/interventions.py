@@ -22,8 +22,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from typing import Any
+
 from backend.harness.loader import MAX_BYTES, HarnessError, check_source
-from backend.store import dumps, loads, now
+from backend.store import Store, loads, now
+from backend.types import Intervention
 
 from .edit import EditError, changed_names, unified_diff
 
@@ -114,57 +117,54 @@ def _screen(c: Candidate) -> list[str]:
     return names
 
 
-def record(store, round_id: int | None, c: Candidate) -> int:
+def record(store: Store, round_id: int | None, c: Candidate) -> int:
     """Store a candidate as a `proposed` intervention (or `failed` when it has an error)."""
-    ts = now()
     names = _screen(c)
-    kind = c.kind or (kind_of(names[0]) if names else "")
-    history = [{"ts": ts, "from": None, "to": "proposed", "reason": f"proposed by {c.proposer}"}]
-    text = {k: _storable(getattr(c, k)) for k in ("target", "title", "hypothesis", "expected")}
-    with store.tx():
-        iid = store.insert("interventions", {
-            "round_id": round_id, "created_at": ts, "updated_at": ts, "kind": kind, **text,
-            "diff": c.diff(), "code": c.code or "", "parent_version": c.parent_version,
-            "child_version": None, "proposer": c.proposer, "skills_json": dumps(c.skills), "status": "proposed",
-            "reason": None, "history_json": dumps(history),
-            "params_json": dumps(dict(c.params, names=names)), "score": None, "promoted_step": None,
-        })
+    history = [{"ts": now(), "from": None, "to": "proposed", "reason": f"proposed by {c.proposer}"}]
+    iid = store.add_intervention(
+        round_id=round_id, kind=c.kind or (kind_of(names[0]) if names else ""), target=_storable(c.target),
+        title=_storable(c.title), hypothesis=_storable(c.hypothesis), expected=_storable(c.expected),
+        diff=c.diff(), code=c.code or "", parent_version=c.parent_version, proposer=c.proposer,
+        skills=c.skills, params=dict(c.params, names=names), history=history)
     if c.error:
         transition(store, iid, "failed", c.error)
     return iid
 
 
-def transition(store, iid: int, to: str, reason: str, **data) -> dict:
-    """Move an intervention to `to`, appending the reason (and any data) to its history."""
-    row = store.get("interventions", iid)
+def get(store: Store, iid: int) -> Intervention:
+    """The intervention `iid`; LifecycleError when the run has none."""
+    row = store.intervention(iid)
     if row is None:
         raise LifecycleError(f"no intervention #{iid}")
-    if to not in TRANSITIONS.get(row["status"], set()):
-        raise LifecycleError(f"intervention #{iid} is {row['status']}; it cannot become {to}")
-    history = loads(row["history_json"], [])
-    history.append(dict({"ts": now(), "from": row["status"], "to": to, "reason": reason}, **data))
-    with store.tx():
-        store.update("interventions", iid, {"status": to, "reason": reason, "updated_at": now(),
-                                            "history_json": dumps(history)})
-    return store.get("interventions", iid)
+    return row
 
 
-def params(row: dict) -> dict:
+def transition(store: Store, iid: int, to: str, reason: str, **data: Any) -> Intervention:
+    """Move an intervention to `to`, appending the reason (and any data) to its history."""
+    row = get(store, iid)
+    if to not in TRANSITIONS.get(row.status, set()):
+        raise LifecycleError(f"intervention #{iid} is {row.status}; it cannot become {to}")
+    history = [*row.history, dict({"ts": now(), "from": row.status, "to": to, "reason": reason}, **data)]
+    store.set_intervention_status(iid, to, reason, history)
+    return get(store, iid)
+
+
+def params(row: Intervention | dict[str, Any]) -> dict[str, Any]:
+    """The proposer's parameters of a record, or of a raw `interventions` row."""
+    if isinstance(row, Intervention):
+        return row.params
     return loads(row.get("params_json"), {}) or {}
 
 
-def set_params(store, iid: int, **values) -> None:
-    row = store.get("interventions", iid)
-    with store.tx():
-        store.update("interventions", iid, {"params_json": dumps(dict(params(row), **values))})
+def set_params(store: Store, iid: int, **values: Any) -> None:
+    store.set_intervention_params(iid, dict(get(store, iid).params, **values))
 
 
-def known_codes(store) -> set[str]:
+def known_codes(store: Store) -> set[str]:
     """Code of every candidate this run has already proposed (so it is not proposed twice)."""
-    return {r["code"] for r in store.rows("SELECT code FROM interventions WHERE code != ''")}
+    return store.known_codes()
 
 
-def passed(store) -> list[dict]:
+def passed(store: Store) -> list[Intervention]:
     """Candidates waiting for a decision, best first."""
-    return store.rows("SELECT * FROM interventions WHERE status IN ('passed', 'approved') "
-                      "ORDER BY coalesce(score, 0) DESC, id")
+    return store.waiting_interventions()

@@ -16,12 +16,11 @@ from backend.harness.check import HarnessError
 from backend.harness.client import WorkerFailure
 from backend.harness.loader import Harness
 from backend.harness.semantics import BatchOut, apply_harness, batch_from_rows
+from backend.store.rollouts import split_labels
 
 HISTORY_GROUPS = 16
 """Groups from before the window replayed too, so a fix is not judged on recent rollouts alone."""
 MAX_ROWS = 600
-ROW_FIELDS = ("id", "step", "group_idx", "idx", "prompt", "completion", "finish", "completion_tokens",
-              "task_json", "obs_json", "domain", "task_id", "correct", "reward", "verdict", "labels", "advantage")
 
 
 @dataclass
@@ -36,22 +35,13 @@ class Replayed:
 def select_rows(store, step: int, window: int, extra_ids=(), history_groups: int = HISTORY_GROUPS) -> list[dict]:
     """Rows to replay: the recent window, whole groups spread over older history,
     and `extra_ids` (rollouts earlier promotions fixed), without duplicates."""
-    cols = ", ".join(ROW_FIELDS)
-    recent = store.rows(f"SELECT {cols} FROM rollouts WHERE step > ? AND step <= ? "
-                        f"AND coalesce(status, 'ok') != 'error' ORDER BY id DESC LIMIT ?",
-                        (step - window, step, MAX_ROWS))
-    older = store.rows("SELECT DISTINCT step, group_idx FROM rollouts WHERE step <= ? ORDER BY step, group_idx",
-                       (step - window,))
+    recent = store.recent_rollouts(step - window, step, MAX_ROWS)
+    older = store.groups_through(step - window)
     if older and history_groups:
         stride = max(1, len(older) // history_groups)
-        picked = older[::stride][:history_groups]  # evenly spread, deterministic
-        for g in picked:
-            recent += store.rows(f"SELECT {cols} FROM rollouts WHERE step = ? AND group_idx = ?",
-                                 (g["step"], g["group_idx"]))
-    ids = list(extra_ids)
-    for i in range(0, len(ids), 500):
-        chunk = ids[i:i + 500]
-        recent += store.rows(f"SELECT {cols} FROM rollouts WHERE id IN ({','.join('?' * len(chunk))})", chunk)
+        for g_step, g_idx in older[::stride][:history_groups]:  # evenly spread, deterministic
+            recent += store.group_rollouts(g_step, g_idx)
+    recent += store.rollouts_by_id(extra_ids)
     seen, out = set(), []
     for r in sorted(recent, key=lambda r: r["id"]):
         if r["id"] not in seen:
@@ -87,7 +77,7 @@ def mismatches(rows: list[dict], code: str) -> list[str]:
         return [f"replay failed: {res.error}"]
     out = []
     for r, o in zip(rows, res.out.rollouts):
-        stored_labels = set(filter(None, (r.get("labels") or "").split(",")))
+        stored_labels = split_labels(r.get("labels"))
         if r["reward"] != o.reward or stored_labels != o.label_set or \
                 (r.get("advantage") is not None and r["advantage"] != o.advantage):
             out.append(f"rollout {r['id']}: stored ({r['reward']}, {sorted(stored_labels)}, {r.get('advantage')})"

@@ -18,8 +18,6 @@ from __future__ import annotations
 import time
 import traceback
 
-from backend.store import dumps, now
-
 from . import interventions as iv
 from . import llm, offline, revise
 from .churn import Rules, normalise
@@ -61,9 +59,7 @@ def _save(ctx, summary: dict) -> None:
         return
     try:
         text = _text(summary)
-        with ctx.store.tx():
-            ctx.store.update("rounds", summary["round_id"], {"summary": text,
-                                                             "skipped_json": dumps(summary["skipped"])})
+        ctx.store.finish_round(summary["round_id"], text, summary["skipped"])
     except Exception:
         pass
 
@@ -83,10 +79,7 @@ def _round(ctx, summary: dict) -> None:
     table, metrics = failure_table(store, steps), round_metrics(store, steps)
     summary["failure_table"] = [{k: e[k] for k in ("label", "count", "share", "trend")} for e in table[:6]]
     summary["metrics"] = metrics
-    with store.tx():
-        rid = store.insert("rounds", {"step": ctx.step, "created_at": now(), "harness_version": ctx.harness_version,
-                                      "failure_table_json": dumps(table), "metrics_json": dumps(metrics),
-                                      "summary": "running"})
+    rid = store.add_round(ctx.step, ctx.harness_version, table, metrics)
     summary["round_id"] = rid
     rules = Rules(ctx)
     cands = rules.screen(propose_all(ctx, table, metrics, steps, rules))
@@ -98,7 +91,7 @@ def _round(ctx, summary: dict) -> None:
         if c.skills and not c.error:
             sk.bump(store, c.skills, uses=1)
     summary["proposed"] = ids
-    todo = [i for i in ids if store.get("interventions", i)["status"] == "proposed"]
+    todo = [i for i in ids if iv.get(store, i).status == "proposed"]
     results = backtest(ctx, todo)
     summary["passed"] = [r["id"] for r in results if r["verdict"] == "passed"]
     summary["inconclusive"] = [r["id"] for r in results if r["verdict"] == "inconclusive"]
@@ -106,7 +99,7 @@ def _round(ctx, summary: dict) -> None:
     if summary["passed"] and ctx.auto_promote():
         vid = promote_best(ctx, summary["passed"])
         if vid:
-            summary["promoted"] = store.get("harness_versions", vid)["intervention_id"]
+            summary["promoted"] = store.harness_version(vid)["intervention_id"]
             summary["harness_version"] = vid
     ctx.log("info", f"round at step {ctx.step}: {_text(summary)}")
 
@@ -141,12 +134,11 @@ def submit(ctx, code: str, title: str, hypothesis: str = "", target: str = "", p
     c = iv.Candidate(title=title, code=code, parent_version=ctx.harness_version, parent_code=ctx.harness.code,
                      proposer=proposer, target=target, hypothesis=hypothesis, expected=expected)
     norm = normalise(code)
-    same = [v["id"] for v in ctx.store.rows("SELECT id, code FROM harness_versions ORDER BY id")
-            if normalise(v["code"]) == norm]
+    same = [v["id"] for v in ctx.store.harness_versions() if normalise(v["code"]) == norm]
     if same:  # an operator's edit is recorded (and counted) as failed; only rounds skip silently
         c.error = f"same code as harness v{same[0]}: nothing to backtest"
     iid = iv.record(ctx.store, None, c)
-    row = ctx.store.get("interventions", iid)
-    if row["status"] != "proposed":
-        return {"id": iid, "verdict": "failed", "reason": row["reason"], "score": 0.0}
+    row = iv.get(ctx.store, iid)
+    if row.status != "proposed":
+        return {"id": iid, "verdict": "failed", "reason": row.reason, "score": 0.0}
     return backtest(ctx, [iid])[0]

@@ -8,6 +8,8 @@ values, `*_ms` for timings.
 
 from __future__ import annotations
 
+import json
+
 from sqlite_utils import Database
 from sqlite_utils.migrations import Migrations
 
@@ -187,6 +189,39 @@ def m004_rollout_advantages(db: Database) -> None:
     Rows written before this migration have NULL in both."""
     db["rollouts"].add_column("advantage", float)
     db["rollouts"].add_column("kept", int)
+
+
+@MIGRATIONS(name="m006_intervention_watch")
+def m006_intervention_watch(db: Database) -> None:
+    """interventions: the post-promotion watch as columns (the gate decides on it; it lived in
+    `params_json.watch`): `replaced_version` (what a rollback returns to), `baseline_eval_id` and
+    `baseline_acc` (the validation evaluation a promotion is judged against), and once judged
+    `judged_step`, `judged_eval_id`, `judged_acc`, `judged_delta` and `gain_json` (the paired
+    evidence). Open runs keep their state: each row is backfilled from its JSON, whose `watch`
+    key is then dropped so the columns are the one record."""
+    for col, typ in (("replaced_version", int), ("baseline_eval_id", int), ("baseline_acc", float),
+                     ("judged_step", int), ("judged_eval_id", int), ("judged_acc", float),
+                     ("judged_delta", float), ("gain_json", str)):
+        db["interventions"].add_column(col, typ)
+    rows = db.execute("SELECT id, params_json, promoted_step FROM interventions "
+                      "WHERE params_json LIKE '%\"watch\"%'").fetchall()
+    for iid, text, promoted_step in rows:
+        try:
+            params = json.loads(text)
+        except ValueError:
+            continue
+        watch = params.pop("watch", None) if isinstance(params, dict) else None
+        if not isinstance(watch, dict):
+            continue
+        judged = (watch.get("eval_step") or promoted_step or 0) if watch.get("judged") else None
+        gain = watch.get("gain")
+        db.execute(
+            "UPDATE interventions SET replaced_version = ?, baseline_eval_id = ?, baseline_acc = ?, "
+            "judged_step = ?, judged_eval_id = ?, judged_acc = ?, judged_delta = ?, gain_json = ?, "
+            "params_json = ? WHERE id = ?",
+            (watch.get("replaced"), watch.get("baseline_eval"), watch.get("baseline_acc"), judged,
+             watch.get("eval_id"), watch.get("accuracy"), watch.get("delta"),
+             json.dumps(gain) if gain is not None else None, json.dumps(params, separators=(",", ":")), iid))
 
 
 def known_migrations() -> list[str]:
