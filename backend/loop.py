@@ -28,6 +28,7 @@ from backend.errors import EvoError
 from backend.envs import held_out_sets, make_env
 from backend.harness.client import WorkerFailure
 from backend.harness.loader import Harness, HarnessError
+from backend.harness import run_file
 from backend.harness.semantics import is_trained
 from backend.policy import checkpoint as ckpt
 from backend.policy.generate import make_engine
@@ -37,6 +38,7 @@ from backend.policy.model import chat_ids
 from backend.rollout import (Scored, agreement, diagnosis_rows, from_episode, group_stats,
                              rollout_row, score_all, turn_rows)
 from backend.store import Store, dumps, now
+from backend.store.views import harness_code_known
 from backend.progress import StepProgress
 
 
@@ -57,7 +59,7 @@ class Engine:
         store.fail_interrupted()
         self.harness_version = int(store.run()["harness_version"])
         self.harness = Harness.from_code(store.get("harness_versions", self.harness_version)["code"])
-        self._write_harness_file()
+        self.write_harness_file()
         pv = store.latest_policy_version()
         self.policy_version = pv["id"] if pv else 0
         adapter = pv["checkpoint"] if pv and pv["checkpoint"] else None
@@ -74,22 +76,24 @@ class Engine:
         if not self.quiet and level in ("warn", "error"):
             print(f"[{level}] {msg}", flush=True)
 
-    def _write_harness_file(self) -> None:
-        # The current harness as a file: operators read it, and edits to it
-        # come back as interventions (the TUI watches it).
-        p = self.run_dir / "harness.py"
-        if not p.exists() or p.read_text() != self.harness.code:
-            tmp = p.with_suffix(".py.tmp")
-            tmp.write_text(self.harness.code)
-            tmp.replace(p)
+    def write_harness_file(self) -> None:
+        # harness.py is the active version; a hand edit found there moves to harness.draft.py
+        # (the TUI proposes edits of either file as interventions).
+        kept = run_file.write_active(self.run_dir, self.harness.code,
+                                     is_version=lambda code: harness_code_known(self.store, code))
+        if kept is not None:
+            self.say(f"a hand edit of harness.py is kept as {kept.name}; "
+                     f"harness.py is the active v{self.harness_version} again")
 
     def reload_harness(self) -> None:
+        """Follow the active version (after commands and rounds); harness.py follows it too, so an
+        edit the operator proposed meanwhile leaves harness.py for the draft."""
         v = int(self.store.run()["harness_version"])
         if v != self.harness_version:
             self.harness_version = v
             self.harness = Harness.from_code(self.store.get("harness_versions", v)["code"])
-            self._write_harness_file()
             self.say(f"harness version {v} is now active")
+        self.write_harness_file()
 
     def max_new_tokens(self) -> int:
         return min(int(self.harness.sampling.get("max_new_tokens", 128)), self.cfg.train.max_new_tokens_cap)

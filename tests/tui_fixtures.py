@@ -164,8 +164,8 @@ def _add_versions(store: Store) -> tuple[str, str, str]:
                   'REWARD_WEIGHTS = {"correct": 1.0, "format": 0.3}')
     with store.tx():
         for vid, code, parent, diff, status, iid, note in (
-            (1, v1, None, "", "promoted", None, "default math harness"),
-            (2, v2, 1, d2, "promoted", 1, "drop truncated rollouts"),
+            (1, v1, None, "", "superseded", None, "default math harness"),
+            (2, v2, 1, d2, "active", 1, "drop truncated rollouts"),
             (3, v3, 2, d3, "candidate", 3, "stronger format reward"),
         ):
             store.insert("harness_versions", {"id": vid, "parent": parent, "created_at": ts(vid * 100),

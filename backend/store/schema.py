@@ -13,6 +13,8 @@ import json
 from sqlite_utils import Database
 from sqlite_utils.migrations import Migrations
 
+from backend.store.views import FTS_TABLE, FTS_TOKENIZE
+
 MIGRATIONS = Migrations("evotui")
 
 TABLES = (
@@ -222,6 +224,31 @@ def m006_intervention_watch(db: Database) -> None:
             (watch.get("replaced"), watch.get("baseline_eval"), watch.get("baseline_acc"), judged,
              watch.get("eval_id"), watch.get("accuracy"), watch.get("delta"),
              json.dumps(gain) if gain is not None else None, json.dumps(params, separators=(",", ":")), iid))
+
+
+@MIGRATIONS(name="m007_rollouts_fts")
+def m007_rollouts_fts(db: Database) -> None:
+    """rollouts_fts: the word search of the TUI's rollouts screen, so it reads a page of matches
+    instead of scanning every rollout's text. Triggers keep it in step with `rollouts` inside each
+    step's commit; a run written before this migration is indexed here when it is next opened."""
+    cols = "prompt, completion, task_id"
+    db.executescript(f"""
+        CREATE VIRTUAL TABLE IF NOT EXISTS {FTS_TABLE} USING fts5(
+            {cols}, content='rollouts', content_rowid='id', tokenize="{FTS_TOKENIZE}");
+        CREATE TRIGGER IF NOT EXISTS rollouts_fts_insert AFTER INSERT ON rollouts BEGIN
+            INSERT INTO {FTS_TABLE} (rowid, {cols}) VALUES (new.id, new.prompt, new.completion, new.task_id);
+        END;
+        CREATE TRIGGER IF NOT EXISTS rollouts_fts_delete AFTER DELETE ON rollouts BEGIN
+            INSERT INTO {FTS_TABLE} ({FTS_TABLE}, rowid, {cols})
+                VALUES ('delete', old.id, old.prompt, old.completion, old.task_id);
+        END;
+        CREATE TRIGGER IF NOT EXISTS rollouts_fts_update AFTER UPDATE OF {cols} ON rollouts BEGIN
+            INSERT INTO {FTS_TABLE} ({FTS_TABLE}, rowid, {cols})
+                VALUES ('delete', old.id, old.prompt, old.completion, old.task_id);
+            INSERT INTO {FTS_TABLE} (rowid, {cols}) VALUES (new.id, new.prompt, new.completion, new.task_id);
+        END;
+        INSERT INTO {FTS_TABLE} ({FTS_TABLE}) VALUES ('rebuild');
+    """)
 
 
 def known_migrations() -> list[str]:

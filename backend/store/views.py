@@ -17,6 +17,7 @@ function also accepts a `Store`, which has the same read methods.
 
 from __future__ import annotations
 
+import re
 import sqlite3
 import threading
 from dataclasses import dataclass, field, replace
@@ -26,6 +27,12 @@ from backend.errors import EvoError
 from backend.store import loads  # one JSON reader for the package
 
 PAGE = 50
+FTS_TABLE = "rollouts_fts"
+"""Full-text index of rollouts' prompt, completion and task id (FTS5 with external content: the
+text lives once, in `rollouts`; schema m007_rollouts_fts creates it and its triggers)."""
+FTS_TOKENIZE = "unicode61 tokenchars '_'"
+WORD = re.compile(r"\w+")
+"""A word as FTS_TOKENIZE splits text: letters, digits and '_' (so `test_ops` is one word)."""
 MIX_WINDOW = 300  # steps of failure mix kept for the dashboard plot
 EVENTS_BACKLOG = 500
 
@@ -38,6 +45,7 @@ STEP_COLS = (
     "agreement, dead_group_frac, mean_completion_tokens, truncated_frac, entropy, loss, kl, "
     "tokens, tokens_per_s, gen_ms, score_ms, diagnose_ms, train_ms, store_ms, total_ms"
 )
+VERSION_COLS = "id, parent, created_at, sha, status, intervention_id, note"
 INTERVENTION_COLS = (
     "id, round_id, created_at, updated_at, kind, target, title, status, score, proposer, "
     "parent_version, child_version, promoted_step, reason"
@@ -117,7 +125,13 @@ class RunReader:
 
 @dataclass(frozen=True)
 class RolloutFilter:
-    """What the rollouts table shows; empty fields do not filter."""
+    """What the rollouts table shows; empty fields do not filter.
+
+    `text` searches prompt, completion and task id for its words in that order ("calc/ops"
+    finds "calc/ops.py"; "need*" finds "needle") through the full-text index (schema
+    m007_rollouts_fts); text without a word character, or a run written before that
+    migration, is searched as a plain substring.
+    """
 
     domain: str | None = None
     label: str | None = None
@@ -130,12 +144,22 @@ class RolloutFilter:
     def is_empty(self) -> bool:
         return self == RolloutFilter()
 
-    def sql(self) -> tuple[str, str, list]:
-        """(FROM clause, WHERE conditions, params). A label drives the scan from its index."""
+    def sql(self, fts: bool = True) -> tuple[str, str, list]:
+        """(FROM clause, WHERE conditions, params). One table drives the scan newest first and
+        stops at the page's LIMIT: the text index when searching words, else the label's index,
+        else rollouts; every other condition is checked on the rows it yields."""
         source = "rollouts r"
         conds: list[str] = []
         params: list = []
-        if self.label:
+        phrase = fts_phrase(self.text) if fts else None
+        if phrase:
+            source = f"{FTS_TABLE} f JOIN rollouts r ON r.id = f.rowid"
+            conds.append(f"{FTS_TABLE} MATCH ?")
+            params.append(phrase)
+        if self.label and phrase:
+            conds.append("EXISTS (SELECT 1 FROM diagnoses d WHERE d.rollout_id = r.id AND d.label = ?)")
+            params.append(self.label)
+        elif self.label:
             source = "diagnoses d JOIN rollouts r ON r.id = d.rollout_id"
             conds.append("d.label = ?")
             params.append(self.label)
@@ -150,23 +174,46 @@ class RolloutFilter:
         if self.reward_max is not None:
             conds.append("r.reward <= ?")
             params.append(self.reward_max)
-        if self.text.strip():
+        if self.text.strip() and not phrase:
             like = "%" + self.text.strip().replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
             conds.append("(r.completion LIKE ? ESCAPE '\\' OR r.prompt LIKE ? ESCAPE '\\' "
                          "OR r.task_id LIKE ? ESCAPE '\\')")
             params += [like, like, like]
         return source, " AND ".join(conds) or "1", params
 
-    def key_col(self) -> str:
-        # Order by the driving table's key so SQLite walks the index and stops at LIMIT.
+    def key_col(self, fts: bool = True) -> str:
+        # Order by the driving table's key so SQLite walks its index and stops at LIMIT.
+        if fts and fts_phrase(self.text):
+            return "f.rowid"
         return "d.rollout_id" if self.label else "r.id"
+
+
+def fts_phrase(text: str) -> str | None:
+    """The FTS5 query for what the operator typed: its words as one phrase (whole words, so a
+    common word is a page of index reads, not a merge of every word it begins); a trailing `*`
+    makes the last word a prefix. None when the text has no word to search.
+
+    >>> fts_phrase("calc/ops"), fts_phrase("need*"), fts_phrase("%")
+    ('"calc ops"', '"need"*', None)
+    """
+    words = WORD.findall(text)
+    if not words:
+        return None
+    return '"' + " ".join(words) + '"' + ("*" if text.rstrip().endswith("*") else "")
+
+
+def has_fts(store: RunDB) -> bool:
+    """Whether the run has the text index (a run written before m007_rollouts_fts, opened by a
+    reader that never migrates, is searched by substring instead)."""
+    return store.scalar("SELECT 1 FROM sqlite_master WHERE name = ?", (FTS_TABLE,)) is not None
 
 
 def rollout_page(store: RunDB, flt: RolloutFilter, before: int | None = None,
                  after: int | None = None, limit: int = PAGE) -> list[dict]:
     """Rollouts matching `flt`, newest first: older than `before` or newer than `after`."""
-    source, where, params = flt.sql()
-    key = flt.key_col()
+    fts = bool(flt.text.strip()) and has_fts(store)
+    source, where, params = flt.sql(fts)
+    key = flt.key_col(fts)
     if before is not None:
         where += f" AND {key} < ?"
         params.append(before)
@@ -271,6 +318,11 @@ def harness_code_known(store: RunDB, code: str) -> bool:
     return store.scalar("SELECT 1 FROM harness_versions WHERE code = ? LIMIT 1", (code,)) is not None
 
 
+def code_proposed(store: RunDB, code: str) -> bool:
+    """Whether `code` is already some intervention's candidate (a hand edit proposed before)."""
+    return store.scalar("SELECT 1 FROM interventions WHERE code = ? LIMIT 1", (code,)) is not None
+
+
 def skills(store: RunDB, text: str = "") -> list[dict]:
     """Skill cards, most used first; `text` searches name, domain, trigger, change, evidence."""
     cols = "id, name, domain, uses, helped, source, created_at, trigger_json, change_json"
@@ -318,9 +370,9 @@ class PollCursor:
     eval: int = 0
     event: int = 0
     round: int = 0
-    version: int = 0
     command: int = 0
     pending: tuple[int, ...] = ()
+    versions_stamp: tuple = ()
     interventions_stamp: tuple = ()
     skills_stamp: tuple = ()
 
@@ -336,11 +388,30 @@ class RunDelta:
     evals: list[dict] = field(default_factory=list)
     events: list[dict] = field(default_factory=list)
     rounds: list[dict] = field(default_factory=list)
-    versions: list[dict] = field(default_factory=list)
     commands: list[dict] = field(default_factory=list)
-    interventions: list[dict] | None = None
+    versions: list[dict] | None = None  # every version, when any was added or changed status; else None
+    interventions: list[dict] | None = None  # likewise for interventions (with their decision)
     skills_changed: bool = False
     max_rollout_id: int = 0
+
+
+# A stamp changes whenever a row of its (small) table is added or changes state, so a poll
+# re-reads the table then and only then: an old version superseded by a promotion, an
+# intervention moving from passed to promoted, a new backtest behind a decision.
+def versions_stamp(store: RunDB) -> tuple:
+    return tuple(store.rows("SELECT count(*) AS n, group_concat(id || ':' || coalesce(status, ''), ',') AS s "
+                            "FROM harness_versions")[0].values())
+
+
+def interventions_stamp(store: RunDB) -> tuple:
+    row = store.rows("SELECT count(*) AS n, max(updated_at) AS t, "
+                     "group_concat(id || ':' || coalesce(status, '') || ':' || coalesce(child_version, ''), ',') AS s "
+                     "FROM interventions")[0]
+    return (row["n"], row["t"], hash(row["s"]), store.scalar("SELECT max(id) FROM backtests"))
+
+
+def skills_stamp(store: RunDB) -> tuple:
+    return tuple(store.rows("SELECT count(*) AS n, max(updated_at) AS t, sum(uses) AS u FROM skills")[0].values())
 
 
 def read_delta(store: RunDB, cursor: PollCursor, force: bool = False) -> RunDelta | None:
@@ -360,13 +431,13 @@ def read_delta(store: RunDB, cursor: PollCursor, force: bool = False) -> RunDelt
     events = store.rows("SELECT * FROM (SELECT id, ts, step, level, kind, message FROM events WHERE id > ? "
                         "ORDER BY id DESC LIMIT ?) ORDER BY id", (cursor.event, EVENTS_BACKLOG))
     rounds = store.rows("SELECT * FROM rounds WHERE id > ? ORDER BY id", (cursor.round,))
-    versions = store.rows("SELECT id, parent, created_at, sha, status, intervention_id, note "
-                          "FROM harness_versions WHERE id > ? ORDER BY id", (cursor.version,))
     marks = ",".join("?" * len(cursor.pending))
     commands = store.rows(f"SELECT * FROM commands WHERE id > ? OR id IN ({marks}) ORDER BY id",
                           (cursor.command, *cursor.pending))
-    i_stamp = tuple(store.rows("SELECT count(*) AS n, max(updated_at) AS t FROM interventions")[0].values())
-    s_stamp = tuple(store.rows("SELECT count(*) AS n, max(updated_at) AS t, sum(uses) AS u FROM skills")[0].values())
+    v_stamp, i_stamp, s_stamp = versions_stamp(store), interventions_stamp(store), skills_stamp(store)
+    versions = None
+    if v_stamp != cursor.versions_stamp:
+        versions = store.rows(f"SELECT {VERSION_COLS} FROM harness_versions ORDER BY id")
     interventions = None
     if i_stamp != cursor.interventions_stamp:
         stats = decisions(store)
@@ -378,10 +449,9 @@ def read_delta(store: RunDB, cursor: PollCursor, force: bool = False) -> RunDelt
         eval=evals[-1]["id"] if evals else cursor.eval,
         event=events[-1]["id"] if events else cursor.event,
         round=rounds[-1]["id"] if rounds else cursor.round,
-        version=versions[-1]["id"] if versions else cursor.version,
         command=max([cursor.command] + [c["id"] for c in commands]),
         pending=tuple(c["id"] for c in commands if c["status"] == "pending"),
-        interventions_stamp=i_stamp, skills_stamp=s_stamp)
+        versions_stamp=v_stamp, interventions_stamp=i_stamp, skills_stamp=s_stamp)
     return RunDelta(cursor=new_cursor, run=run, steps=steps, mix=mix, evals=evals, events=events,
                     rounds=rounds, versions=versions, commands=commands, interventions=interventions,
                     skills_changed=s_stamp != cursor.skills_stamp, max_rollout_id=max_id)

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from rich.text import Text
 
-GOOD = {"correct", "pass", "ok", "applied", "promoted", "approved", "finished", "info"}
+GOOD = {"correct", "pass", "ok", "applied", "promoted", "approved", "finished", "info", "active"}
 BAD = {"wrong", "failed", "fail", "error", "timeout", "rejected", "vetoed", "rolled_back", "crashed",
        "no_answer"}
 WAIT = {"pending", "proposed", "backtesting", "warning", "candidate", "paused", "stopped", "inconclusive"}
+PAST = {"superseded", "retired"}  # history, not a problem
 
 
 def plain(value, width: int | None = None) -> Text:
@@ -23,7 +24,8 @@ def status(value: str | None) -> Text:
     value = value or ""
     if value == "passed":  # an intervention waiting for the operator: the one thing to act on
         return Text(value, style="bold yellow", no_wrap=True)
-    style = "green" if value in GOOD else "red" if value in BAD else "yellow" if value in WAIT else ""
+    style = ("green" if value in GOOD else "red" if value in BAD else "yellow" if value in WAIT
+             else "dim" if value in PAST else "")
     return Text(value, style=style, no_wrap=True)
 
 

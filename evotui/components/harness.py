@@ -1,8 +1,10 @@
 """Harness: the current harness file, highlighted, and its version lineage with diffs.
 
-Editing `RUN_DIR/harness.py` by hand (here with `e`, or in any editor) turns the
-edit into an intervention: the app notices the file change and sends a
-`propose_edit` command, and the engine backtests it like any other candidate.
+A hand edit becomes an intervention: `e` opens `RUN_DIR/harness.draft.py` (the
+operator's draft, started from the active version) in $EDITOR; the app notices
+a new text in the draft or in `harness.py` and sends a `propose_edit` command,
+and the engine backtests it like any other candidate (`backend/harness/run_file.py`
+keeps `harness.py` equal to the active version).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from textual.binding import Binding
 from textual.containers import Container, VerticalScroll
 from textual.widgets import DataTable, Static
 
+from backend.harness import run_file
 from backend.store.views import harness_version
 from evotui.components import cells
 from evotui.components.code_view import CodeView
@@ -31,7 +34,7 @@ class HarnessScreen(RunScreen):
     HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (140, "-wide")]  # code wants the full width
     BINDINGS = [
         Binding("d", "toggle_diff", "Code/diff", tooltip="Show the code or the diff to the parent version"),
-        Binding("e", "edit", "Edit harness.py", tooltip="Edit RUN_DIR/harness.py in $EDITOR (becomes a proposal)"),
+        Binding("e", "edit", "Edit draft", tooltip="Edit RUN_DIR/harness.draft.py in $EDITOR (saved, it is proposed)"),
     ]
 
     def __init__(self) -> None:
@@ -119,7 +122,7 @@ class HarnessScreen(RunScreen):
         self._redraw()
 
     def action_edit(self) -> None:
-        path = self.app.run_dir / "harness.py"
+        path = run_file.start_draft(self.app.run_dir)  # harness.py stays the active version
         editor = os.environ.get("VISUAL") or os.environ.get("EDITOR") or "vi"
         with self.app.suspend():
             subprocess.run([*editor.split(), str(path)], check=False)

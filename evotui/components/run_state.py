@@ -48,11 +48,14 @@ class RunState:
             for old in sorted(self.mix)[:-MIX_WINDOW]:
                 del self.mix[old]
             changed.add("mix")
-        for name in ("evals", "rounds", "versions"):
+        for name in ("evals", "rounds"):
             rows = getattr(delta, name)
             if rows:
                 getattr(self, name).extend(rows)
                 changed.add(name)
+        if delta.versions is not None:  # whole tables: an old row's status may have changed
+            self.versions = delta.versions
+            changed.add("versions")
         if delta.events:
             self.events.extend(delta.events)
             changed.add("events")

@@ -19,7 +19,8 @@ from pathlib import Path
 from textual import work
 from textual.worker import Worker, WorkerState, get_current_worker
 
-from backend.store.views import PollCursor, RunReader, harness_code_known, read_delta, tail_file
+from backend.harness import run_file
+from backend.store.views import PollCursor, RunReader, code_proposed, harness_code_known, read_delta, tail_file
 from evotui.engine_process import EngineHealth, engine_health
 from evotui.messages import CommandSent, DataChanged, HarnessFileChanged, RunUpdated
 
@@ -90,7 +91,7 @@ class SyncMixin:
 
         async for changes in awatch(self.run_dir, recursive=False, debounce=300, step=30):
             names = {Path(path).name for _, path in changes}
-            if "harness.py" in names:
+            if names & {run_file.ACTIVE, run_file.DRAFT}:
                 self.post_message(HarnessFileChanged())
             if names & WATCHED:
                 self.post_message(DataChanged())
@@ -100,22 +101,24 @@ class SyncMixin:
 
     @work(thread=True, group="harness-edit", exclusive=True, exit_on_error=False)
     def check_harness_edit(self) -> None:
-        """A hand edit of harness.py becomes a `propose_edit` command (the engine backtests it)."""
-        path = self.run_dir / "harness.py"
-        try:
-            code = path.read_text()
-        except OSError:
+        """A hand edit of harness.py or harness.draft.py becomes a `propose_edit` command (the
+        engine backtests it, and moves an edit of harness.py to the draft)."""
+        for name in (run_file.ACTIVE, run_file.DRAFT):
+            code = run_file.read(self.run_dir / name)
+            if code is None or not code.strip() or code == self._proposed_code:
+                continue
+            reader = self.reader("misc")
+            if reader.call(harness_code_known, code) or reader.call(code_proposed, code):
+                continue  # a stored version (the engine wrote it), or proposed already
+            try:
+                ast.parse(code)
+            except SyntaxError as e:
+                self.call_from_thread(self.notify, f"{name} line {e.lineno}: {e.msg}; not proposed yet",
+                                      title="Harness edit", severity="warning")
+                continue
+            self._proposed_code = code
+            self._write_command("propose_edit", {"code": code})
             return
-        if code == self._proposed_code or self.reader("misc").call(harness_code_known, code):
-            return  # the engine wrote it, or we proposed it already
-        try:
-            ast.parse(code)
-        except SyntaxError as e:
-            self.call_from_thread(self.notify, f"harness.py line {e.lineno}: {e.msg}; not proposed yet",
-                                  title="Harness edit", severity="warning")
-            return
-        self._proposed_code = code
-        self._write_command("propose_edit", {"code": code})
 
     # ------------------------------------------------------------ commands
     def send_command(self, verb: str, arg: dict | None = None) -> None:
