@@ -25,6 +25,7 @@ from __future__ import annotations
 import ast
 import re
 import string
+from typing import NoReturn
 
 from backend.errors import EvoError
 
@@ -89,7 +90,7 @@ def check_source(code: str) -> ast.Module:
     return tree
 
 
-def _fail(node: ast.AST, what: str) -> None:
+def _fail(node: ast.AST, what: str) -> NoReturn:
     raise HarnessError(f"line {getattr(node, 'lineno', '?')}: {what}")
 
 
@@ -134,7 +135,8 @@ def _check_attribute(node: ast.Attribute) -> None:
 def _check_format_call(node: ast.Call) -> None:
     """The fields of `"...".format(...)` (that the receiver is a literal, check_source checked)."""
     func = node.func
-    if isinstance(func, ast.Attribute) and func.attr == "format" and isinstance(func.value, ast.Constant):
+    if isinstance(func, ast.Attribute) and func.attr == "format" and isinstance(func.value, ast.Constant) \
+            and isinstance(func.value.value, str):
         _check_format_fields(node, func.value.value)
 
 
@@ -215,9 +217,10 @@ def _check_top_level(tree: ast.Module) -> None:
         if isinstance(stmt, ast.Expr) and not isinstance(stmt.value, ast.Constant):
             _fail(stmt, "top-level expressions are not allowed")
         if isinstance(stmt, ast.Assign):
-            if len(stmt.targets) != 1 or not isinstance(stmt.targets[0], ast.Name):
+            target = stmt.targets[0] if len(stmt.targets) == 1 else None
+            if not isinstance(target, ast.Name):
                 _fail(stmt, "a top-level constant is one plain name = literal")
-            _check_literal(stmt.targets[0].id, stmt.value)
+            _check_literal(target.id, stmt.value)
         if isinstance(stmt, ast.AnnAssign):
             if stmt.value is None or not isinstance(stmt.target, ast.Name):
                 _fail(stmt, "a top-level constant is one plain name = literal")

@@ -32,9 +32,13 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from .check import HarnessError, check_source
 from .spec import HarnessSpec, sha, validate
+
+if TYPE_CHECKING:
+    from backend.sandbox.process import SandboxProcess
 
 PACKAGE = Path(__file__).resolve().parent
 RUNTIME_FILES = {
@@ -65,9 +69,9 @@ class WorkerFailure(RuntimeError):
 class Scores:
     """What a harness said of one rollout (validated)."""
 
-    components: dict
-    errors: dict
-    labels: list
+    components: dict[str, Any]
+    errors: dict[str, Any]
+    labels: list[Any]
 
 
 def runtime_dir() -> str:
@@ -116,15 +120,15 @@ def _site_paths() -> list[str]:
 class HarnessWorker:
     """One sandboxed worker process, restarted whenever it fails. Thread-safe."""
 
-    def __init__(self, memory_mb: int = 3072):
+    def __init__(self, memory_mb: int = 3072) -> None:
         self.memory_mb = memory_mb
-        self._proc = None
+        self._proc: SandboxProcess | None = None
         self._lock = threading.Lock()
         self._specs: dict[str, HarnessSpec] = {}
         self.restarts = 0
 
     # ------------------------------------------------------------ process
-    def _start(self):
+    def _start(self) -> None:
         from backend.sandbox.process import spawn
 
         rt = runtime_dir()
@@ -144,7 +148,7 @@ class HarnessWorker:
             self._proc.close()
             self._proc = None
 
-    def _request(self, req: dict, wall_s: float) -> dict:
+    def _request(self, req: dict[str, Any], wall_s: float) -> dict[str, Any]:
         with self._lock:
             if self._proc is None or not self._proc.alive():
                 if self._proc is not None:
@@ -162,8 +166,10 @@ class HarnessWorker:
                     raise WorkerFailure(f"harness worker failed ({tail.splitlines()[-1][:160]})") from None
                 raise
 
-    def _exchange(self, req: dict, wall_s: float) -> dict:
+    def _exchange(self, req: dict[str, Any], wall_s: float) -> dict[str, Any]:
+        assert self._proc is not None  # _request starts the worker first
         proc = self._proc.proc
+        assert proc.stdin is not None and proc.stdout is not None  # spawned with pipes
         data = json.dumps(req, default=str).encode()
         try:
             proc.stdin.write(b"%08x" % len(data) + data)
@@ -187,7 +193,7 @@ class HarnessWorker:
         return out
 
     @staticmethod
-    def _read(stream, n: int, deadline: float) -> bytes:
+    def _read(stream: Any, n: int, deadline: float) -> bytes:
         buf = bytearray()
         fd = stream.fileno()
         while len(buf) < n:
@@ -211,13 +217,14 @@ class HarnessWorker:
         out = self._request({"op": "load", "code": code, "limit_s": LOAD_LIMIT_S}, 2 * LOAD_LIMIT_S + 10)
         if not out["ok"]:
             raise HarnessError(_line(out.get("error")))
-        spec = validate(out.get("harness"))
+        spec = validate(out.get("harness") or {})
         if len(self._specs) > 256:
             self._specs.clear()
         self._specs[key] = spec
         return spec
 
-    def apply(self, code: str, weights: dict, views: list[dict], limit_s: float | None = None) -> list[Scores]:
+    def apply(self, code: str, weights: dict[str, float], views: list[dict[str, Any]],
+              limit_s: float | None = None) -> list[Scores]:
         """Reward components, errors and labels for each view; raises HarnessError when the
         harness fails as a whole (it does not load, runs over its limit) and WorkerFailure
         when the worker does."""
@@ -234,12 +241,12 @@ class HarnessWorker:
         return [_scores(r, weights) for r in results]
 
 
-def _line(msg) -> str:
+def _line(msg: Any) -> str:
     text = str(msg or "").strip()
     return text.splitlines()[0][:300] if text else "harness failed"
 
 
-def _scores(r, weights: dict) -> Scores:
+def _scores(r: Any, weights: dict[str, Any]) -> Scores:
     """Validate one result: anything malformed becomes an error of that rollout, never data."""
     if not (isinstance(r, list) and len(r) == 3 and all(isinstance(x, (dict, list)) for x in r)):
         return Scores({k: 0.0 for k in weights}, {"_worker": "malformed result"}, [])
@@ -247,7 +254,7 @@ def _scores(r, weights: dict) -> Scores:
     comps, errors = {}, {}
     for name in weights:
         v = comps_in.get(name) if isinstance(comps_in, dict) else None
-        if type(v) in (int, float) and math.isfinite(v):
+        if isinstance(v, (int, float)) and type(v) is not bool and math.isfinite(v):
             comps[name] = float(v)
         else:
             comps[name] = 0.0

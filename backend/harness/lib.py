@@ -10,6 +10,7 @@ import re
 from collections import Counter
 
 from backend.envs import math_answer
+from typing import Any
 
 _NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?(?:/\d+)?")
 _TAG = re.compile(r"<answer>(.*?)</answer>", re.S | re.I)
@@ -44,7 +45,7 @@ def same_answer(pred: str | None, gold: str | None) -> bool:
         return False
 
 
-def check_answer(r) -> bool:
+def check_answer(r: Any) -> bool:
     """The math evaluator's own verdict on rollout `r` (its extraction, then the
     dataset's scorer with the task's metadata): True only for a correct answer."""
     try:

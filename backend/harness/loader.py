@@ -31,6 +31,7 @@ from .check import MAX_BYTES, HarnessError, check_source, parse  # noqa: F401  (
 from .namespace import RolloutView  # noqa: F401  (public: tests build views)
 from .semantics import advantages  # noqa: F401  (public)
 from .spec import HarnessSpec, sha  # noqa: F401  (sha is public here too)
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -42,7 +43,7 @@ class Harness:
     spec: HarnessSpec
 
     @classmethod
-    def from_code(cls, code: str, worker=None) -> "Harness":
+    def from_code(cls, code: str, worker: Any = None) -> "Harness":
         """Check and load `code` in the harness worker; raises HarnessError (one line)."""
         from .client import WorkerFailure, shared_worker
 
@@ -75,30 +76,30 @@ class Harness:
     diagnostics = property(lambda self: tuple(self.spec.diagnostics))
 
     # ------------------------------------------------------------ one rollout (tools, tests, previews)
-    def score(self, view) -> tuple[float, dict]:
+    def score(self, view: Any) -> tuple[float, dict[str, Any]]:
         """(reward, components) of one rollout view, through the worker like any batch."""
         out = self._apply_one(view)
         return out.reward, dict(out.components, **({"_errors": out.errors} if out.errors else {}))
 
-    def diagnose(self, view) -> list[tuple[str, str]]:
+    def diagnose(self, view: Any) -> list[tuple[str, str]]:
         """(label, evidence) pairs of one rollout view, through the worker."""
         return list(self._apply_one(view).labels)
 
-    def _apply_one(self, view):
+    def _apply_one(self, view: Any) -> Any:
         from .semantics import RolloutIn, apply_harness
 
         if not isinstance(view, dict):  # a RolloutView
             view = {k: getattr(view, k) for k in RolloutView.__slots__}
         return apply_harness(self, [RolloutIn((0,), _plain(view))]).rollouts[0]
 
-    def messages(self, task) -> list[dict]:
+    def messages(self, task: Any) -> list[dict[str, Any]]:
         from backend.envs.base import message_prompt
 
         p = self.spec.prompt
         return message_prompt(p.get("system", ""), p.get("template", "{question}"), task)
 
 
-def _plain(x):
+def _plain(x: Any) -> Any:
     """A JSON-able copy of a (possibly frozen) view."""
     if hasattr(x, "items"):
         return {k: _plain(v) for k, v in x.items()}

@@ -19,6 +19,7 @@ from types import MappingProxyType, ModuleType, SimpleNamespace
 
 from .check import ALLOWED_IMPORTS, FUNCTOOLS_NAMES, HarnessError, check_source
 from .lib import HELPERS
+from typing import Any
 
 SAFE_BUILTIN_NAMES = (
     "abs", "all", "any", "bool", "dict", "enumerate", "filter", "float", "frozenset", "int",
@@ -36,7 +37,7 @@ MAX_EVIDENCE = 300
 MAX_ERROR = 200
 
 
-def _builtins() -> dict:
+def _builtins() -> dict[str, Any]:
     import builtins
 
     return {name: getattr(builtins, name) for name in SAFE_BUILTIN_NAMES}
@@ -60,13 +61,13 @@ def module_view(mod: ModuleType) -> SimpleNamespace:
     return SimpleNamespace(**public)
 
 
-def _safe_import(name, globals=None, locals=None, fromlist=(), level=0):
+def _safe_import(name: str, globals: Any = None, locals: Any = None, fromlist: Any = (), level: Any = 0) -> Any:
     if name.split(".")[0] not in ALLOWED_IMPORTS or level:
         raise ImportError(f"import of '{name}' is not allowed in a harness")
     return module_view(__import__(name, globals, locals, fromlist, level))
 
 
-def freeze(value):
+def freeze(value: Any) -> Any:
     """Deep-frozen copy of a literal: dicts become read-only mappings, lists tuples."""
     if isinstance(value, dict):
         return MappingProxyType({k: freeze(v) for k, v in value.items()})
@@ -77,7 +78,7 @@ def freeze(value):
     return value
 
 
-def thaw(value):
+def thaw(value: Any) -> Any:
     """Plain JSON-able copy of a frozen constant (what crosses back to the engine)."""
     if isinstance(value, (dict, MappingProxyType)):
         return {k: thaw(v) for k, v in value.items()}
@@ -91,22 +92,22 @@ class RolloutView:
 
     __slots__ = VIEW_FIELDS
 
-    def __init__(self, **kw):
+    def __init__(self, **kw: Any) -> None:
         for k in self.__slots__:
             object.__setattr__(self, k, freeze(kw.get(k)))
 
-    def __setattr__(self, k, v):
+    def __setattr__(self, k: str, v: Any) -> None:
         raise AttributeError("rollouts are read-only in a harness")
 
 
 @dataclass
 class Loaded:
-    ns: dict
-    constants: dict
-    rewards: dict
-    diagnostics: dict
+    ns: dict[str, Any]
+    constants: dict[str, Any]
+    rewards: dict[str, Any]
+    diagnostics: dict[str, Any]
 
-    def describe(self) -> dict:
+    def describe(self) -> dict[str, Any]:
         """Plain data for the engine: constants and function names."""
         return {"constants": {k: thaw(v) for k, v in self.constants.items()},
                 "rewards": sorted(self.rewards), "diagnostics": sorted(self.diagnostics)}
@@ -119,7 +120,7 @@ def load(code: str) -> Loaded:
             # a bare `except:` would also catch the worker's time limit (a BaseException)
             node.type = ast.copy_location(ast.Name("Exception", ast.Load()), node)
     builtins = dict(_builtins(), __import__=_safe_import)
-    ns: dict = {"__builtins__": builtins, "__name__": "harness", "math": module_view(math),
+    ns: dict[str, Any] = {"__builtins__": builtins, "__name__": "harness", "math": module_view(math),
                 "statistics": module_view(statistics), **HELPERS}
     try:
         exec(compile(tree, "<harness>", "exec"), ns)  # noqa: S102 - checked, and inside the sandbox
@@ -128,19 +129,21 @@ def load(code: str) -> Loaded:
     constants = {}
     for stmt in tree.body:
         if isinstance(stmt, (ast.Assign, ast.AnnAssign)):
-            name = stmt.targets[0].id if isinstance(stmt, ast.Assign) else stmt.target.id
+            target = stmt.targets[0] if isinstance(stmt, ast.Assign) else stmt.target
+            assert isinstance(target, ast.Name)  # check_source allows only `NAME = literal` at top level
+            name = target.id
             constants[name] = ns[name] = freeze(ns[name])
     rewards = {k[7:]: v for k, v in ns.items() if k.startswith("reward_") and callable(v)}
     diagnostics = {k[9:]: v for k, v in ns.items() if k.startswith("diagnose_") and callable(v)}
     return Loaded(ns, constants, rewards, diagnostics)
 
 
-def score(h: Loaded, names, r: RolloutView) -> tuple[dict, dict]:
+def score(h: Loaded, names: list[str], r: RolloutView) -> tuple[dict[str, Any], dict[str, Any]]:
     """(components, errors) of the reward components `names`. A component that crashes or
     returns a non-finite or non-number value scores 0 and is reported in `errors`. The
     engine weighs them (`semantics.weighted_total`)."""
-    comps: dict = {}
-    errors: dict = {}
+    comps: dict[str, Any] = {}
+    errors: dict[str, Any] = {}
     for name in names:
         try:
             v = h.rewards[name](r)

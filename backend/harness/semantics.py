@@ -25,6 +25,10 @@ import statistics
 from dataclasses import dataclass, field
 
 from .spec import HarnessSpec
+from typing import Any, TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from backend.harness.loader import Harness
 
 DEAD_TOL = 1e-6
 """Rewards closer than this count as equal (one place: training, replay, metrics)."""
@@ -34,8 +38,8 @@ DEAD_TOL = 1e-6
 class RolloutIn:
     """What the harness is applied to: the documented view plus the group it belongs to."""
 
-    group: tuple
-    view: dict
+    group: tuple[Any, ...]
+    view: dict[str, Any]
     """question, answer, prompt, completion, finish, completion_tokens, max_new_tokens, obs, turns,
     domain, meta, task_id (never the evaluator's verdict, the stored reward or labels)."""
 
@@ -43,15 +47,15 @@ class RolloutIn:
 @dataclass
 class RolloutOut:
     reward: float
-    components: dict
-    errors: dict
-    labels: list
+    components: dict[str, Any]
+    errors: dict[str, Any]
+    labels: list[tuple[str, str]]
     """[(label, evidence), ...]"""
     kept: bool = True
     advantage: float = 0.0
 
     @property
-    def label_set(self) -> set:
+    def label_set(self) -> set[str]:
         return {lbl for lbl, _ in self.labels}
 
     @property
@@ -62,9 +66,9 @@ class RolloutOut:
 @dataclass
 class BatchOut:
     rollouts: list[RolloutOut]
-    dead: set = field(default_factory=set)
+    dead: set[tuple[Any, ...]] = field(default_factory=set)
     """Group keys whose rewards tie."""
-    groups: list = field(default_factory=list)
+    groups: list[tuple[Any, ...]] = field(default_factory=list)
     """The group key of each rollout, in order."""
 
     @property
@@ -112,7 +116,7 @@ def _rank_advantages(rewards: list[float]) -> list[float]:
     ranks = [0.0] * n
     for pos, i in enumerate(order):
         ranks[i] = pos
-    by_value: dict = {}  # ties share the mean rank
+    by_value: dict[float, list[float]] = {}  # ties share the mean rank
     for i, r in enumerate(rewards):
         by_value.setdefault(r, []).append(ranks[i])
     ranks = [sum(by_value[r]) / len(by_value[r]) for r in rewards]
@@ -120,7 +124,7 @@ def _rank_advantages(rewards: list[float]) -> list[float]:
     return [(x - mid) / max(mid, 1) for x in ranks]
 
 
-def weighted_total(components: dict, weights: dict) -> tuple[float, dict]:
+def weighted_total(components: dict[str, Any], weights: dict[str, Any]) -> tuple[float, dict[str, Any]]:
     """(reward, extra errors): the weighted sum, 0 when it is not finite."""
     total = sum(weights[k] * components.get(k, 0.0) for k in weights)
     if not math.isfinite(total):
@@ -128,10 +132,10 @@ def weighted_total(components: dict, weights: dict) -> tuple[float, dict]:
     return float(total), {}
 
 
-def filter_and_advantage(groups: list[tuple], outs: list[RolloutOut], finishes: list[str],
-                         spec: HarnessSpec) -> set:
+def filter_and_advantage(groups: list[tuple[Any, ...]], outs: list[RolloutOut], finishes: list[str],
+                         spec: HarnessSpec) -> set[tuple[Any, ...]]:
     """Steps 3-5 in place on `outs`; returns the dead group keys."""
-    by_group: dict[tuple, list[int]] = {}
+    by_group: dict[tuple[Any, ...], list[int]] = {}
     for i, g in enumerate(groups):
         by_group.setdefault(g, []).append(i)
     f, a = spec.filters, spec.advantage
@@ -156,7 +160,8 @@ def filter_and_advantage(groups: list[tuple], outs: list[RolloutOut], finishes: 
     return dead
 
 
-def apply_harness(harness, batch: list[RolloutIn], worker=None, limit_s: float | None = None) -> BatchOut:
+def apply_harness(harness: Harness, batch: list[RolloutIn], worker: Any = None,
+                  limit_s: float | None = None) -> BatchOut:
     """Apply `harness` (a `backend.harness.loader.Harness`) to `batch` through the worker.
 
     Raises HarnessError when the harness fails as a whole and WorkerFailure when the
@@ -175,7 +180,7 @@ def apply_harness(harness, batch: list[RolloutIn], worker=None, limit_s: float |
     return BatchOut(outs, dead, groups)
 
 
-def view_from_row(row: dict) -> dict:
+def view_from_row(row: dict[str, Any]) -> dict[str, Any]:
     """The harness's view of a stored `rollouts` row (used by replay)."""
     import json
 
@@ -189,6 +194,6 @@ def view_from_row(row: dict) -> dict:
             "task_id": row.get("task_id", "")}
 
 
-def batch_from_rows(rows: list[dict]) -> list[RolloutIn]:
+def batch_from_rows(rows: list[dict[str, Any]]) -> list[RolloutIn]:
     """Stored rows as a batch, grouped by (step, group_idx) as training grouped them."""
     return [RolloutIn((r.get("step"), r.get("group_idx")), view_from_row(r)) for r in rows]

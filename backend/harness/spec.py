@@ -17,6 +17,7 @@ import string
 from dataclasses import dataclass, field
 
 from .check import HarnessError
+from typing import Any
 
 ADVANTAGE_RULES = ("group_std", "group_mean", "rank")
 STD_CONVENTIONS = ("population", "sample")
@@ -49,19 +50,19 @@ class HarnessSpec:
     """A harness's validated constants and function names (no code, no objects)."""
 
     domain: str
-    prompt: dict
-    sampling: dict
-    weights: dict
-    advantage: dict
-    filters: dict
-    curriculum: dict
-    validity: frozenset = frozenset()
-    rewards: tuple = ()
-    diagnostics: tuple = ()
-    extra: dict = field(default_factory=dict)
+    prompt: dict[str, Any]
+    sampling: dict[str, Any]
+    weights: dict[str, float]
+    advantage: dict[str, Any]
+    filters: dict[str, Any]
+    curriculum: dict[str, Any]
+    validity: frozenset[str] = frozenset()
+    rewards: tuple[str, ...] = ()
+    diagnostics: tuple[str, ...] = ()
+    extra: dict[str, Any] = field(default_factory=dict)
     """Other top-level constants that are plain data (shown, never used by the engine)."""
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {"domain": self.domain, "prompt": self.prompt, "sampling": self.sampling, "weights": self.weights,
                 "advantage": self.advantage, "filters": self.filters, "curriculum": self.curriculum,
                 "validity": sorted(self.validity), "rewards": list(self.rewards),
@@ -73,27 +74,29 @@ def _need(ok: bool, msg: str) -> None:
         raise HarnessError(msg)
 
 
-def _number(x, what: str, lo: float = -math.inf, hi: float = math.inf) -> float:
+def _number(x: Any, what: str, lo: float = -math.inf, hi: float = math.inf) -> float:
     _need(isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) and lo <= x <= hi,
           f"{what} must be a finite number in [{lo}, {hi}]")
     return float(x)
 
 
-def _plain_dict(x, what: str) -> dict:
+def _plain_dict(x: Any, what: str) -> dict[str, Any]:
     _need(isinstance(x, dict) and len(x) <= MAX_ITEMS and all(isinstance(k, str) and NAME.match(k) for k in x),
           f"{what} must be a dict with plain string keys (at most {MAX_ITEMS})")
-    return x
+    checked: dict[str, Any] = x
+    return checked
 
 
-def _text(x, what: str) -> str:
+def _text(x: Any, what: str) -> str:
     _need(isinstance(x, str) and len(x) <= MAX_TEXT, f"{what} must be a string of at most {MAX_TEXT} characters")
-    return x
+    checked: str = x
+    return checked
 
 
-def validate(raw: dict) -> HarnessSpec:
+def validate(raw: dict[str, Any]) -> HarnessSpec:
     """Check what a worker sent and build the spec; raises HarnessError (one line)."""
     _need(isinstance(raw, dict), "harness worker sent no constants")
-    consts = raw.get("constants")
+    consts: Any = raw.get("constants")
     _need(isinstance(consts, dict), "harness worker sent no constants")
     missing = [n for n in REQUIRED if n not in consts]
     _need(not missing, f"harness lacks {', '.join(missing)}")
@@ -107,13 +110,13 @@ def validate(raw: dict) -> HarnessSpec:
         validity=_validity(consts.get("VALIDITY", [])), rewards=rewards, diagnostics=diagnostics)
 
 
-def _names(x) -> tuple:
+def _names(x: Any) -> tuple[str, ...]:
     _need(isinstance(x, list) and len(x) <= MAX_ITEMS and all(isinstance(n, str) and NAME.match(n) for n in x),
           "harness function names are malformed")
     return tuple(x)
 
 
-def _prompt(p) -> dict:
+def _prompt(p: Any) -> dict[str, Any]:
     p = _plain_dict(p, "PROMPT")
     out = {"system": _text(p.get("system", ""), "PROMPT system"),
            "template": _text(p.get("template", "{question}"), "PROMPT template")}
@@ -128,7 +131,7 @@ def _prompt(p) -> dict:
     return out
 
 
-def _sampling(s) -> dict:
+def _sampling(s: Any) -> dict[str, Any]:
     s = _plain_dict(s, "SAMPLING")
     temperature = _number(s.get("temperature", 1.0), "SAMPLING temperature", *TEMPERATURE)
     top_p = _number(s.get("top_p", 1.0), "SAMPLING top_p", *TOP_P)
@@ -139,7 +142,7 @@ def _sampling(s) -> dict:
     return {"temperature": temperature, "top_p": top_p, "max_new_tokens": mnt}
 
 
-def _weights(w, rewards: tuple) -> dict:
+def _weights(w: Any, rewards: tuple[str, ...]) -> dict[str, float]:
     w = _plain_dict(w, "REWARD_WEIGHTS")
     _need(bool(w), "REWARD_WEIGHTS must be a non-empty dict")
     for name in w:
@@ -147,7 +150,7 @@ def _weights(w, rewards: tuple) -> dict:
     return {k: _number(v, f"REWARD_WEIGHTS['{k}']", *REWARD_WEIGHT) for k, v in w.items()}
 
 
-def _advantage(a) -> dict:
+def _advantage(a: Any) -> dict[str, Any]:
     a = _plain_dict(a, "ADVANTAGE")
     rule = a.get("rule")
     _need(rule in ADVANTAGE_RULES, f"ADVANTAGE rule '{rule}' is not one of {', '.join(ADVANTAGE_RULES)}")
@@ -159,7 +162,7 @@ def _advantage(a) -> dict:
     return {"rule": rule, "eps": float(eps), "std": std}
 
 
-def _filters(f) -> dict:
+def _filters(f: Any) -> dict[str, Any]:
     f = _plain_dict(f, "FILTERS")
     unknown = [k for k in f if k not in FILTER_KEYS]
     _need(not unknown, f"FILTERS has unknown key(s): {', '.join(unknown)}")
@@ -167,9 +170,9 @@ def _filters(f) -> dict:
     return {k: bool(f.get(k, False)) for k in FILTER_KEYS}
 
 
-def _curriculum(c) -> dict:
+def _curriculum(c: Any) -> dict[str, Any]:
     c = _plain_dict(c, "CURRICULUM")
-    out: dict = {}
+    out: dict[str, Any] = {}
     for k, v in c.items():
         if k == "datasets":
             d = _plain_dict(v, "CURRICULUM datasets")
@@ -187,7 +190,7 @@ def _curriculum(c) -> dict:
     return out
 
 
-def _validity(v) -> frozenset:
+def _validity(v: Any) -> frozenset[str]:
     _need(isinstance(v, (list, tuple)) and len(v) <= MAX_ITEMS and all(isinstance(x, str) and NAME.match(x)
                                                                        for x in v),
           "VALIDITY must be a list of label names")

@@ -27,6 +27,7 @@ import select
 import signal
 import sys
 import time
+from typing import Any
 
 MAX_FRAME = 256 * 2**20
 PER_CHILD = 64
@@ -37,7 +38,7 @@ class Overtime(BaseException):
     """BaseException: harness code that catches Exception cannot swallow it."""
 
 
-def read_frame(stream):
+def read_frame(stream: Any) -> Any:
     head = stream.read(8)
     if len(head) < 8:
         return None
@@ -47,17 +48,17 @@ def read_frame(stream):
     return json.loads(stream.read(n))
 
 
-def write_frame(stream, obj) -> None:
+def write_frame(stream: Any, obj: Any) -> None:
     data = json.dumps(obj, default=str, allow_nan=False).encode()
     stream.write(b"%08x" % len(data) + data)
     stream.flush()
 
 
-def _alarm(signum, frame):
+def _alarm(signum: Any, frame: Any) -> None:
     raise Overtime()
 
 
-def handle(req: dict) -> dict:
+def handle(req: dict[str, Any]) -> dict[str, Any]:
     """Run one request (in the forked child)."""
     from backend.harness import namespace as hns
     from backend.harness.check import HarnessError
@@ -77,7 +78,7 @@ def handle(req: dict) -> dict:
         return {"ok": False, "error": str(e)[:300]}
 
 
-def run_child(req: dict, wfd: int) -> None:
+def run_child(req: dict[str, Any], wfd: int) -> None:
     limit = float(req.get("limit_s", 10.0))
     cpu = math.ceil(limit) + 1
     resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
@@ -99,7 +100,7 @@ def run_child(req: dict, wfd: int) -> None:
         f.write(data)
 
 
-def fork_child(req: dict) -> tuple[int, int]:
+def fork_child(req: dict[str, Any]) -> tuple[int, int]:
     """Start a child running `req`; returns (pid, read end of its answer pipe)."""
     rfd, wfd = os.pipe()
     pid = os.fork()
@@ -113,7 +114,7 @@ def fork_child(req: dict) -> tuple[int, int]:
     return pid, rfd
 
 
-def collect(pid: int, rfd: int, limit: float, deadline: float) -> dict:
+def collect(pid: int, rfd: int, limit: float, deadline: float) -> dict[str, Any]:
     """The child's answer, or why there is none (killed at the deadline, too large, died)."""
     chunks, size, killed = [], 0, False
     with os.fdopen(rfd, "rb") as f:
@@ -134,14 +135,15 @@ def collect(pid: int, rfd: int, limit: float, deadline: float) -> dict:
             chunks.append(chunk)
     status = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
     try:
-        return json.loads(b"".join(chunks))
+        out: dict[str, Any] = json.loads(b"".join(chunks))
+        return out
     except ValueError:
         if killed or status in (-signal.SIGXCPU, -signal.SIGKILL):
             return {"ok": False, "error": f"harness ran over its {limit:g}s limit"}
         return {"ok": False, "error": f"harness worker child died (exit status {status})"}
 
 
-def split(req: dict) -> list[dict]:
+def split(req: dict[str, Any]) -> list[dict[str, Any]]:
     """A large batch is scored by several children at once (one per core, up to 8);
     each child runs the harness afresh on its share, so the answers do not depend on the split."""
     rows = req.get("rollouts") or []
@@ -152,7 +154,7 @@ def split(req: dict) -> list[dict]:
     return [dict(req, rollouts=rows[i:i + size]) for i in range(0, len(rows), size)]
 
 
-def in_children(req: dict) -> dict:
+def in_children(req: dict[str, Any]) -> dict[str, Any]:
     limit = float(req.get("limit_s", 10.0))
     deadline = time.monotonic() + 2 * limit + 5
     parts = split(req)

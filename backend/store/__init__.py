@@ -28,6 +28,7 @@ from .records import EvolutionRecords
 from .reports import ReportReads
 from .rollouts import RolloutReads
 from .search import SearchReads
+from typing import Any
 
 __all__ = ["BUSY_S", "Row", "Store", "StoreError", "dumps", "integrity_ok", "loads", "now"]
 
@@ -102,7 +103,7 @@ class Store(EvolutionRecords, RolloutReads, ReportReads, SearchReads, Queries):
             MIGRATIONS.apply(self.db)
 
     # ------------------------------------------------------------ run
-    def create_run(self, name: str, config: dict, seed: int, steps: int) -> None:
+    def create_run(self, name: str, config: dict[str, Any], seed: int, steps: int) -> None:
         with self.tx():
             self.insert("runs", {
                 "id": 1, "name": name, "created_at": now(), "updated_at": now(), "status": "created",
@@ -112,18 +113,18 @@ class Store(EvolutionRecords, RolloutReads, ReportReads, SearchReads, Queries):
                 "pid": None, "error": None, "config_json": dumps(config),
             })
 
-    def run(self) -> dict:
+    def run(self) -> dict[str, Any]:
         row = self.get("runs", 1)
         if row is None:
             raise StoreError(f"{self.path} holds no run")
         return row
 
-    def set_run(self, **values) -> None:
+    def set_run(self, **values: Any) -> None:
         values["updated_at"] = now()
         with self.tx():
             self.update("runs", 1, values)
 
-    def log(self, level: str, message: str, kind: str = "log", step: int | None = None, data=None) -> None:
+    def log(self, level: str, message: str, kind: str = "log", step: int | None = None, data: Any = None) -> None:
         with self.tx():
             self.insert("events", {"ts": now(), "step": step, "level": level, "kind": kind,
                                    "message": message, "data_json": dumps(data)})
@@ -132,9 +133,9 @@ class Store(EvolutionRecords, RolloutReads, ReportReads, SearchReads, Queries):
     def last_step(self) -> int:
         return self.scalar("SELECT coalesce(max(step), 0) FROM steps") or 0
 
-    def commit_step(self, step: dict, rollouts: list[dict], diagnoses_by_rollout: list[list[dict]],
-                    turns_by_rollout: list[list[dict]] | None = None, policy_version: dict | None = None,
-                    run_values: dict | None = None) -> list[int]:
+    def commit_step(self, step: Row, rollouts: list[Row], diagnoses_by_rollout: list[list[Row]],
+                    turns_by_rollout: list[list[Row]] | None = None, policy_version: Row | None = None,
+                    run_values: Row | None = None) -> list[int]:
         """Write one whole step atomically; returns the rollout ids."""
         ids: list[int] = []
         with self.tx():
@@ -143,7 +144,7 @@ class Store(EvolutionRecords, RolloutReads, ReportReads, SearchReads, Queries):
             sql, keys = _insert_sql("rollouts", rollouts)
             diags, turns = [], []
             for i, r in enumerate(rollouts):
-                rid = self.conn.execute(sql, _values(r, keys)).lastrowid
+                rid = int(self.conn.execute(sql, _values(r, keys)).lastrowid or 0)
                 ids.append(rid)
                 diags += [dict(d, rollout_id=rid) for d in diagnoses_by_rollout[i]]
                 if turns_by_rollout and turns_by_rollout[i]:
@@ -169,7 +170,7 @@ class Store(EvolutionRecords, RolloutReads, ReportReads, SearchReads, Queries):
             return cur.rowcount
 
     # ------------------------------------------------------------ held-out evaluations
-    def record_evals(self, step: int, results: dict[str, list[dict]], agreement: dict[str, float],
+    def record_evals(self, step: int, results: dict[str, list[dict[str, Any]]], agreement: dict[str, float],
                      policy_version: int | None, harness_version: int | None, ms: float = 0.0) -> dict[str, float]:
         """One `evals` row per split ("validation", "test") in one transaction; returns {split: accuracy}.
         `results`: per split, one {"task_id", "correct", "status", "reward"} per problem."""
@@ -187,7 +188,7 @@ class Store(EvolutionRecords, RolloutReads, ReportReads, SearchReads, Queries):
                 self.update("policy_versions", policy_version, {"heldout_acc": acc["validation"]})
         return acc
 
-    def latest_eval(self, split: str = "validation") -> dict | None:
+    def latest_eval(self, split: str = "validation") -> dict[str, Any] | None:
         """The newest evaluation of one split (the gate asks only for "validation")."""
         rows = self.rows("SELECT * FROM evals WHERE split = ? ORDER BY step DESC, id DESC LIMIT 1", (split,))
         return rows[0] if rows else None
@@ -195,17 +196,17 @@ class Store(EvolutionRecords, RolloutReads, ReportReads, SearchReads, Queries):
     def eval_outcomes(self, eval_id: int | None) -> dict[str, bool]:
         """{task_id: correct} of one evaluation row ({} when it kept no per-problem results)."""
         row = self.get("evals", eval_id) if eval_id else None
-        return {str(r["task_id"]): bool(r["correct"]) for r in loads(row and row.get("results_json"), []) or []
+        return {str(r["task_id"]): bool(r["correct"]) for r in loads(row.get("results_json") if row else None, []) or []
                 if isinstance(r, dict) and "task_id" in r}
 
     # ------------------------------------------------------------ commands
-    def send_command(self, verb: str, arg: dict | None = None, source: str = "cli") -> int:
+    def send_command(self, verb: str, arg: dict[str, Any] | None = None, source: str = "cli") -> int:
         with self.tx():
             return self.insert("commands", {"created_at": now(), "verb": verb, "arg_json": dumps(arg or {}),
                                             "source": source, "status": "pending", "result": None,
                                             "acked_at": None})
 
-    def pending_commands(self) -> list[dict]:
+    def pending_commands(self) -> list[dict[str, Any]]:
         return self.rows("SELECT * FROM commands WHERE status = 'pending' ORDER BY id")
 
     def ack_command(self, cid: int, status: str, result: str) -> None:
@@ -213,14 +214,14 @@ class Store(EvolutionRecords, RolloutReads, ReportReads, SearchReads, Queries):
             self.update("commands", cid, {"status": status, "result": result, "acked_at": now()})
 
 
-def _insert_sql(table: str, rows: list[dict]) -> tuple[str, list[str]]:
+def _insert_sql(table: str, rows: list[dict[str, Any]]) -> tuple[str, list[str]]:
     """(INSERT statement, its column order) for rows of these keys."""
     keys = sorted({k for r in rows for k in r})
     cols = ", ".join(f'"{k}"' for k in keys)
     return f"INSERT INTO {table} ({cols}) VALUES ({', '.join('?' * len(keys))})", keys
 
 
-def _values(row: dict, keys: list[str]) -> list:
+def _values(row: dict[str, Any], keys: list[str]) -> list[Any]:
     """The row in column order, as sqlite-utils would store it: dicts and lists as JSON text."""
     return [json.dumps(v, default=str) if isinstance(v := row.get(k), (dict, list, tuple)) else v for k in keys]
 
@@ -228,6 +229,6 @@ def _values(row: dict, keys: list[str]) -> list:
 def integrity_ok(path: str | Path) -> bool:
     conn = sqlite3.connect(str(path))
     try:
-        return conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+        return bool(conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok")
     finally:
         conn.close()

@@ -51,7 +51,7 @@ BUSY_S = 30.0
 class Queries:
     """A run database connection: transactions and table-agnostic row access."""
 
-    def __init__(self, conn: sqlite3.Connection, path: Path, busy_s: float = BUSY_S):
+    def __init__(self, conn: sqlite3.Connection, path: Path, busy_s: float = BUSY_S) -> None:
         from sqlite_utils import Database  # imports pandas: only when a Store is opened
 
         self.conn = conn
@@ -91,14 +91,13 @@ class Queries:
         return int(self.conn.execute("PRAGMA data_version").fetchone()[0])
 
     def insert(self, table: str, row: Row) -> int:
-        pk = self.db[table].insert(row).last_pk  # type: ignore[union-attr]  # a table, never a view
-        return int(pk)
+        return int(self.db.table(table).insert(row).last_pk)  # type: ignore[arg-type]  # a rowid table
 
     def insert_many(self, table: str, rows: Iterable[Row]) -> None:
-        self.db[table].insert_all(rows, batch_size=500)  # type: ignore[union-attr]
+        self.db.table(table).insert_all(rows, batch_size=500)
 
     def update(self, table: str, pk: Any, values: Row) -> None:
-        self.db[table].update(pk, values)  # type: ignore[union-attr]
+        self.db.table(table).update(pk, values)
 
     def get(self, table: str, pk: Any) -> Row | None:
         row = self.conn.execute(f"SELECT * FROM {table} WHERE rowid = ?", (pk,)).fetchone()

@@ -25,7 +25,7 @@ TABLES = (
 
 @MIGRATIONS(name="m001_initial")
 def m001_initial(db: Database) -> None:
-    db["runs"].create(
+    db.table("runs").create(
         {
             "id": int, "name": str, "created_at": str, "updated_at": str, "status": str,
             "domain": str, "seed": int, "step": int, "steps_total": int, "heldout_acc": float,
@@ -34,7 +34,7 @@ def m001_initial(db: Database) -> None:
         },
         pk="id",
     )
-    db["steps"].create(
+    db.table("steps").create(
         {
             "step": int, "created_at": str, "harness_version": int, "policy_version": int,
             "n_rollouts": int, "n_groups": int, "reward_mean": float, "reward_std": float,
@@ -47,7 +47,7 @@ def m001_initial(db: Database) -> None:
         },
         pk="step",
     )
-    db["rollouts"].create(
+    db.table("rollouts").create(
         {
             "id": int, "step": int, "domain": str, "task_id": str, "group_idx": int, "idx": int,
             "prompt": str, "completion": str, "prompt_tokens": int, "completion_tokens": int,
@@ -59,10 +59,10 @@ def m001_initial(db: Database) -> None:
         },
         pk="id",
     )
-    db["rollouts"].create_index(["step"])
-    db["rollouts"].create_index(["verdict"])
-    db["rollouts"].create_index(["harness_version"])
-    db["turns"].create(
+    db.table("rollouts").create_index(["step"])
+    db.table("rollouts").create_index(["verdict"])
+    db.table("rollouts").create_index(["harness_version"])
+    db.table("turns").create(
         {
             "id": int, "rollout_id": int, "turn": int, "role": str, "tool": str,
             "args_json": str, "content": str, "tokens": int, "ms": float,
@@ -70,8 +70,8 @@ def m001_initial(db: Database) -> None:
         pk="id",
         foreign_keys=[("rollout_id", "rollouts", "id")],
     )
-    db["turns"].create_index(["rollout_id"])
-    db["diagnoses"].create(
+    db.table("turns").create_index(["rollout_id"])
+    db.table("diagnoses").create(
         {
             "id": int, "rollout_id": int, "step": int, "label": str, "evidence": str,
             "validity": int, "harness_version": int,
@@ -79,23 +79,23 @@ def m001_initial(db: Database) -> None:
         pk="id",
         foreign_keys=[("rollout_id", "rollouts", "id")],
     )
-    db["diagnoses"].create_index(["rollout_id"])
-    db["diagnoses"].create_index(["label", "step"])
-    db["harness_versions"].create(
+    db.table("diagnoses").create_index(["rollout_id"])
+    db.table("diagnoses").create_index(["label", "step"])
+    db.table("harness_versions").create(
         {
             "id": int, "parent": int, "created_at": str, "code": str, "sha": str, "diff": str,
             "status": str, "intervention_id": int, "note": str,
         },
         pk="id",
     )
-    db["policy_versions"].create(
+    db.table("policy_versions").create(
         {
             "id": int, "parent": int, "step": int, "checkpoint": str, "heldout_acc": float,
             "harness_version": int, "created_at": str,
         },
         pk="id",
     )
-    db["evals"].create(
+    db.table("evals").create(
         {
             "id": int, "step": int, "created_at": str, "policy_version": int,
             "harness_version": int, "n": int, "accuracy": float, "agreement": float,
@@ -103,14 +103,14 @@ def m001_initial(db: Database) -> None:
         },
         pk="id",
     )
-    db["rounds"].create(
+    db.table("rounds").create(
         {
             "id": int, "step": int, "created_at": str, "harness_version": int,
             "failure_table_json": str, "metrics_json": str, "summary": str,
         },
         pk="id",
     )
-    db["interventions"].create(
+    db.table("interventions").create(
         {
             "id": int, "round_id": int, "created_at": str, "updated_at": str, "kind": str,
             "target": str, "title": str, "hypothesis": str, "expected": str, "diff": str,
@@ -120,7 +120,7 @@ def m001_initial(db: Database) -> None:
         },
         pk="id",
     )
-    db["backtests"].create(
+    db.table("backtests").create(
         {
             "id": int, "intervention_id": int, "created_at": str, "mode": str,
             "n_rollouts": int, "metrics_json": str, "verdict": str, "reason": str, "ms": float,
@@ -128,7 +128,7 @@ def m001_initial(db: Database) -> None:
         pk="id",
         foreign_keys=[("intervention_id", "interventions", "id")],
     )
-    db["skills"].create(
+    db.table("skills").create(
         {
             "id": int, "name": str, "domain": str, "created_at": str, "updated_at": str,
             "trigger_json": str, "change_json": str, "evidence_json": str, "uses": int,
@@ -136,15 +136,15 @@ def m001_initial(db: Database) -> None:
         },
         pk="id",
     )
-    db["skills"].create_index(["name"], unique=True)
-    db["commands"].create(
+    db.table("skills").create_index(["name"], unique=True)
+    db.table("commands").create(
         {
             "id": int, "created_at": str, "verb": str, "arg_json": str, "source": str,
             "status": str, "result": str, "acked_at": str,
         },
         pk="id",
     )
-    db["events"].create(
+    db.table("events").create(
         {"id": int, "ts": str, "step": int, "level": str, "kind": str, "message": str, "data_json": str},
         pk="id",
     )
@@ -153,9 +153,9 @@ def m001_initial(db: Database) -> None:
 @MIGRATIONS(name="m002_tui_indexes")
 def m002_tui_indexes(db: Database) -> None:
     """Indexes the TUI's keyset paging needs: label filter newest-first, failure mix by step."""
-    db["diagnoses"].create_index(["label", "rollout_id"], if_not_exists=True)
-    db["diagnoses"].create_index(["step", "label"], if_not_exists=True)
-    db["rollouts"].create_index(["domain"], if_not_exists=True)
+    db.table("diagnoses").create_index(["label", "rollout_id"], if_not_exists=True)
+    db.table("diagnoses").create_index(["step", "label"], if_not_exists=True)
+    db.table("rollouts").create_index(["domain"], if_not_exists=True)
 
 
 @MIGRATIONS(name="m003_gate")
@@ -175,13 +175,13 @@ def m003_gate(db: Database) -> None:
     """
     for col, typ in (("metric", str), ("effect", float), ("ci_low", float), ("ci_high", float),
                      ("p_value", float), ("n", int), ("underpowered", int)):
-        db["backtests"].add_column(col, typ)
-    db["evals"].add_column("split", str)
+        db.table("backtests").add_column(col, typ)
+    db.table("evals").add_column("split", str)
     db.execute("UPDATE evals SET split = 'validation' WHERE split IS NULL")
-    db["evals"].create_index(["split", "step"], if_not_exists=True)
-    db["runs"].add_column("val_acc", float)
-    db["runs"].add_column("test_acc", float)
-    db["rounds"].add_column("skipped_json", str)
+    db.table("evals").create_index(["split", "step"], if_not_exists=True)
+    db.table("runs").add_column("val_acc", float)
+    db.table("runs").add_column("test_acc", float)
+    db.table("rounds").add_column("skipped_json", str)
 
 
 @MIGRATIONS(name="m004_rollout_advantages")
@@ -189,8 +189,8 @@ def m004_rollout_advantages(db: Database) -> None:
     """rollouts: what training did with each rollout, so a replay can be checked against it:
     `advantage` (0 for rollouts not trained on) and `kept` (1 when the filters kept it).
     Rows written before this migration have NULL in both."""
-    db["rollouts"].add_column("advantage", float)
-    db["rollouts"].add_column("kept", int)
+    db.table("rollouts").add_column("advantage", float)
+    db.table("rollouts").add_column("kept", int)
 
 
 @MIGRATIONS(name="m006_intervention_watch")
@@ -204,7 +204,7 @@ def m006_intervention_watch(db: Database) -> None:
     for col, typ in (("replaced_version", int), ("baseline_eval_id", int), ("baseline_acc", float),
                      ("judged_step", int), ("judged_eval_id", int), ("judged_acc", float),
                      ("judged_delta", float), ("gain_json", str)):
-        db["interventions"].add_column(col, typ)
+        db.table("interventions").add_column(col, typ)
     rows = db.execute("SELECT id, params_json, promoted_step FROM interventions "
                       "WHERE params_json LIKE '%\"watch\"%'").fetchall()
     for iid, text, promoted_step in rows:

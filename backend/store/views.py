@@ -22,6 +22,7 @@ import sqlite3
 import threading
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 from backend.errors import EvoError
 from backend.store import loads  # one JSON reader for the package
@@ -59,7 +60,7 @@ class RunNotReadable(EvoError, RuntimeError):
 class RunDB:
     """A run database opened read-only with sqlite3: the read methods of `Store`, nothing else."""
 
-    def __init__(self, path: str | Path):
+    def __init__(self, path: str | Path) -> None:
         path = Path(path)
         if path.is_dir():
             path = path / "run.db"
@@ -76,19 +77,19 @@ class RunDB:
         if not {"runs", "rollouts", "commands"} <= tables:
             raise RunNotReadable(f"{path} is not an evotui run database")
 
-    def rows(self, sql: str, params=()) -> list[dict]:
+    def rows(self, sql: str, params: Any = ()) -> list[dict[str, Any]]:
         return [dict(r) for r in self.conn.execute(sql, tuple(params)).fetchall()]
 
-    def scalar(self, sql: str, params=()):
+    def scalar(self, sql: str, params: Any = ()) -> Any:
         row = self.conn.execute(sql, tuple(params)).fetchone()
         return row[0] if row else None
 
-    def get(self, table: str, pk) -> dict | None:
+    def get(self, table: str, pk: Any) -> dict[str, Any] | None:
         row = self.conn.execute(f"SELECT * FROM {table} WHERE rowid = ?", (pk,)).fetchone()
         return dict(row) if row else None
 
     def data_version(self) -> int:
-        return self.conn.execute("PRAGMA data_version").fetchone()[0]
+        return int(self.conn.execute("PRAGMA data_version").fetchone()[0])
 
     def close(self) -> None:
         self.conn.close()
@@ -100,7 +101,7 @@ class RunReader:
     `interrupt()` aborts the query in flight (a newer filter supersedes it).
     """
 
-    def __init__(self, store):
+    def __init__(self, store: RunDB) -> None:
         self.store = store
         self._lock = threading.Lock()
 
@@ -108,7 +109,7 @@ class RunReader:
     def open(cls, run_dir: str | Path) -> "RunReader":
         return cls(RunDB(run_dir))
 
-    def call(self, fn, *args, **kwargs):
+    def call(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
         with self._lock:
             return fn(self.store, *args, **kwargs)
 
@@ -144,13 +145,13 @@ class RolloutFilter:
     def is_empty(self) -> bool:
         return self == RolloutFilter()
 
-    def sql(self, fts: bool = True) -> tuple[str, str, list]:
+    def sql(self, fts: bool = True) -> tuple[str, str, list[Any]]:
         """(FROM clause, WHERE conditions, params). One table drives the scan newest first and
         stops at the page's LIMIT: the text index when searching words, else the label's index,
         else rollouts; every other condition is checked on the rows it yields."""
         source = "rollouts r"
         conds: list[str] = []
-        params: list = []
+        params: list[Any] = []
         phrase = fts_phrase(self.text) if fts else None
         if phrase:
             source = f"{FTS_TABLE} f JOIN rollouts r ON r.id = f.rowid"
@@ -209,7 +210,7 @@ def has_fts(store: RunDB) -> bool:
 
 
 def rollout_page(store: RunDB, flt: RolloutFilter, before: int | None = None,
-                 after: int | None = None, limit: int = PAGE) -> list[dict]:
+                 after: int | None = None, limit: int = PAGE) -> list[dict[str, Any]]:
     """Rollouts matching `flt`, newest first: older than `before` or newer than `after`."""
     fts = bool(flt.text.strip()) and has_fts(store)
     source, where, params = flt.sql(fts)
@@ -223,10 +224,15 @@ def rollout_page(store: RunDB, flt: RolloutFilter, before: int | None = None,
     rows = store.rows(f"SELECT {ROLLOUT_COLS} FROM {source} WHERE {where} ORDER BY {key} DESC LIMIT ?",
                       [*params, limit])
     seen: set[int] = set()
-    return [r for r in rows if not (r["id"] in seen or seen.add(r["id"]))]
+    out = []
+    for r in rows:
+        if r["id"] not in seen:
+            seen.add(r["id"])
+            out.append(r)
+    return out
 
 
-def rollout_detail(store: RunDB, rid: int) -> dict | None:
+def rollout_detail(store: RunDB, rid: int) -> dict[str, Any] | None:
     """One rollout with its labels and evidence, its group, and its turns."""
     row = store.get("rollouts", rid)
     if row is None:
@@ -245,9 +251,9 @@ def rollout_detail(store: RunDB, rid: int) -> dict | None:
             "verdict": loads(row.get("verdict_json"), {}) or {}}
 
 
-def distinct_values(store: RunDB, table: str, column: str, limit: int = 200) -> list:
+def distinct_values(store: RunDB, table: str, column: str, limit: int = 200) -> list[Any]:
     """Distinct values of an indexed column by skipping through the index (no full scan)."""
-    out: list = []
+    out: list[Any] = []
     value = store.scalar(f"SELECT min({column}) FROM {table}")
     while value is not None and len(out) < limit:
         out.append(value)
@@ -287,7 +293,7 @@ def has_columns(store: RunDB, table: str, cols: tuple[str, ...]) -> bool:
     return set(cols) <= have
 
 
-def decisions(store: RunDB) -> dict[int, dict]:
+def decisions(store: RunDB) -> dict[int, dict[str, Any]]:
     """{intervention id: the statistics of its latest backtest} (empty before m003_gate)."""
     if not has_columns(store, "backtests", DECISION_COLS):
         return {}
@@ -297,7 +303,7 @@ def decisions(store: RunDB) -> dict[int, dict]:
 
 
 
-def intervention_detail(store: RunDB, iid: int) -> dict | None:
+def intervention_detail(store: RunDB, iid: int) -> dict[str, Any] | None:
     row = store.get("interventions", iid)
     if row is None:
         return None
@@ -309,7 +315,7 @@ def intervention_detail(store: RunDB, iid: int) -> dict | None:
     return row
 
 
-def harness_version(store: RunDB, vid: int) -> dict | None:
+def harness_version(store: RunDB, vid: int) -> dict[str, Any] | None:
     return store.get("harness_versions", vid)
 
 
@@ -323,7 +329,7 @@ def code_proposed(store: RunDB, code: str) -> bool:
     return store.scalar("SELECT 1 FROM interventions WHERE code = ? LIMIT 1", (code,)) is not None
 
 
-def skills(store: RunDB, text: str = "") -> list[dict]:
+def skills(store: RunDB, text: str = "") -> list[dict[str, Any]]:
     """Skill cards, most used first; `text` searches name, domain, trigger, change, evidence."""
     cols = "id, name, domain, uses, helped, source, created_at, trigger_json, change_json"
     if not text.strip():
@@ -334,7 +340,7 @@ def skills(store: RunDB, text: str = "") -> list[dict]:
         "OR change_json LIKE ? OR evidence_json LIKE ? ORDER BY uses DESC, name", [like] * 5)
 
 
-def skill(store: RunDB, sid: int) -> dict | None:
+def skill(store: RunDB, sid: int) -> dict[str, Any] | None:
     row = store.get("skills", sid)
     if row:
         for key in ("trigger", "change", "evidence"):
@@ -342,7 +348,7 @@ def skill(store: RunDB, sid: int) -> dict | None:
     return row
 
 
-def label_rollouts(store: RunDB, label: str, step_lo: int, step_hi: int, limit: int = PAGE) -> list[dict]:
+def label_rollouts(store: RunDB, label: str, step_lo: int, step_hi: int, limit: int = PAGE) -> list[dict[str, Any]]:
     """Rollouts of a round's window carrying `label`, newest first."""
     return store.rows(
         f"SELECT {ROLLOUT_COLS}, d.evidence FROM diagnoses d JOIN rollouts r ON r.id = d.rollout_id "
@@ -350,7 +356,7 @@ def label_rollouts(store: RunDB, label: str, step_lo: int, step_hi: int, limit: 
         (label, step_lo, step_hi, limit))
 
 
-def rollouts_by_ids(store: RunDB, ids: list[int]) -> list[dict]:
+def rollouts_by_ids(store: RunDB, ids: list[int]) -> list[dict[str, Any]]:
     """Rollouts by id, newest first (a failure table's examples)."""
     ids = [int(i) for i in ids][:PAGE]
     marks = ",".join("?" * len(ids))
@@ -372,9 +378,9 @@ class PollCursor:
     round: int = 0
     command: int = 0
     pending: tuple[int, ...] = ()
-    versions_stamp: tuple = ()
-    interventions_stamp: tuple = ()
-    skills_stamp: tuple = ()
+    versions_stamp: tuple[Any, ...] = ()
+    interventions_stamp: tuple[Any, ...] = ()
+    skills_stamp: tuple[Any, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -382,15 +388,15 @@ class RunDelta:
     """New rows since the last poll (an immutable snapshot for the UI thread)."""
 
     cursor: PollCursor
-    run: dict
-    steps: list[dict] = field(default_factory=list)
-    mix: list[dict] = field(default_factory=list)
-    evals: list[dict] = field(default_factory=list)
-    events: list[dict] = field(default_factory=list)
-    rounds: list[dict] = field(default_factory=list)
-    commands: list[dict] = field(default_factory=list)
-    versions: list[dict] | None = None  # every version, when any was added or changed status; else None
-    interventions: list[dict] | None = None  # likewise for interventions (with their decision)
+    run: dict[str, Any]
+    steps: list[dict[str, Any]] = field(default_factory=list)
+    mix: list[dict[str, Any]] = field(default_factory=list)
+    evals: list[dict[str, Any]] = field(default_factory=list)
+    events: list[dict[str, Any]] = field(default_factory=list)
+    rounds: list[dict[str, Any]] = field(default_factory=list)
+    commands: list[dict[str, Any]] = field(default_factory=list)
+    versions: list[dict[str, Any]] | None = None  # every version, when any was added or changed status; else None
+    interventions: list[dict[str, Any]] | None = None  # likewise for interventions (with their decision)
     skills_changed: bool = False
     max_rollout_id: int = 0
 
@@ -398,19 +404,19 @@ class RunDelta:
 # A stamp changes whenever a row of its (small) table is added or changes state, so a poll
 # re-reads the table then and only then: an old version superseded by a promotion, an
 # intervention moving from passed to promoted, a new backtest behind a decision.
-def versions_stamp(store: RunDB) -> tuple:
+def versions_stamp(store: RunDB) -> tuple[Any, ...]:
     return tuple(store.rows("SELECT count(*) AS n, group_concat(id || ':' || coalesce(status, ''), ',') AS s "
                             "FROM harness_versions")[0].values())
 
 
-def interventions_stamp(store: RunDB) -> tuple:
+def interventions_stamp(store: RunDB) -> tuple[Any, ...]:
     row = store.rows("SELECT count(*) AS n, max(updated_at) AS t, "
                      "group_concat(id || ':' || coalesce(status, '') || ':' || coalesce(child_version, ''), ',') AS s "
                      "FROM interventions")[0]
     return (row["n"], row["t"], hash(row["s"]), store.scalar("SELECT max(id) FROM backtests"))
 
 
-def skills_stamp(store: RunDB) -> tuple:
+def skills_stamp(store: RunDB) -> tuple[Any, ...]:
     return tuple(store.rows("SELECT count(*) AS n, max(updated_at) AS t, sum(uses) AS u FROM skills")[0].values())
 
 
