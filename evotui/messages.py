@@ -71,6 +71,14 @@ class HarnessVersionFetched(Message):
         self.parent = parent
 
 
+class FrontierFetched(Message):
+    """The population's frontier (`backend.evolve.population.Member.to_dict()` rows), active first."""
+
+    def __init__(self, members: list[dict]) -> None:
+        super().__init__()
+        self.members = members
+
+
 class SkillsFetched(Message):
     def __init__(self, text: str, rows: list[dict]) -> None:
         super().__init__()

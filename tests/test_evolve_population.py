@@ -130,3 +130,32 @@ def test_a_real_round_s_probes_are_counted(store):
     assert f"| coevolve s0 | 1 | 0 | {rnd['tried']} | {rnd['passed']} |" in md
     assert "- v1 (active; children" in md and ", ".join(rnd["knobs"]) in md
     assert probe_rollouts(store.path.parent) == math.ceil(b["search_rollouts"])  # what the control arm gets
+
+
+def test_the_tui_reads_the_same_frontier_and_shows_it(tmp_path):
+    """The harness screen's frontier line: the engine's rule over the TUI's read-only connection."""
+    import asyncio
+
+    from backend.store import Store
+    from backend.store.search import SearchOver
+    from backend.store.views import RunDB
+    from tui_fixtures import build_run as tui_run, make_app, press, settle
+
+    run_dir = tui_run(tmp_path / "run")
+    s = Store.open(run_dir / "run.db", readonly=True)
+    want = [m.to_dict() for m in population.frontier_now(s, 4)]
+    s.close()
+    db = RunDB(run_dir)
+    assert [m.to_dict() for m in population.frontier_now(SearchOver(db), 4)] == want and want
+    db.close()
+
+    async def go():
+        app = make_app(run_dir)
+        async with app.run_test(size=(100, 32)) as pilot:
+            await settle(pilot)
+            await press(pilot, "5")
+            return str(app.screen.query_one("#h-frontier").render())
+    text = asyncio.run(go())
+    active = want[0]
+    assert text.startswith(f"frontier: v{active['version']}● {active['score']:.2f}")
+    assert text.count(" · ") + 1 == len(want) or len(want) == 1

@@ -98,6 +98,11 @@ def frontier(store, k: int, table: list[dict]) -> list[Member]:
     return (active + rest)[:max(1, k)]
 
 
+def frontier_now(store, k: int) -> list[Member]:
+    """The frontier as the newest round saw it (coverage against that round's failure table)."""
+    return frontier(store, k, store.latest_failure_table())
+
+
 def choose_parents(store, k: int, table: list[dict], rng: random.Random, n: int) -> list[Member]:
     """`n` parents for a round's slots: the active version first, the rest drawn from the
     frontier with probability proportional to score (a member may be drawn twice)."""

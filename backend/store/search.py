@@ -8,6 +8,9 @@ Mixed into `Store`; plain rows back.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from typing import Any
+
 from .base import Queries, Row, loads
 
 
@@ -79,6 +82,11 @@ class SearchReads(Queries):
                         "FROM steps")[0]
         return {"rollouts": int(row["rollouts"]), "ms": float(row["ms"])}
 
+    def latest_failure_table(self) -> list[Row]:
+        """The failure table the newest round read ([] before the first round)."""
+        rows = self.rows("SELECT failure_table_json FROM rounds ORDER BY id DESC LIMIT 1")
+        return (loads(rows[0]["failure_table_json"], []) or []) if rows else []
+
     def round_outcomes(self) -> list[Row]:
         """Per round, in order: {round_id, step, tried, passed, inconclusive, failed, knobs}: the
         backtest verdicts of its candidates (kept after a later promotion or veto) and the
@@ -98,3 +106,14 @@ class SearchReads(Queries):
             if knob and knob not in e["knobs"]:
                 e["knobs"].append(knob)
         return list(rounds.values())
+
+
+class SearchOver(SearchReads):
+    """The search's reads over any object with `rows(sql, params)`, such as the TUI's read-only
+    `views.RunDB` (which has no `Store` methods and opens no sqlite-utils)."""
+
+    def __init__(self, db: Any) -> None:  # deliberately not Queries.__init__: `db` owns the connection
+        self._db = db
+
+    def rows(self, sql: str, params: Iterable[Any] = ()) -> list[Row]:
+        return list(self._db.rows(sql, tuple(params)))

@@ -11,7 +11,7 @@ for each run.
 from __future__ import annotations
 
 from backend.evolve.budget import search_budget
-from backend.evolve.population import frontier
+from backend.evolve.population import frontier_now
 from backend.store import Store, loads
 
 
@@ -19,11 +19,9 @@ def search_facts(s: Store) -> dict:
     """What `report.collect` keeps of one run's search."""
     rounds = s.round_outcomes()
     cfg = loads(s.run()["config_json"], {}) or {}
-    last = s.round(rounds[-1]["round_id"]) if rounds else None
-    table = loads(last and last.get("failure_table_json"), []) or []
     k = int((cfg.get("evolve") or {}).get("population", 4) or 4)
     return {"rounds": rounds, "budget": search_budget(s),
-            "frontier": [m.to_dict() for m in frontier(s, k, table)] if rounds else []}
+            "frontier": [m.to_dict() for m in frontier_now(s, k)] if rounds else []}
 
 
 def _member(m: dict) -> str:

@@ -1,4 +1,5 @@
-"""Harness: the current harness file, highlighted, and its version lineage with diffs.
+"""Harness: the current harness file, highlighted, its version lineage with diffs, and the
+population's frontier (the versions proposals branch from, `backend/evolve/population.py`).
 
 A hand edit becomes an intervention: `e` opens `RUN_DIR/harness.draft.py` (the
 operator's draft, started from the active version) in $EDITOR; the app notices
@@ -23,13 +24,13 @@ from evotui.components import cells
 from evotui.components.code_view import CodeView
 from evotui.components.diff_view import DiffView, make_diff
 from evotui.components.run_screen import RunScreen
-from evotui.messages import HarnessVersionFetched
+from evotui.messages import FrontierFetched, HarnessVersionFetched
 
 
 class HarnessScreen(RunScreen):
     """Versions on the left; the selected version's code or its diff to its parent on the right."""
 
-    TOPICS = frozenset({"versions", "run"})
+    TOPICS = frozenset({"versions", "run", "rounds"})
     AUTO_FOCUS = "#h-table"
     HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (140, "-wide")]  # code wants the full width
     BINDINGS = [
@@ -48,6 +49,7 @@ class HarnessScreen(RunScreen):
         with Container(classes="split", id="h-split"):
             yield DataTable(id="h-table", cursor_type="row", zebra_stripes=True)
             with VerticalScroll(id="h-view"):
+                yield Static("", id="h-frontier")
                 yield Static("", id="h-head")
                 yield CodeView(id="h-code")
                 yield DiffView(id="h-diff")
@@ -69,6 +71,8 @@ class HarnessScreen(RunScreen):
         target = self.selected or current
         if target is not None and str(target) in table.rows:
             table.move_cursor(row=table.get_row_index(str(target)))
+        if changed & {"versions", "rounds"}:
+            self._fetch_frontier(int(self.app.state.setting("evolve", "population", 4) or 4))
 
     @on(DataTable.RowHighlighted)
     def _highlighted(self, message: DataTable.RowHighlighted) -> None:
@@ -84,6 +88,19 @@ class HarnessScreen(RunScreen):
         version = reader.call(harness_version, vid)
         parent = reader.call(harness_version, version["parent"]) if version and version.get("parent") else None
         self.post_message(HarnessVersionFetched(version, parent))
+
+    @work(thread=True, exclusive=True, group="frontier", exit_on_error=False)
+    def _fetch_frontier(self, k: int) -> None:
+        from backend.evolve.population import frontier_now  # the engine's rule, loaded off the UI thread
+        from backend.store.search import SearchOver
+
+        members = self.app.reader("detail").call(lambda db: [m.to_dict() for m in frontier_now(SearchOver(db), k)])
+        self.post_message(FrontierFetched(members))
+
+    def on_frontier_fetched(self, message: FrontierFetched) -> None:
+        parts = [f"v{m['version']}{'●' if m['status'] == 'active' else ''} {m['score']:.2f} "
+                 f"({m['passed']}/{m['children']} passed)" for m in message.members]
+        self.query_one("#h-frontier", Static).update("frontier: " + ("  ·  ".join(parts) or "–"))
 
     def on_harness_version_fetched(self, message: HarnessVersionFetched) -> None:
         if message.version is None or message.version["id"] != self.selected:
