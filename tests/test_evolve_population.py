@@ -102,16 +102,18 @@ def test_candidates_on_an_older_member_record_their_base(store):
 def test_search_budget_counts_probe_arms_once_per_round_and_replay_by_time(store):
     store.conn.execute("UPDATE steps SET n_rollouts = 16, total_ms = 800")  # 4 steps: 64 rollouts, 50 ms each
     rid = store.insert("rounds", {"step": 4, "created_at": now(), "summary": ""})
-    costs = [("probe", 8, 10.0), ("probe", 8, 12.0), ("replay", 64, 150.0), ("replay", 64, 100.0)]
+    # one round: two probed candidates (8 rollouts each) and two replayed in one batch (each row
+    # records the batch's time so far: 100 ms, then 150 ms)
+    costs = [("probe", 8, 10.0), ("probe", 8, 12.0), ("replay", 64, 100.0), ("replay", 64, 150.0)]
     for mode, n, ms in costs:
         iid = store.insert("interventions", {"round_id": rid, "status": "failed", "code": "", "params_json": "{}"})
         store.insert("backtests", {"intervention_id": iid, "mode": mode, "n_rollouts": n, "ms": ms, "verdict": "x"})
     b = search_budget(store)
     assert b["train_rollouts"] == 64
     assert (b["candidate_rollouts"], b["incumbent_rollouts"]) == (16, 8)  # the incumbent arm is shared
-    assert b["replay_rollouts_scored"] == 128 and b["replay_rollout_equiv"] == pytest.approx(250 / 50)
-    assert b["search_rollouts"] == pytest.approx(16 + 8 + 5)
-    assert b["share_of_training"] == pytest.approx(29 / 64, abs=1e-4)
+    assert b["replay_rollouts_scored"] == 128 and b["replay_rollout_equiv"] == pytest.approx(150 / 50)
+    assert b["search_rollouts"] == pytest.approx(16 + 8 + 3)
+    assert b["share_of_training"] == pytest.approx(27 / 64, abs=1e-4)
     assert b["by_mode"]["probe"] == {"backtests": 2, "rollouts": 24, "ms": 22.0}
 
 

@@ -14,7 +14,9 @@ training, so the search is counted in training rollouts:
 - **replay** generates nothing; it re-scores stored rollouts in the harness
   worker. Its wall time is converted into rollouts at the run's own rate
   (training milliseconds per training rollout), so a replay that took as long
-  as one training rollout counts as one.
+  as one training rollout counts as one. A round replays all its candidates
+  in one batch and each row records the batch's time so far, so a round
+  counts its longest replay row, not their sum.
 """
 
 from __future__ import annotations
@@ -29,18 +31,19 @@ def search_budget(store) -> dict:
     {backtests, rollouts (candidate and incumbent arms), ms}."""
     train = store.training_cost()
     candidate = scored = 0
-    replay_ms = 0.0
+    replay_batches: dict[object, float] = {}
     by_mode: dict[str, dict] = {}
     incumbent_arms: dict[tuple, int] = {}
     for i, b in enumerate(store.backtest_costs()):
         mode = b["mode"] or "?"
         m = by_mode.setdefault(mode, {"backtests": 0, "rollouts": 0, "ms": 0.0})
         m["backtests"] += 1
-        m["ms"] += b["ms"]
         if mode in SCORED_ONLY:
             scored += b["n_rollouts"]
-            replay_ms += b["ms"]
+            batch = b["round_id"] if b["round_id"] is not None else f"row{i}"
+            replay_batches[batch] = max(replay_batches.get(batch, 0.0), b["ms"])
             continue
+        m["ms"] += b["ms"]
         candidate += b["n_rollouts"]
         m["rollouts"] += b["n_rollouts"]
         # a candidate outside any round (a hand edit) had its own incumbent arm
@@ -49,6 +52,9 @@ def search_budget(store) -> dict:
     for (mode, _), n in incumbent_arms.items():
         by_mode[mode]["rollouts"] += n
     incumbent = sum(incumbent_arms.values())
+    replay_ms = sum(replay_batches.values())
+    if "replay" in by_mode:
+        by_mode["replay"]["ms"] = replay_ms
     per_rollout_ms = train["ms"] / train["rollouts"] if train["rollouts"] and train["ms"] > 0 else None
     equiv = replay_ms / per_rollout_ms if per_rollout_ms else 0.0
     total = candidate + incumbent + equiv
