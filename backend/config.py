@@ -342,7 +342,26 @@ def validate(cfg: RunConfig) -> RunConfig:
         bad(f"profile must be one of {', '.join(profiles.CHOICES)}, got '{cfg.profile}'")
     if cfg.harness and not Path(cfg.harness).expanduser().is_file():
         bad(f"harness: no such harness file '{cfg.harness}'")
+    if "math" in cfg.domains:
+        unknown = unknown_math_datasets(cfg.math.datasets)
+        if not cfg.math.datasets or unknown:
+            bad(f"math.datasets: unknown reasoning-gym dataset(s): {', '.join(unknown)}" if unknown else
+                "math.datasets must name at least one reasoning-gym dataset")
     return cfg
+
+
+def unknown_math_datasets(names: list[str]) -> list[str]:
+    """Names in `names` that reasoning-gym does not know. The default suite is known without
+    importing reasoning-gym (a second or more); other names are looked up in its registry."""
+    shipped = set(MathConfig().datasets)
+    rest = [n for n in names if n not in shipped]
+    if not rest:
+        return []
+    try:
+        from reasoning_gym.factory import DATASETS
+    except ImportError:  # the math environment says how to install it when it is made
+        return []
+    return [n for n in rest if n not in DATASETS]
 
 
 def _looks_like_hub_id(name: str) -> bool:

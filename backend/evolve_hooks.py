@@ -2,7 +2,8 @@
 
 The loop calls these at step boundaries; each catches and records errors so
 a failing evolution round never kills training ("a crashing harness
-candidate is a row with a status, not an exception").
+candidate is a row with a status, not an exception"). Operator commands are
+not here: `backend/dispatch.py` applies every verb.
 """
 
 from __future__ import annotations
@@ -10,12 +11,14 @@ from __future__ import annotations
 import traceback
 
 
-def _context(engine, step: int):
+def context(engine, step: int):
+    """What evolution (a round, a command, the post-eval check) sees of the engine at `step`."""
     from backend.evolve import EvolveContext
 
     return EvolveContext(store=engine.store, cfg=engine.cfg, step=step,
                          harness_version=engine.harness_version, harness=engine.harness,
-                         probe=lambda h, n: probe(engine, h, n, step), log=lambda lvl, msg: engine.say(msg, lvl, step))
+                         probe=lambda h, n: probe(engine, h, n, step),
+                         log=lambda lvl, msg: engine.say(msg, lvl, step), checkpoint=engine.control.checkpoint)
 
 
 def probe_size(engine, n_tasks: int) -> int:
@@ -45,41 +48,17 @@ def probe(engine, harness, n_tasks: int, step: int) -> list[dict]:
 
 
 def evolution_round(engine, step: int) -> dict | None:
+    """One round (never raises, but for the loop's StopRequested, a BaseException)."""
     if getattr(engine.cfg.evolve, "plant_trap", False):
         plant_trap(engine, step)
     try:
         from backend.evolve import run_round
 
-        return run_round(_context(engine, step))
+        return run_round(context(engine, step))
     except Exception as e:
         engine.say(f"evolution round failed: {type(e).__name__}: {e}", "error", step)
         engine.store.log("error", traceback.format_exc(), kind="traceback", step=step)
         return None
-
-
-def apply_command(engine, cmd: dict, step: int) -> tuple[str, str]:
-    try:
-        if cmd["verb"] == "propose_edit":
-            return propose_edit(engine, cmd, step)
-        from backend.evolve import apply_command as apply
-
-        return apply(_context(engine, step), cmd)
-    except Exception as e:
-        return "rejected", f"{type(e).__name__}: {e}"
-
-
-def propose_edit(engine, cmd: dict, step: int) -> tuple[str, str]:
-    """A hand edit of the harness file (from the TUI) becomes an intervention and is backtested."""
-    from backend.evolve import submit
-    from backend.store import loads
-
-    arg = loads(cmd.get("arg_json"), {}) or {}
-    code = arg.get("code")
-    if not isinstance(code, str) or not code.strip():
-        return "rejected", "propose_edit needs the harness code"
-    res = submit(_context(engine, step), code, title=arg.get("title") or "operator edit of harness.py",
-                 hypothesis=arg.get("hypothesis") or "hand edit by the operator", proposer="operator")
-    return "applied", f"intervention #{res.get('id')} backtest {res.get('verdict')}: {res.get('reason', '')}"[:300]
 
 
 def plant_trap(engine, step: int) -> None:
@@ -96,7 +75,7 @@ def plant_trap(engine, step: int) -> None:
         if domain is None:
             return
         code = trap_code(domain, engine.harness.code)
-        res = submit(_context(engine, step), code, title=f"planted trap: exploitable {domain} reward",
+        res = submit(context(engine, step), code, title=f"planted trap: exploitable {domain} reward",
                      hypothesis="credits answers a policy can produce without solving the task", proposer="trap",
                      target="reward hack")
         engine.say(f"planted trap #{res.get('id')}: backtest {res.get('verdict')} ({res.get('reason', '')})"[:300],
@@ -109,7 +88,7 @@ def after_eval(engine, step: int, acc: float) -> None:
     try:
         from backend.evolve import after_eval as hook
 
-        decision = hook(_context(engine, step), acc)
+        decision = hook(context(engine, step), acc)
     except Exception as e:
         engine.say(f"post-eval check failed: {type(e).__name__}: {e}", "error", step)
         return

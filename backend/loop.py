@@ -15,8 +15,10 @@ Run it headless with `evotui run --headless --steps 20`.
 
 from __future__ import annotations
 
+import os
 import random
 import signal
+import threading
 import time
 from pathlib import Path
 
@@ -24,6 +26,7 @@ import torch
 
 from backend import evolve_hooks as hooks
 from backend.config import RunConfig
+from backend.dispatch import Control, StopRequested
 from backend.errors import EvoError
 from backend.envs import held_out_sets, make_env
 from backend.harness.client import WorkerFailure
@@ -31,7 +34,7 @@ from backend.harness.loader import Harness, HarnessError
 from backend.harness import run_file
 from backend.harness.semantics import is_trained
 from backend.policy import checkpoint as ckpt
-from backend.policy.generate import make_engine
+from backend.policy.generate import GenerationInterrupted, make_engine
 from backend.policy.grpo import GRPOTrainer, Sample
 from backend.policy.load import load_fast_policy
 from backend.policy.model import chat_ids
@@ -40,6 +43,22 @@ from backend.rollout import (Scored, agreement, diagnosis_rows, from_episode, gr
 from backend.store import Store, dumps, now
 from backend.store.views import harness_code_known
 from backend.progress import StepProgress
+
+
+EVAL_BATCH_CPU = 16
+"""Held-out problems per generation batch on the CPU (a few seconds each): the progress the header
+shows moves, and a pause waits at most one batch. On a GPU the engine's own batch size."""
+
+
+def _rng_state() -> tuple:
+    cuda = torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None
+    return torch.get_rng_state(), cuda
+
+
+def _set_rng_state(state: tuple) -> None:
+    torch.set_rng_state(state[0])
+    if state[1] is not None:
+        torch.cuda.set_rng_state_all(state[1])
 
 
 class ResourceExhausted(EvoError, RuntimeError):
@@ -54,7 +73,7 @@ class Engine:
         self.cfg = cfg
         self.store = store
         self.quiet = quiet
-        self.stop_requested = False
+        self.control = Control(store)
         self.env = make_env(cfg)
         store.fail_interrupted()
         self.harness_version = int(store.run()["harness_version"])
@@ -99,8 +118,23 @@ class Engine:
         return min(int(self.harness.sampling.get("max_new_tokens", 128)), self.cfg.train.max_new_tokens_cap)
 
     def generate_fn(self, prompts, max_new_tokens, temperature, top_p):
-        return self.with_oom_retry(lambda: self.engine.generate(prompts, max_new_tokens, temperature, top_p),
-                                   self.engine, "batch_size")
+        """Generate one batch, honouring a pause or a stop before it and, where the engine can be
+        interrupted (transformers generate), during it: a batch cut short is drawn again after the
+        checkpoint from the same random state, so a pause changes no sample."""
+        while True:
+            self.control.checkpoint()
+            state = _rng_state()
+            try:
+                return self.with_oom_retry(lambda: self._generate(prompts, max_new_tokens, temperature, top_p),
+                                           self.engine, "batch_size")
+            except GenerationInterrupted:
+                _set_rng_state(state)
+
+    def _generate(self, prompts, max_new_tokens, temperature, top_p):
+        if getattr(self.engine, "interruptible", False):
+            return self.engine.generate(prompts, max_new_tokens, temperature, top_p,
+                                        interrupt=self.control.interrupting)
+        return self.engine.generate(prompts, max_new_tokens, temperature, top_p)
 
     def with_oom_retry(self, fn, holder, attr: str):
         """Run `fn`; on GPU out-of-memory halve `holder.attr` (a batch size) and retry.
@@ -246,7 +280,13 @@ class Engine:
         t0 = time.perf_counter()
         sets = held_out_sets(self.env, self.cfg.eval.n_val, self.cfg.eval.n_test)
         tasks = sets["validation"] + sets["test"]
-        items, _ = self.collect(tasks, self.harness, 1, greedy=True, max_new_tokens=self.cfg.eval.max_new_tokens)
+        items: list[Scored] = []
+        size = EVAL_BATCH_CPU if str(self.lm.device) == "cpu" else getattr(self.engine, "batch_size", len(tasks))
+        for i in range(0, len(tasks), max(1, size)):  # a pause or a stop is honoured between batches
+            self.control.checkpoint(f"held-out eval {i}/{len(tasks)}")
+            part, _ = self.collect(tasks[i:i + size], self.harness, 1, greedy=True,
+                                   max_new_tokens=self.cfg.eval.max_new_tokens)
+            items += part
         cut = len(sets["validation"])
         by_split = {"validation": items[:cut], "test": items[cut:]}
         # the completion (its tail) and question let `evotui report` audit correct verdicts for hacks
@@ -262,27 +302,19 @@ class Engine:
 
     # ------------------------------------------------------------ commands
     def handle_commands(self, step: int) -> None:
-        for cmd in self.store.pending_commands():
-            verb = cmd["verb"]
-            if verb == "pause":
-                self.store.set_run(paused=1, status="paused")
-                status, result = "applied", "paused"
-            elif verb == "resume":
-                self.store.set_run(paused=0, status="running")
-                status, result = "applied", "resumed"
-            elif verb == "stop":
-                self.stop_requested = True
-                status, result = "applied", "stopping after this step"
-            else:
-                status, result = hooks.apply_command(self, cmd, step)
-            self.store.ack_command(cmd["id"], status, result)
-            self.say(f"command {cmd['id']} {verb}: {status} ({result})", step=step)
+        """The boundary between two steps: apply every waiting command (`backend/dispatch.py`),
+        wait here while the run is paused, raise StopRequested once a stop was asked for."""
+        self.control.checkpoint(f"step {step}: waiting for commands", context=lambda: self._command_context(step))
         self.reload_harness()
 
-    def wait_while_paused(self, step: int) -> None:
-        while self.store.run()["paused"] and not self.stop_requested:
-            time.sleep(0.5)
-            self.handle_commands(step)
+    def _command_context(self, step: int):
+        self.reload_harness()  # a command before this one may have promoted a version
+        return hooks.context(self, step)
+
+    def _on_signal(self, signum, frame) -> None:
+        if signum == signal.SIGINT and self.control.stop_requested:
+            raise KeyboardInterrupt  # a second Ctrl-C: now, without waiting for the checkpoint
+        self.control.request_stop()
 
     def _stop_for_harness(self, e: Exception) -> dict:
         """The active harness failed as a whole (crash, hang, garbage): stop with one clear
@@ -298,31 +330,42 @@ class Engine:
     def run(self) -> dict:
         start = self.store.last_step() + 1
         cfg = self.cfg
-        self.store.set_run(status="running", pid=__import__("os").getpid(), error=None)
-        old = signal.signal(signal.SIGTERM, lambda *a: setattr(self, "stop_requested", True))
+        self.store.set_run(status="running", pid=os.getpid(), error=None)
+        signals = (signal.SIGTERM, signal.SIGINT) if threading.current_thread() is threading.main_thread() else ()
+        old = {sig: signal.signal(sig, self._on_signal) for sig in signals}
+        final = "finished"
         try:
-            if not self.store.count("evals"):
-                acc = self.evaluate(0)
-                self.say(f"validation accuracy at start: {acc:.3f}", step=0)
-            progress = StepProgress(cfg.steps, quiet=self.quiet)
+            last = self.store.latest_eval("validation")
+            if last is None or (start > 1 and self._eval_due(start - 1) and last["step"] < start - 1):
+                self._evaluate_and_judge(start - 1)  # the start, or an evaluation a stop cut short
+            progress = StepProgress(cfg.steps, quiet=self.quiet, report=self.control.report)
             for step in range(start, cfg.steps + 1):
                 self.handle_commands(step)
-                self.wait_while_paused(step)
-                if self.stop_requested:
-                    break
                 row = self.train_step(step, progress.start(step))
                 progress.done(row)
                 if cfg.evolve.enabled and step % cfg.evolve.every == 0:
                     hooks.evolution_round(self, step)
                     self.reload_harness()
-                if step % cfg.eval.every == 0 or step == cfg.steps:
-                    acc = self.evaluate(step)
-                    self.say(f"validation accuracy at step {step}: {acc:.3f}", step=step)
-                    hooks.after_eval(self, step, acc)
-            final = "stopped" if self.stop_requested and self.store.last_step() < cfg.steps else "finished"
-            self.store.set_run(status=final, pid=None)
-            return {"status": final}
+                if self._eval_due(step):
+                    self._evaluate_and_judge(step)
+        except StopRequested:
+            final = "stopped"
+            self.say(f"stopped on request; the last committed step is {self.store.last_step()}; "
+                     f"continue with `evotui run --headless --resume {self.run_dir}`")
         except (HarnessError, WorkerFailure) as e:
             return self._stop_for_harness(e)
         finally:
-            signal.signal(signal.SIGTERM, old)
+            for sig, handler in old.items():
+                signal.signal(sig, handler)
+            self.control.report(None)
+        self.store.set_run(status=final, pid=None)
+        return {"status": final}
+
+    def _eval_due(self, step: int) -> bool:
+        return step % self.cfg.eval.every == 0 or step == self.cfg.steps
+
+    def _evaluate_and_judge(self, step: int) -> None:
+        acc = self.evaluate(step)
+        self.say(f"validation accuracy at {'start' if step == 0 else f'step {step}'}: {acc:.3f}", step=step)
+        if step:
+            hooks.after_eval(self, step, acc)

@@ -19,10 +19,12 @@ from typing import Callable, Iterable
 
 from textual.app import App, SystemCommand
 from textual.binding import Binding
-from textual.screen import Screen
+from textual.screen import ModalScreen, Screen
 
+from backend.commands import VETOABLE
 from backend.store.views import loads
 from evotui.components.run_screen import RunScreen
+from evotui.components.operator import OperatorMixin
 from evotui.components.run_state import RunState
 from evotui.components.screens import MODES, SCREEN_TITLES
 from evotui.components.sync import SyncMixin
@@ -33,7 +35,7 @@ from evotui.messages import CommandAcknowledged, CommandSent, LabelChosen, RunUp
 SCREENS = Binding.Group("screens", compact=True)
 
 
-class EvoApp(SyncMixin, App[int]):
+class EvoApp(OperatorMixin, SyncMixin, App[int]):
     """The run's dashboard, rollouts, diagnoses, interventions, harness, skills and log."""
 
     CSS_PATH = "app.tcss"
@@ -47,8 +49,11 @@ class EvoApp(SyncMixin, App[int]):
         Binding("question_mark", "help", "Help", key_display="?"),
         Binding("q", "quit", "Quit"),
         Binding("R", "resume_engine", "Resume engine", tooltip="Start the engine again on this run"),
-        Binding("P", "toggle_pause", "Pause/resume", show=False, tooltip="Pause or resume training"),
-        Binding("S", "stop_run", "Stop run", show=False, tooltip="Ask the engine to stop after this step"),
+        Binding("p", "auto_promote", "Auto-promote", show=False,
+                tooltip="Turn promoting passed candidates automatically on or off (asks first)"),
+        Binding("P", "toggle_pause", "Pause/resume", show=False, tooltip="Pause or resume training (asks first)"),
+        Binding("S", "stop_run", "Stop run", show=False,
+                tooltip="Stop the engine at its next checkpoint, state saved (asks first)"),
         Binding("f5", "refresh", "Refresh", show=False, tooltip="Read the database now"),
     ]
 
@@ -66,6 +71,7 @@ class EvoApp(SyncMixin, App[int]):
         self.engine_dead_on_exit = False
         self._resume_proc = None
         self._init_sync()
+        self._init_operator()
 
     def on_mount(self) -> None:
         self.start_sync(self.watch_files)
@@ -97,6 +103,7 @@ class EvoApp(SyncMixin, App[int]):
 
     def on_command_sent(self, message: CommandSent) -> None:
         # A poll may already have read the row (even acknowledged): never put it back to pending.
+        self.command_written(message.verb)
         self.state.commands.setdefault(message.cid, {"id": message.cid, "verb": message.verb, "status": "pending",
                                                      "arg_json": json.dumps(message.arg), "result": None})
         self.notify(f"{_describe(message.verb, message.arg)}: sent, waiting for the engine",
@@ -126,12 +133,14 @@ class EvoApp(SyncMixin, App[int]):
     def action_refresh(self) -> None:
         self.request_poll(force=True)
 
+    def action_auto_promote(self) -> None:
+        self.request_auto_promote()
+
     def action_toggle_pause(self) -> None:
-        paused = self.state.run.get("status") == "paused" or bool(self.state.run.get("paused"))
-        self.send_command("resume" if paused else "pause")
+        self.request_pause()
 
     def action_stop_run(self) -> None:
-        self.send_command("stop")
+        self.request_stop()
 
     def action_resume_engine(self) -> None:
         if self._resuming():
@@ -148,6 +157,8 @@ class EvoApp(SyncMixin, App[int]):
         return proc is not None and getattr(proc, "poll", lambda: None)() is None and self.health.resumable
 
     def check_action(self, action: str, parameters: tuple) -> bool | None:
+        if isinstance(self.screen, ModalScreen) and action not in ("focus_next", "focus_previous"):
+            return False  # a dialog has the keyboard: typed text never reaches the app's keys
         if action == "resume_engine":
             return self.health.resumable
         return True
@@ -185,7 +196,18 @@ class EvoApp(SyncMixin, App[int]):
             namespace = screen if binding in getattr(screen, "BINDINGS", []) else self
             yield SystemCommand(binding.description, binding.tooltip or f"key: {binding.key}",
                                 partial(self.run_action, binding.action, namespace))
+        yield from self._decision_commands()
         yield from super().get_system_commands(screen)
+
+    def _decision_commands(self) -> Iterable[SystemCommand]:
+        """Approve and veto each waiting intervention, from any screen (the same checks as a and v)."""
+        for r in self.state.interventions:
+            what = f"#{r['id']}: {r.get('title') or ''}"
+            if r["status"] in ("passed", "inconclusive"):
+                yield SystemCommand(f"Approve {what}", f"{r['status']}; built on v{r.get('parent_version')}",
+                                    partial(self.request_approve, r["id"], r["status"] == "inconclusive"))
+            if r["status"] in VETOABLE:
+                yield SystemCommand(f"Veto {what}", "asks for the reason", partial(self.request_veto, r["id"]))
 
 
 def _describe(verb: str, arg: dict) -> str:

@@ -23,60 +23,70 @@ SHELL_BUSY_S = 10.0
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="evotui", description="Co-evolve an LLM policy and its RL harness.")
+    p = argparse.ArgumentParser(
+        prog="evotui", description="Co-evolve an LLM policy and its RL harness. Bare `evotui` starts a new "
+        "run (supervised) in a background process and opens the TUI on it; `evotui run --help` lists the "
+        "options it takes.")
     sub = p.add_subparsers(dest="cmd")
     r = sub.add_parser("run", help="start (or resume) a run")
     r.add_argument("--headless", action="store_true", help="run in the foreground without the TUI")
-    r.add_argument("--steps", type=int)
-    r.add_argument("--config", help="TOML config file")
+    r.add_argument("--steps", type=int, help="training steps of the run (config key steps)")
+    r.add_argument("--config", help="TOML config file (see README, Configuration)")
     r.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
                    help="override a config value (repeatable), e.g. --set train.group_size=8")
     r.add_argument("--run-dir", help="where the run lives (default: a new folder under $EVOTUI_HOME/runs)")
-    r.add_argument("--seed", type=int)
+    r.add_argument("--seed", type=int, help="the run's seed (config key seed)")
     r.add_argument("--resume", metavar="RUN_DIR", help="continue a stopped or crashed run")
     mode = r.add_mutually_exclusive_group()
     mode.add_argument("--auto-promote", action="store_true", help="promote passed interventions automatically")
     mode.add_argument("--supervised", action="store_true", help="hold passed interventions for the operator")
-    r.add_argument("--quiet", action="store_true")
+    r.add_argument("--quiet", action="store_true", help="no progress bar or per-step lines")
     _profile_arg(r)
     o = sub.add_parser("open", help="open a run in the TUI")
-    o.add_argument("run_dir")
+    o.add_argument("run_dir", help="the run directory (running, stopped or finished)")
     sub.add_parser("runs", help="list runs")
     for verb in ("approve", "veto"):
-        c = sub.add_parser(verb, help=f"{verb} an intervention of a run")
-        c.add_argument("run_dir")
-        c.add_argument("id", type=int)
+        c = sub.add_parser(verb, help=f"{verb} an intervention of a run (checked at once, applied by the "
+                           "engine between two steps)")
+        c.add_argument("run_dir", help="the run directory")
+        c.add_argument("id", type=int, help="the intervention's number (evotui open RUN_DIR, screen 4)")
         if verb == "veto":
-            c.add_argument("--reason", default="vetoed from the shell")
+            c.add_argument("--reason", required=True, help="why (required; recorded with the intervention)")
         else:
             c.add_argument("--inconclusive", action="store_true",
                            help="approve an inconclusive candidate (its interval does not clear min_gain)")
-    for verb in ("pause", "resume", "stop"):
-        c = sub.add_parser(verb, help=f"{verb} a running engine")
-        c.add_argument("run_dir")
+            c.add_argument("--rebase", action="store_true",
+                           help="for a candidate built on an older harness version: re-apply its change onto "
+                           "the active version and backtest it again before promoting it")
+    for verb, what in (("pause", "pause a running engine at its next checkpoint"),
+                       ("resume", "resume a paused engine"),
+                       ("stop", "stop a running engine at its next checkpoint (state saved; --resume goes on)")):
+        c = sub.add_parser(verb, help=what)
+        c.add_argument("run_dir", help="the run directory")
     s = sub.add_parser("skills", help="the skill library")
-    s.add_argument("action", choices=["list", "show", "export", "import"])
+    s.add_argument("action", choices=["list", "show", "export", "import"], help="what to do with the library")
     s.add_argument("args", nargs="*", help="show: RUN NAME; list: [RUN]; export: RUN PATH; import: RUN PATH")
     cmp_ = sub.add_parser("compare", help="static and expert harnesses, with and without co-evolution, and a "
                           "budget-matched control, over several seeds")
-    cmp_.add_argument("--config")
-    cmp_.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE")
-    cmp_.add_argument("--steps", type=int)
+    cmp_.add_argument("--config", help="TOML config file shared by every arm")
+    cmp_.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
+                      help="override a config value of every arm (repeatable)")
+    cmp_.add_argument("--steps", type=int, help="training steps of each run")
     cmp_.add_argument("--seeds", default="0,1,2", help="comma-separated seeds (default 0,1,2)")
     cmp_.add_argument("--out", help="folder for the arms' runs and the report (default under $EVOTUI_HOME)")
     cmp_.add_argument("--jobs", type=int, default=1,
                       help="runs as parallel processes; with several GPUs visible, each run pinned to one")
     cmp_.add_argument("--arms", help="comma-separated arms to run (default: all of static, static-expert, "
                       "coevolve, coevolve-expert, control)")
-    cmp_.add_argument("--quiet", action="store_true")
+    cmp_.add_argument("--quiet", action="store_true", help="no per-step lines")
     _profile_arg(cmp_)
     rep = sub.add_parser("report", help="write a Markdown report with plots for runs")
     rep.add_argument("runs", nargs="+", help="run directories, or a compare folder")
     rep.add_argument("--out", help="report folder (default: REPORT next to the first run)")
     sub.add_parser("doctor", help="which fast paths are active and why not the others")
     b = sub.add_parser("bench", help="speed benchmarks against baselines (prints a table)")
-    b.add_argument("--quick", action="store_true")
-    b.add_argument("rest", nargs=argparse.REMAINDER)
+    b.add_argument("--quick", action="store_true", help="small sizes, a quick look")
+    b.add_argument("rest", nargs=argparse.REMAINDER, help="options passed on to the benchmark")
     return p
 
 
@@ -234,25 +244,25 @@ def _runs() -> int:
 
 
 def _command(args) -> int:
+    """approve / veto / pause / resume / stop: checked now, as the TUI checks them
+    (`backend.commands.check`), then queued for the engine."""
+    from backend.commands import check
     from backend.store import Store
 
     store = Store.open(_run_dir(args.run_dir), create=False, busy_s=SHELL_BUSY_S)
-    if args.cmd in ("approve", "veto"):
-        row = store.get("interventions", args.id)
-        if row is None:
-            raise UsageError(f"run has no intervention {args.id}")
-        arg = {"id": args.id}
-        if args.cmd == "veto":
-            arg["reason"] = args.reason
-        elif row["status"] == "inconclusive" and not args.inconclusive:
-            raise UsageError(f"intervention {args.id} is inconclusive ({row['reason'] or 'no clear gain'}); "
-                             "pass --inconclusive to approve it anyway")
-        elif args.inconclusive:
-            arg["inconclusive"] = True
+    try:
+        arg: dict = {}
+        row = None
+        if args.cmd in ("approve", "veto"):
+            row = store.get("interventions", args.id)
+            arg = {"id": args.id, "reason": args.reason} if args.cmd == "veto" else \
+                {"id": args.id, "inconclusive": args.inconclusive, "rebase": args.rebase}
+        arg = check(args.cmd, arg, store.run(), row)  # CommandRefused: one line, exit 2
         cid = store.send_command(args.cmd, arg, source="cli")
-    else:
-        cid = store.send_command(args.cmd, {}, source="cli")
-    print(f"command {cid} queued: {args.cmd}; the engine applies it at the next step boundary")
+    finally:
+        store.close()
+    when = "at its next checkpoint" if args.cmd in ("pause", "stop") else "between two steps"
+    print(f"command {cid} queued: {args.cmd}; the engine applies it {when}")
     return 0
 
 

@@ -2,7 +2,8 @@
 
 import pytest
 
-from backend.evolve import after_eval, apply_command, promote, run_round
+from backend.dispatch import Control, apply_one
+from backend.evolve import after_eval, promote, run_round
 from backend.store import loads
 from synthetic_run import add_eval, build_run, context, make_probe, outcomes
 
@@ -16,6 +17,11 @@ def run(tmp_path):
     out = run_round(ctx)
     yield s, ctx, out
     s.close()
+
+
+def apply_command(ctx, cmd):
+    """The engine's one dispatcher, applying (and acknowledging) one command."""
+    return apply_one(Control(ctx.store), cmd, ctx)
 
 
 def _cmd(store, verb, **arg):
@@ -57,9 +63,10 @@ def test_bad_and_foreign_commands(run):
     store, ctx, out = run
     assert apply_command(ctx, _cmd(store, "approve", id=999)) == ("rejected", "no intervention #999")
     assert apply_command(ctx, _cmd(store, "approve"))[0] == "rejected"
+    assert apply_command(ctx, _cmd(store, "launch"))[0] == "rejected"
     pause = _cmd(store, "pause")
-    assert apply_command(ctx, pause) == ("rejected", "unknown verb")
-    assert store.get("commands", pause["id"])["status"] == "pending"  # left for the loop
+    assert apply_command(ctx, pause) == ("applied", "paused")
+    assert store.get("commands", pause["id"])["status"] == "applied" and store.run()["paused"] == 1
 
 
 def test_auto_promote_on_promotes_the_best_waiting_candidate(run):
@@ -68,7 +75,8 @@ def test_auto_promote_on_promotes_the_best_waiting_candidate(run):
     assert status == "applied" and "promoted harness v2" in result
     assert store.run()["auto_promote"] == 1
     assert store.get("harness_versions", 2)["intervention_id"] == _lenient(store)["id"]
-    assert apply_command(ctx, _cmd(store, "auto_promote", value="off"))[0] == "applied"
+    assert apply_command(ctx, _cmd(store, "auto_promote", value="off"))[0] == "rejected"  # intent is explicit
+    assert apply_command(ctx, _cmd(store, "auto_promote", on=False))[0] == "applied"
     assert store.run()["auto_promote"] == 0
 
 

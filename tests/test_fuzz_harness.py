@@ -402,6 +402,7 @@ def test_fuzzed_candidates_are_refused_or_contained(run):
 def test_engine_propose_edit_commands_end_failed_with_the_harness_unchanged(run, monkeypatch):
     """The engine's own command path (a hand edit from the TUI) over a sample of the fuzz."""
     from backend import evolve_hooks
+    from backend.dispatch import Control
     from backend.loop import Engine
 
     store, run_dir, decoys = run
@@ -413,7 +414,7 @@ def test_engine_propose_edit_commands_end_failed_with_the_harness_unchanged(run,
     probe = make_probe()
     monkeypatch.setattr(evolve_hooks, "probe", lambda engine, h, n, step: probe(h, n))
     engine = Engine.__new__(Engine)  # the command handling only: no model
-    engine.store, engine.run_dir, engine.quiet, engine.stop_requested = store, run_dir, True, False
+    engine.store, engine.run_dir, engine.quiet, engine.control = store, run_dir, True, Control(store)
     engine.cfg = _ctx(store).cfg
     engine.harness_version = store.run()["harness_version"]
     engine.harness = Harness.from_code(store.get("harness_versions", engine.harness_version)["code"])

@@ -6,7 +6,7 @@ kills or poisons the process it runs in cannot take the test run with it, and th
 can be watched. On a fresh copy of a real synthetic run database, with a sentinel file in the
 run dir, a decoy HOME holding a secret and a decoy secret in the environment, the engine
 records the candidate (`interventions.record`), backtests it (`backtest.backtest`: replay or
-probe), approves it through the gate when it passed (`apply_command`), reloads the active
+probe), approves it through the engine's dispatcher when it passed (`apply_one`), reloads the active
 harness and scores a synthetic training batch under it for four steps (`score_batch`), scores
 the same batch under a fresh default harness and, for a promoted candidate, replays the
 promoted code alone over the batch. A candidate refused before any of its code ran skips the
@@ -49,9 +49,9 @@ from pathlib import Path
 import pytest
 
 from backend.config import RunConfig, to_toml
+from backend.dispatch import Control, apply_one
 from backend.envs.base import Task, Verdict
 from backend.envs.math import answers_match, extract_lenient
-from backend.evolve import apply_command
 from backend.evolve import interventions as iv
 from backend.evolve.backtest import backtest
 from backend.evolve.replay import replay
@@ -252,7 +252,7 @@ def run_engine(report: dict, run_dir: Path, code: str) -> None:
         report["after_backtest"] = [store.run()["harness_version"], store.count("harness_versions")]
         if store.get("interventions", iid)["status"] == "passed":
             cid = store.send_command("approve", {"id": iid}, source="test")
-            report["approve"] = list(apply_command(ctx, store.get("commands", cid)))
+            report["approve"] = list(apply_one(Control(store), store.get("commands", cid), ctx))
         write_harness_file(run_dir, store)
         report["steps"] = train(store)
         report["default_after"] = default_scores()

@@ -12,6 +12,7 @@ from backend.store import Store
 from evotui.components.engine_banner import EngineBanner
 from evotui.components.help_screen import HelpScreen
 from evotui.components.intervention_detail import InterventionDetail
+from evotui.components.confirm_modal import ConfirmModal, RefusedModal
 from evotui.components.quit_modal import QuitModal
 from evotui.components.veto_modal import VetoModal
 from evotui.messages import DataChanged
@@ -153,8 +154,10 @@ def test_approve_shows_pending_then_acknowledged(run_dir):
         app = make_app(run_dir)
         async with app.run_test(size=SIZE) as pilot:
             await press(pilot, "4", "a")
+            assert isinstance(app.screen, ConfirmModal) and commands(run_dir) == []  # asks first
+            await press(pilot, "tab", "enter")
             sent = commands(run_dir)
-            assert [(c["verb"], c["arg"], c["status"]) for c in sent] == [("approve", {"id": 3}, "pending")]
+            assert [(c["verb"], c["arg"], c["status"]) for c in sent] == [("approve", {"id": 3, "base": 2}, "pending")]
             detail = app.screen.query_one("#i-command")
             assert "pending" in str(detail.render())
             assert "⧗approve" in str(app.screen.query_one(DataTable).get_row("3")[1])
@@ -174,10 +177,11 @@ def test_an_inconclusive_candidate_is_approved_only_explicitly(run_dir):
             row = [str(c) for c in app.screen.query_one(DataTable).get_row("6")]
             assert row[1] == "inconclusive" and row[3] == "+0.031 [-0.019, +0.081]" and row[5] == "64"
             await press(pilot, "a")
-            assert commands(run_dir) == [] and any("Press A" in n.message for n in app._notifications)
-            await press(pilot, "A")
+            assert commands(run_dir) == [] and isinstance(app.screen, RefusedModal)
+            assert "approve it explicitly" in str(app.screen.query_one("#message").render())
+            await press(pilot, "escape", "A", "tab", "enter")
             assert [(c["verb"], c["arg"]) for c in commands(run_dir)] == [
-                ("approve", {"id": 6, "inconclusive": True})]
+                ("approve", {"id": 6, "base": 2, "inconclusive": True})]
             detail = str(app.screen.query_one("#i-backtests").render())
             assert "95% CI [-0.019, +0.081]" in detail and "n 64" in detail
     run(go())
@@ -206,11 +210,13 @@ def test_approve_refuses_what_has_not_passed_and_toggles_auto_promote(run_dir):
         app = make_app(run_dir)
         async with app.run_test(size=SIZE) as pilot:
             await press(pilot, "4", "down", "down", "down", "down", "down", "a")  # #1 is already promoted
-            assert commands(run_dir) == []
-            await press(pilot, "p")
+            assert commands(run_dir) == [] and isinstance(app.screen, RefusedModal)
+            await press(pilot, "escape", "p", "tab", "enter")
             assert [(c["verb"], c["arg"]) for c in commands(run_dir)] == [("auto_promote", {"on": True})]
             assert "change pending" in app.screen.query_one(DataTable).border_title
             await press(pilot, "P")
+            assert commands(run_dir)[-1]["verb"] == "auto_promote"  # not before it is confirmed
+            await press(pilot, "tab", "enter")
             assert commands(run_dir)[-1]["verb"] == "pause"
     run(go())
 

@@ -3,7 +3,7 @@
 The loop owns the policy; evolution reaches it only through `probe`, which
 generates a few groups under a given harness and returns rollout rows (the
 same columns as the `rollouts` table, `id` optional). `log(level, message)`
-writes an event.
+writes an event; `checkpoint(activity)` is where a round may be paused or stopped.
 """
 
 from __future__ import annotations
@@ -25,6 +25,9 @@ class EvolveContext:
     harness: Harness
     probe: Callable[[Harness, int], list[dict]] | None = None
     log: Callable[[str, str], None] = lambda level, message: None
+    checkpoint: Callable[[str], None] = lambda activity: None
+    """Say what the round is doing now ("round at step 5: backtesting 2/4") and let the engine honour
+    a pause or a stop there (between candidates); may raise the loop's StopRequested."""
     cache: dict = field(default_factory=dict)
     """Per-round memo (the incumbent's probe rollouts); the loop may pass a fresh context each round."""
 

@@ -248,3 +248,22 @@ class Edit:
         if self.op == "set":
             return set_definition(code, self.name, self.source)
         raise EditError(f"unknown edit op '{self.op}'")
+
+
+def reapply(base: str, changed: str, onto: str, name: str) -> str:
+    """Re-apply the single-factor change `base` -> `changed` (of top-level `name`) onto `onto`,
+    a newer version: a rebase. Refused when `onto` changed the same name too (which of the two
+    changes should win is the operator's call, not ours).
+
+    >>> reapply("A = 1\\nB = 1\\n", "A = 2\\nB = 1\\n", "A = 1\\nB = 3\\n", "A")
+    'A = 2\\nB = 3\\n'
+    """
+    before, after = definition(base, name), definition(changed, name)
+    if before is None and after is None:
+        raise EditError(f"'{name}' is not a definition that can be moved to another version")
+    if definition(onto, name) != before:
+        raise EditError(f"the newer version changed '{name}' too")
+    code = set_definition(onto, name, after or "")
+    if changed_names(onto, code) != [name]:
+        raise EditError(f"re-applied, the change no longer touches '{name}' alone")
+    return code

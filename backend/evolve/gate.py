@@ -1,7 +1,11 @@
 """The gate: operator decisions, promotion, rollback, and learning skills.
 
 Supervised mode holds passed candidates for the operator (approve / veto
-commands); auto-promote mode promotes the best passed candidate of a round.
+commands, applied by `backend/dispatch.py`); auto-promote mode promotes the
+best passed candidate of a round. A candidate is promoted only onto the
+version it was built on: one whose base is no longer active is rebased (its
+single change re-applied onto the active version, then backtested again) when
+the operator confirms it, or in auto mode, and never promoted as it stands.
 An `inconclusive` candidate is never auto-promoted; the operator may approve
 it only explicitly (the approve command carries `inconclusive: true`).
 
@@ -17,30 +21,42 @@ intervention into a skill card that stores that interval and the sample size.
 
 from __future__ import annotations
 
+
+from typing import TYPE_CHECKING
+
+from backend.commands import stale_base
 from backend.harness.loader import Harness, sha
-from backend.store import loads
-from backend.types import Intervention
+from backend.types import JSON, Intervention
 
 from . import interventions as iv
 from . import skills as sk
 from . import stats
 from .aggregate import failure_table
-from .edit import definition
+from .backtest import backtest
+from .edit import EditError, definition, reapply, unified_diff
 
 
-def _validation(store) -> dict:
+if TYPE_CHECKING:
+    from .context import EvolveContext
+    from backend.store import Store
+
+
+def _validation(store: Store) -> JSON:
     """The latest validation evaluation as {"id", "accuracy"} (empty when there is none)."""
     row = store.latest_eval("validation")
     return {"id": row["id"], "accuracy": row["accuracy"]} if row else {}
 
 
-def promote(ctx, intervention_id: int, reason: str) -> int:
+def promote(ctx: EvolveContext, intervention_id: int, reason: str) -> int:
     """Make a passed (or approved) candidate the active harness; returns the new version id."""
     store = ctx.store
     row = store.intervention(intervention_id)
     if row is None or row.status not in ("passed", "approved"):
         raise iv.LifecycleError(f"intervention #{intervention_id} is {row.status if row else 'missing'}; "
                                 "only passed candidates can be promoted")
+    drop = stale_base({"parent_version": row.parent_version}, store.run()["harness_version"])
+    if drop:  # promoting it as it stands would silently undo the newer promotions
+        raise iv.LifecycleError(f"intervention #{intervention_id} is {drop}; rebase it first")
     harness = Harness.from_code(row.code)  # raises HarnessError before anything is written
     replaced = store.run()["harness_version"]
     base = _validation(store)  # what the next validation evaluation judges the promotion against
@@ -51,29 +67,37 @@ def promote(ctx, intervention_id: int, reason: str) -> int:
     return vid
 
 
-def promote_best(ctx, ids: list[int] | None = None) -> int | None:
-    """Auto mode: promote the highest-scoring passed candidate (of `ids` when given)."""
+def promote_best(ctx: EvolveContext, ids: list[int] | None = None) -> int | None:
+    """Auto mode: promote the highest-scoring passed candidate (of `ids` when given). One built on
+    another version than the active one is rebased onto it and backtested again first."""
     for row in iv.passed(ctx.store):
-        if ids is None or row.id in ids:
-            return promote(ctx, row.id, f"auto-promoted (score {row.score or 0:+.3f})")
+        if ids is not None and row.id not in ids:
+            continue
+        if row.parent_version != ctx.harness_version:
+            if row.status != "passed" or rebase_onto_active(ctx, row.id, "auto mode")["verdict"] != "passed":
+                continue
+            row = iv.get(ctx.store, row.id)
+        return promote(ctx, row.id, f"auto-promoted (score {row.score or 0:+.3f})")
     return None
 
 
-def rollback(ctx, intervention_id: int, reason: str) -> dict:
+def rollback(ctx: EvolveContext, intervention_id: int, reason: str) -> JSON:
     """Return to the version a promotion replaced; record it. Returns the loop's instructions."""
     store = ctx.store
     row = iv.get(store, intervention_id)
     back_to = row.replaced_version or row.parent_version
+    back = store.harness_version(back_to) if back_to is not None else None
+    if back_to is None or back is None:
+        raise iv.LifecycleError(f"intervention #{intervention_id} has no harness version to roll back to")
     store.roll_back_version(row.child_version, back_to)
     iv.transition(store, intervention_id, "rolled_back", reason, version=back_to,
                   restore_policy_step=row.promoted_step)
-    back = store.harness_version(back_to)
     ctx.harness_version, ctx.harness = back_to, Harness.from_code(back["code"])
     ctx.log("warning", f"rolled back intervention #{intervention_id} to harness v{back_to}: {reason}")
     return {"rollback_to_harness": back_to, "restore_policy_step": row.promoted_step}
 
 
-def learn_skill(ctx, row: Intervention, gain: stats.Effect) -> str | None:
+def learn_skill(ctx: EvolveContext, row: Intervention, gain: stats.Effect) -> str | None:
     """Turn a promoted intervention whose validation gain has its 95% interval above zero
     into a skill card (or credit the cards that shaped it). Returns the card's name, or None
     when the evidence does not show a gain."""
@@ -111,14 +135,14 @@ def learn_skill(ctx, row: Intervention, gain: stats.Effect) -> str | None:
     return name
 
 
-def validation_gain(store, baseline_eval_id: int | None, current: dict) -> stats.Effect | None:
+def validation_gain(store: Store, baseline_eval_id: int | None, current: JSON) -> stats.Effect | None:
     """Before vs after a promotion, paired over the validation problems both evaluations share."""
     before, after = store.eval_outcomes(baseline_eval_id), store.eval_outcomes(current.get("id"))
     a, b = stats.pair_up(before, after)
     return stats.paired_binary(a, b, metric="validation_accuracy") if a else None
 
 
-def after_eval(ctx, accuracy: float | None = None) -> dict | None:
+def after_eval(ctx: EvolveContext, accuracy: float | None = None) -> JSON | None:
     """Judge promotions made since the last evaluation against the latest validation evaluation.
     (`accuracy` is the loop's validation accuracy; the store's latest validation row is read for
     the paired comparison, and its accuracy is used when `accuracy` is not given.)"""
@@ -137,65 +161,74 @@ def after_eval(ctx, accuracy: float | None = None) -> dict | None:
         base = row.baseline_acc
         delta = None if base is None else accuracy - base
         gain = validation_gain(store, row.baseline_eval_id, current)
-        store.set_judged(row.id, ctx.step, current.get("id"), accuracy, delta, gain and sk.gain_evidence(gain))
+        store.set_judged(row.id, ctx.step, current.get("id"), accuracy, delta,
+                         sk.gain_evidence(gain) if gain is not None else None)
         active = store.run()["harness_version"] == row.child_version
         dropped = delta is not None and -delta > cfg.rollback_drop
         if (dropped or (gain is not None and gain.harmful)) and active and out is None:
             why = f"validation accuracy fell {base:.3f} -> {accuracy:.3f}" if base is not None else "validation fell"
-            why += f" (more than rollback_drop {cfg.rollback_drop})" if dropped else f" significantly ({gain.text()})"
+            why += f" (more than rollback_drop {cfg.rollback_drop})" if dropped or gain is None \
+                else f" significantly ({gain.text()})"
             out = rollback(ctx, row.id, why)
         elif gain is not None:
             learn_skill(ctx, iv.get(store, row.id), gain)
     return out
 
 
-def apply_command(ctx, cmd: dict) -> tuple[str, str]:
-    """Handle approve / veto / auto_promote from the commands table and acknowledge it.
-    Other verbs are left to the loop: ('rejected', 'unknown verb'), not acknowledged."""
-    verb = (cmd.get("verb") or "").strip().lower()
-    if verb not in ("approve", "veto", "auto_promote"):
-        return "rejected", "unknown verb"
-    arg = loads(cmd.get("arg_json"), {}) or {}
-    try:
-        status, result = _apply(ctx, verb, arg)
-    except Exception as e:  # a bad command is answered, never raised into the loop
-        status, result = "rejected", f"{type(e).__name__}: {e}" if not isinstance(e, ValueError) else str(e)
-    if cmd.get("id") is not None:
-        ctx.store.ack_command(cmd["id"], status, result)
-    return status, result
+def set_auto_promote(ctx: EvolveContext, on: bool) -> str:
+    """The operator's auto-promote setting (a column of `runs`, where the engine reads it); turned
+    on, it promotes the best candidate already waiting. Returns the acknowledgement."""
+    ctx.store.set_run(auto_promote=int(on))
+    vid = promote_best(ctx) if on else None
+    return f"auto-promote {'on' if on else 'off'}" + (f"; promoted harness v{vid}" if vid else "")
 
 
-def _intervention_id(arg: dict) -> int:
-    raw = arg.get("id", arg.get("intervention_id", arg.get("arg")))
-    try:
-        return int(str(raw).lstrip("#"))
-    except (TypeError, ValueError):
-        raise ValueError(f"expected an intervention id, got {raw!r}") from None
+def veto(ctx: EvolveContext, intervention_id: int, reason: str) -> str:
+    iv.transition(ctx.store, intervention_id, "vetoed", reason, by="operator")
+    return f"vetoed #{intervention_id}: {reason}"
 
 
-def _apply(ctx, verb: str, arg: dict) -> tuple[str, str]:
+def approve(ctx: EvolveContext, intervention_id: int, rebase: bool = False,
+            inconclusive: bool = False) -> tuple[str, str]:
+    """The operator's approval (already checked by `backend.commands.check`): promote the candidate,
+    after re-applying its change onto the active version when `rebase` is set and it is built on
+    another. Returns (status, result) for the command's acknowledgement."""
     store = ctx.store
-    if verb == "auto_promote":
-        raw = arg.get("on", arg.get("value", arg.get("enabled", arg.get("arg"))))
-        on = raw if isinstance(raw, bool) else str(raw).strip().lower() in ("on", "true", "1", "yes")
-        store.set_run(auto_promote=int(on))
-        vid = promote_best(ctx) if on else None
-        return "applied", f"auto-promote {'on' if on else 'off'}" + (f"; promoted harness v{vid}" if vid else "")
-    iid = _intervention_id(arg)
-    row = store.get("interventions", iid)
-    if row is None:
-        return "rejected", f"no intervention #{iid}"
-    if verb == "veto":
-        reason = (arg.get("reason") or "").strip() or "vetoed by the operator"
-        iv.transition(store, iid, "vetoed", reason, by=arg.get("by", "operator"))
-        return "applied", f"vetoed #{iid}: {reason}"
-    explicit = bool(arg.get("inconclusive"))
-    if row["status"] == "inconclusive" and not explicit:
-        return "rejected", (f"intervention #{iid} is inconclusive ({row['reason'] or 'no clear gain'}); approve it "
-                            "explicitly (evotui approve RUN ID --inconclusive, or A in the TUI)")
-    if row["status"] not in ("passed", "inconclusive"):
-        return "rejected", f"intervention #{iid} is {row['status']}; only passed candidates can be approved"
-    why = "approved by the operator" + (" despite inconclusive evidence" if row["status"] == "inconclusive" else "")
-    iv.transition(store, iid, "approved", arg.get("reason") or why)
-    vid = promote(ctx, iid, why)
-    return "applied", f"promoted #{iid} as harness v{vid}"
+    row = iv.get(store, intervention_id)
+    note = ""
+    if rebase and row.parent_version != ctx.harness_version:
+        res = rebase_onto_active(ctx, intervention_id, "rebase confirmed by the operator")
+        note = f"rebased onto v{ctx.harness_version}, backtest {res['verdict']}; "
+        if res["verdict"] == "failed" or (res["verdict"] == "inconclusive" and not inconclusive):
+            return "rejected", f"#{intervention_id} {note}not promoted: {res['reason']}"
+        row = iv.get(store, intervention_id)
+    why = "approved by the operator" + (" despite inconclusive evidence" if row.status == "inconclusive" else "")
+    iv.transition(store, intervention_id, "approved", why)
+    vid = promote(ctx, intervention_id, why)
+    return "applied", f"{note}promoted #{intervention_id} as harness v{vid}"
+
+
+def rebase_onto_active(ctx: EvolveContext, intervention_id: int, why: str) -> JSON:
+    """Re-apply a candidate's single factor onto the active harness and backtest it again, in place
+    (same id, its history says so). A change that does not apply cleanly (the active version changed
+    the same name) fails with the reason. Returns the backtest result."""
+    store = ctx.store
+    row = iv.get(store, intervention_id)
+    names = row.names
+    base = store.harness_version(row.parent_version) if row.parent_version is not None else None
+    onto = ctx.harness_version
+    try:
+        if len(names) != 1 or base is None:
+            raise EditError(f"its change ({', '.join(names) or 'unknown'}) is not one recorded name")
+        code = reapply(base["code"], row.code, ctx.harness.code, names[0])
+    except EditError as e:
+        reason = f"rebase from v{row.parent_version} onto v{onto} failed: {e}"
+        iv.transition(store, intervention_id, "failed", reason)
+        ctx.log("warning", f"intervention #{intervention_id}: {reason}")
+        return {"id": intervention_id, "verdict": "failed", "reason": reason, "score": 0.0}
+    store.rebase_intervention(intervention_id, code, onto,
+                              unified_diff(ctx.harness.code, code, f"a/harness_v{onto}.py", "b/candidate.py"))
+    iv.set_params(store, intervention_id, rebased=[*row.params.get("rebased", []),
+                                                   {"from": row.parent_version, "onto": onto, "why": why}])
+    ctx.log("info", f"intervention #{intervention_id} rebased from v{row.parent_version} onto v{onto} ({why})")
+    return backtest(ctx, [intervention_id])[0]

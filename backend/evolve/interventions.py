@@ -6,6 +6,10 @@
                  |-> inconclusive -> approved (only explicitly) | vetoed
                  \\-> failed
 
+A passed or inconclusive candidate whose base is no longer the active version
+goes back to `backtesting` when it is rebased (`gate.rebase_onto_active`), or
+to `failed` when its change does not apply to the active version.
+
 `inconclusive`: the backtest found no harm, but the effect's 95% interval
 does not clear `evolve.min_gain` (see `stats.decide`). It is not `failed`:
 the operator sees it, and may approve it, but only explicitly
@@ -33,8 +37,8 @@ from .edit import EditError, changed_names, unified_diff
 TRANSITIONS = {
     "proposed": {"backtesting", "failed", "vetoed"},
     "backtesting": {"passed", "inconclusive", "failed"},
-    "passed": {"approved", "vetoed", "promoted", "failed"},
-    "inconclusive": {"approved", "vetoed"},
+    "passed": {"approved", "vetoed", "promoted", "failed", "backtesting"},
+    "inconclusive": {"approved", "vetoed", "failed", "backtesting"},
     "approved": {"promoted", "failed"},
     "promoted": {"rolled_back"},
     "failed": set(), "vetoed": set(), "rolled_back": set(),

@@ -82,6 +82,7 @@ def _round(ctx, summary: dict) -> None:
     rid = store.add_round(ctx.step, ctx.harness_version, table, metrics)
     summary["round_id"] = rid
     rules = Rules(ctx)
+    ctx.checkpoint(f"round at step {ctx.step}: proposing")
     cands = rules.screen(propose_all(ctx, table, metrics, steps, rules))
     summary["skipped"] = rules.skipped
     for s in rules.skipped:
@@ -92,7 +93,10 @@ def _round(ctx, summary: dict) -> None:
             sk.bump(store, c.skills, uses=1)
     summary["proposed"] = ids
     todo = [i for i in ids if iv.get(store, i).status == "proposed"]
-    results = backtest(ctx, todo)
+    results = []
+    for k, iid in enumerate(todo, 1):  # one at a time: a pause or stop is honoured between candidates
+        ctx.checkpoint(f"round at step {ctx.step}: backtesting {k}/{len(todo)}")
+        results += backtest(ctx, [iid])
     summary["passed"] = [r["id"] for r in results if r["verdict"] == "passed"]
     summary["inconclusive"] = [r["id"] for r in results if r["verdict"] == "inconclusive"]
     summary["failed"] = [i for i in ids if i not in summary["passed"] and i not in summary["inconclusive"]]

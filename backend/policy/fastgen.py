@@ -320,8 +320,9 @@ class FastEngine:
         h = F.rms_norm(x[:, -1], (s.hidden,), self.norm, s.eps)
         return F.linear(h, self.head)
 
-    def _step_triton(self, ws: Workspace, mode: str):
-        """The decode step with fused Triton kernels: no mask, no buckets (each row reads [pad, col])."""
+    def _logits_triton(self, ws: Workspace):
+        """Next-token logits (B, V) for `ws.tok` at cache column `ws.col`, with the fused Triton kernels:
+        no mask, no buckets (each row reads [pad, col])."""
         from backend.policy import fastattn as fa
 
         s = self.spec
@@ -338,7 +339,13 @@ class FastEngine:
             act = torch.empty(B, s.inter, dtype=self.dtype, device=self.device)
             fa.silu_mul(F.linear(fa.rmsnorm(x, L["ln2"], s.eps), L["gu"]), act, s.inter)
             x.addmm_(act, L["down"].t())
-        logits = F.linear(fa.rmsnorm(x, self.norm, s.eps), self.head)  # (B, V)
+        return F.linear(fa.rmsnorm(x, self.norm, s.eps), self.head)  # (B, V)
+
+    def _step_triton(self, ws: Workspace, mode: str):
+        """The decode step with the Triton kernels: logits, then sampling and recording."""
+        from backend.policy import fastattn as fa
+
+        logits = self._logits_triton(ws)
         if self.sampler == "triton" and mode != "top_p":
             fa.sample_and_record(logits, ws, self._eos, self.pad_id, greedy=mode == "greedy")
             ws.ci += 1
@@ -349,6 +356,16 @@ class FastEngine:
         """One decode step for every row of `ws`; all state stays on the device."""
         if self.kernels == "triton":
             return self._step_triton(ws, mode)
+        tok, lp = self._sample(self._logits_torch(ws, bucket), ws.temp, ws.top_p, mode)
+        self._record(ws, tok, lp)
+
+    def _decode_logits(self, ws: Workspace, bucket: int):
+        """Next-token logits (B, V) of one decode step with this engine's kernels (nothing sampled)."""
+        return self._logits_triton(ws) if self.kernels == "triton" else self._logits_torch(ws, bucket)
+
+    def _logits_torch(self, ws: Workspace, bucket: int):
+        """Next-token logits (B, V) for `ws.tok` at cache column `ws.col`, with torch kernels
+        (SDPA over the cache up to `bucket` columns)."""
         s = self.spec
         B, G = ws.B, s.heads // s.kv_heads
         x = F.embedding(ws.tok, self.embed)  # (B, H)
@@ -366,9 +383,7 @@ class FastEngine:
                                                attn_mask=bias)  # (B, Hkv, G, D)
             x.addmm_(a.reshape(B, -1), L["o"].t())
             x = self._mlp(L, x)
-        logits = F.linear(F.rms_norm(x, (s.hidden,), self.norm, s.eps), self.head)
-        tok, lp = self._sample(logits, ws.temp, ws.top_p, mode)
-        self._record(ws, tok, lp)
+        return F.linear(F.rms_norm(x, (s.hidden,), self.norm, s.eps), self.head)
 
     def _record(self, ws: Workspace, tok, lp):
         tok = torch.where(ws.done, self.pad_id, tok)
@@ -435,7 +450,8 @@ class FastEngine:
             out.extend(self._generate(prompts[i:i + cap], max_new_tokens, temperature, top_p, stop_at_eos))
         return out
 
-    def _generate(self, prompts, max_new, temperature, top_p, stop_at_eos) -> list[Generation]:
+    def _load_prompts(self, prompts, max_new: int) -> tuple[Workspace, torch.Tensor, torch.Tensor]:
+        """A workspace for `prompts` + `max_new` tokens, and the left-padded (ids (B, P), pad (B,))."""
         n, P = len(prompts), max(len(p) for p in prompts)
         B = _round_batch(n)
         if P + max_new > len(self.freqs):
@@ -450,34 +466,80 @@ class FastEngine:
             ids[r, P - len(p):] = torch.tensor(p, dtype=torch.long)
             pad[r] = P - len(p)
         ids, pad = ids.to(self.device), pad.to(self.device)
-        mode = "greedy" if temperature <= 0 else ("top_p" if top_p < 1.0 else "sample")
         ws.pad.copy_(pad)
+        ws.i.zero_()
+        return ws, ids, pad
+
+    def _prefill_rows(self, ws: Workspace, ids, pad):
+        """Prefill every row, in row chunks (bounds the (b, 1, P, P) mask and the (b, P, I)
+        activations); yields (rows, last-position logits (b, V)) per chunk."""
+        B, P = ids.shape
+        chunk = max(1, min((1 << 15) // P, (1 << 26) // (P * P)))
+        for r0 in range(0, B, chunk):
+            rows = slice(r0, min(B, r0 + chunk))
+            yield rows, self._prefill(ws, ids[rows], pad[rows], rows)
+
+    def _generate(self, prompts, max_new, temperature, top_p, stop_at_eos) -> list[Generation]:
+        n, P = len(prompts), max(len(p) for p in prompts)
+        ws, ids, pad = self._load_prompts(prompts, max_new)
+        B = ws.B
+        mode = "greedy" if temperature <= 0 else ("top_p" if top_p < 1.0 else "sample")
         ws.done.zero_()
         ws.done[n:] = True  # padding rows
         ws.stop.fill_(bool(stop_at_eos))
         ws.seed.fill_(int(torch.randint(0, 2**31 - 1, (1,))))
         ws.temp.fill_(max(temperature, 1e-6))
         ws.top_p.fill_(top_p)
-        ws.i.zero_()
-        # Prefill in row chunks: bounds the (b, 1, P, P) mask and the (b, P, I) activations.
-        chunk = max(1, min((1 << 15) // P, (1 << 26) // (P * P)))
         tok0 = torch.empty(B, dtype=torch.long, device=self.device)
         lp0 = torch.empty(B, dtype=torch.float32, device=self.device)
-        for r0 in range(0, B, chunk):
-            rows = slice(r0, min(B, r0 + chunk))
-            logits = self._prefill(ws, ids[rows], pad[rows], rows)
+        for rows, logits in self._prefill_rows(ws, ids, pad):
             tok0[rows], lp0[rows] = sample(logits, ws.temp, ws.top_p, mode)
         ws.col.fill_(P - 1)  # _record advances it to P, the first decode column
         self._record(ws, tok0, lp0)
         steps = 1
         for k in range(max_new - 1):
-            col = P + k
-            bucket = ws.T if self.kernels == "triton" else min(ws.T, (col // BUCKET + 1) * BUCKET)
+            bucket = self._bucket(ws, P + k)
             self._run_step(ws, bucket, mode)
             steps += 1
             if stop_at_eos and steps % 16 == 0 and bool(ws.done[:n].all()):
                 break
         return self._collect(ws, n, steps, stop_at_eos)
+
+    def _bucket(self, ws: Workspace, col: int) -> int:
+        """Cache columns the torch kernels attend over at decode column `col` (Triton reads all)."""
+        return ws.T if self.kernels == "triton" else min(ws.T, (col // BUCKET + 1) * BUCKET)
+
+    @torch.no_grad()
+    def teacher_forced_logprobs(self, prompts: list[list[int]], continuations: list[list[int]]) -> torch.Tensor:
+        """(n, T, V) float32 log-softmax of this engine's next-token logits along given sequences.
+
+        Position t is the distribution the engine samples the continuation's token t from (at
+        temperature 1), with the continuation's earlier tokens fed in rather than sampled: the same
+        prefill and decode kernels as `generate`, run eagerly (a CUDA graph replays these kernels).
+        backend/policy/distcheck.py compares it with the policy's HF forward. All continuations
+        have one length T.
+        """
+        T = len(continuations[0])
+        if T == 0 or any(len(c) != T for c in continuations) or len(continuations) != len(prompts):
+            raise ValueError("teacher forcing needs one non-empty continuation of one length per prompt")
+        if self._fingerprint() != self._fp:
+            self.refresh()
+        n, P = len(prompts), max(len(p) for p in prompts)
+        ws, ids, pad = self._load_prompts(prompts, T)
+        feed = torch.full((ws.B, T), self.pad_id, dtype=torch.long)
+        feed[:n] = torch.tensor(continuations, dtype=torch.long)
+        feed = feed.to(self.device)
+        out = torch.empty(n, T, self.head.shape[0], dtype=torch.float32, device=self.device)
+        for rows, logits in self._prefill_rows(ws, ids, pad):
+            keep = slice(rows.start, min(rows.stop, n))
+            if keep.start < n:
+                out[keep, 0] = logits[:keep.stop - keep.start].float().log_softmax(-1)
+        ws.col.fill_(P)
+        for t in range(1, T):
+            ws.tok.copy_(feed[:, t - 1])  # the token at column P + t - 1, fed instead of sampled
+            out[:, t] = self._decode_logits(ws, self._bucket(ws, P + t - 1))[:n].float().log_softmax(-1)
+            ws.col += 1
+        return out
 
     def _collect(self, ws: Workspace, n: int, steps: int, stop_at_eos: bool) -> list[Generation]:
         toks = ws.out_tok[:n, :steps].tolist()

@@ -69,6 +69,11 @@ class EvolutionRecords(Queries):
             self.update("interventions", iid, {"status": status, "reason": reason, "updated_at": now(),
                                                "history_json": dumps(history)})
 
+    def rebase_intervention(self, iid: int, code: str, parent_version: int, diff: str) -> None:
+        """A candidate's change re-applied onto another harness version (same id, new code and base)."""
+        with self.tx():
+            self.update("interventions", iid, {"code": code, "parent_version": parent_version, "diff": diff})
+
     def set_intervention_params(self, iid: int, params: dict[str, Any]) -> None:
         with self.tx():
             self.update("interventions", iid, {"params_json": dumps(params)})

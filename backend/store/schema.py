@@ -193,6 +193,14 @@ def m004_rollout_advantages(db: Database) -> None:
     db.table("rollouts").add_column("kept", int)
 
 
+@MIGRATIONS(name="m005_run_activity")
+def m005_run_activity(db: Database) -> None:
+    """runs: `activity`, what the engine is doing now ("held-out eval 12/32", "round at step 5:
+    backtesting 2/4", "stopping…"), written at its checkpoints and shown in the TUI's header.
+    NULL when it reports nothing (an older engine, or between checkpoints)."""
+    db.table("runs").add_column("activity", str)
+
+
 @MIGRATIONS(name="m006_intervention_watch")
 def m006_intervention_watch(db: Database) -> None:
     """interventions: the post-promotion watch as columns (the gate decides on it; it lived in

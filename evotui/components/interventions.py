@@ -18,7 +18,6 @@ from evotui.components.run_screen import RunScreen
 from evotui.messages import InterventionDetailFetched
 
 QUEUE_ORDER = {"passed": 0, "inconclusive": 1, "backtesting": 2, "proposed": 3}
-VETOABLE = {"proposed", "backtesting", "passed", "inconclusive"}
 
 
 def queue_first(rows: list[dict]) -> list[dict]:
@@ -45,7 +44,7 @@ class InterventionsScreen(RunScreen):
         Binding("A", "approve_inconclusive", "Approve inconclusive", show=False,
                 tooltip="Approve the selected inconclusive intervention anyway (its interval misses min_gain)"),
         Binding("v", "veto", "Veto", tooltip="Veto the selected intervention (asks for a reason)"),
-        Binding("p", "auto_promote", "Auto-promote", tooltip="Toggle promoting passed candidates automatically"),
+        Binding("p", "app.auto_promote", "Auto-promote", tooltip="Turn auto-promote on or off (asks first)"),
         Binding("d", "diff", "Diff", tooltip="Scroll the detail to the harness diff"),
     ]
 
@@ -74,7 +73,7 @@ class InterventionsScreen(RunScreen):
         if "commands" in changed and self.selected is not None:
             self.query_one(InterventionDetail).show_commands(self._commands(self.selected))
         mode = "on" if self.app.state.run.get("auto_promote") else "off"
-        pending = self.app.state.pending_for("auto_promote")
+        pending = self.app.state.pending_for("auto_promote") and self.app.intended_auto_promote() != (mode == "on")
         self.query_one(DataTable).border_title = (
             f"queue · history   auto-promote {mode}" + (" (change pending…)" if pending else ""))
 
@@ -121,53 +120,17 @@ class InterventionsScreen(RunScreen):
         self.query_one(InterventionDetail).show(d, self._commands(d["id"]))
 
     # ------------------------------------------------------------ actions
-    def _current(self) -> dict | None:
-        return next((r for r in self.app.state.interventions if r["id"] == self.selected), None)
-
+    # The checks, confirmations and refusals live in one place for every screen and the
+    # palette (evotui/components/operator.py); the keys here name the selected row.
     def action_approve(self) -> None:
-        r = self._current()
-        if r is None:
-            return
-        if r["status"] == "inconclusive":
-            self.notify(f"#{r['id']} is inconclusive: {effect_cell(r.get('decision'))} does not clear min_gain. "
-                        "Press A to approve it anyway.", severity="warning")
-            return
-        if r["status"] != "passed":
-            self.notify(f"Only a passed intervention can be approved; #{r['id']} is {r['status']}.",
-                        severity="warning")
-            return
-        self.app.send_command("approve", {"id": r["id"]})
+        self.app.request_approve(self.selected)
 
     def action_approve_inconclusive(self) -> None:
         """The explicit approval an inconclusive candidate needs (auto mode never promotes one)."""
-        r = self._current()
-        if r is None:
-            return
-        if r["status"] != "inconclusive":
-            self.notify(f"#{r['id']} is {r['status']}; A approves inconclusive interventions only (a for passed).",
-                        severity="warning")
-            return
-        self.app.send_command("approve", {"id": r["id"], "inconclusive": True})
+        self.app.request_approve(self.selected, inconclusive=True)
 
     def action_veto(self) -> None:
-        from evotui.components.veto_modal import VetoModal
-
-        r = self._current()
-        if r is None:
-            return
-        if r["status"] not in VETOABLE:
-            self.notify(f"#{r['id']} is {r['status']}; only a queued intervention can be vetoed.",
-                        severity="warning")
-            return
-        self.app.push_screen(VetoModal(r["id"], r.get("title") or ""), lambda reason: self._vetoed(r["id"], reason))
-
-    def _vetoed(self, iid: int, reason: str | None) -> None:
-        if reason:
-            self.app.send_command("veto", {"id": iid, "reason": reason})
+        self.app.request_veto(self.selected)
 
     def action_diff(self) -> None:
         self.query_one(InterventionDetail).scroll_to_diff()
-
-    def action_auto_promote(self) -> None:
-        self.app.send_command("auto_promote", {"on": not bool(self.app.state.run.get("auto_promote"))})
-

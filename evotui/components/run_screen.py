@@ -44,7 +44,7 @@ class RunScreen(Screen):
         """Redraw what `changed` touches (called by the app after every poll)."""
         if not self.is_mounted or not self.app.state.loaded:
             return
-        self.query_one(RunStatusBar).show(self.app.state.run, self.app.health)
+        self.query_one(RunStatusBar).show(self.app.state.run, self.app.health, self.app.asked_control())
         self.query_one(EngineBanner).show(self.app.health)
         if changed & self.TOPICS:
             self.update_body(changed)

@@ -30,13 +30,14 @@ class RunStatusBar(Static):
     RunStatusBar { height: 1; background: $panel; padding: 0 1; }
     """
 
-    def show(self, run: dict, health: EngineHealth) -> None:
+    def show(self, run: dict, health: EngineHealth, asked: str | None = None) -> None:
+        """`asked`: what the operator asked for that the engine has not done yet ("stopping…")."""
         status = run.get("status") or "loading"
         if health.dead:
             status = "dead" if status != "crashed" else status
         style = STATUS_STYLE.get(status, "$text-error")
         parts: list[Content | str] = [
-            Content.styled(f"● {status}", f"bold {style}"),
+            Content.styled(f"● {status_text(status, run.get('activity'), asked, health.dead)}", f"bold {style}"),
             f"  {run.get('name') or ''}",
             f"  step {run.get('step') or 0}/{run.get('steps_total') or '?'}",
             f"  policy v{fmt(run.get('policy_version'), 'd')}",
@@ -46,3 +47,21 @@ class RunStatusBar(Static):
                            "$text-warning" if run.get("auto_promote") else "$text-muted"),
         ]
         self.update(Content.assemble(*parts))
+
+
+def status_text(status: str, activity: str | None, asked: str | None, dead: bool = False) -> str:
+    """The header's status: what the operator asked for first ("stopping…", "pausing…"), then what
+    the engine reports doing now ("running: held-out eval 16/64").
+
+    >>> status_text("running", "held-out eval 16/64", None)
+    'running: held-out eval 16/64'
+    >>> status_text("running", "step 3/20: generate", "stopping…")
+    'stopping…'
+    """
+    if dead or status not in ("running", "paused", "created"):
+        return status
+    if asked:
+        return asked
+    if activity and activity.endswith("…"):  # the engine's own "stopping…"
+        return activity
+    return f"{status}: {activity}" if activity and status == "running" else status
