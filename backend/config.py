@@ -126,13 +126,15 @@ class EvolveConfig:
     window: int = 5
     """Steps of recent rollouts that a round diagnoses and backtests on."""
     proposer: str = "offline"
-    """offline (templates, skills, mutation) or llm (OpenAI-compatible endpoint)."""
+    """offline (moves in the harness's search space, code snippets, skills; backend/evolve/offline.py)
+    or llm (an agent with evidence at an OpenAI-compatible endpoint; backend/evolve/llm.py)."""
     candidates: int = 4
     """Candidates proposed per round."""
     auto_promote: bool = False
     """Promote the best passed candidate without the operator."""
     population: int = 4
-    """Harness versions kept as parents to branch from."""
+    """Size of the frontier: the active harness version and the best earlier ones that proposals
+    branch from (backend/evolve/population.py)."""
     min_gain: float = 0.02
     """A pass needs the 95% interval's lower bound of the targeted metric's gain above this."""
     min_effect: float = 0.1

@@ -90,7 +90,7 @@ def _from_move(move: space.Move, parent: population.Member, by_label: dict) -> C
     return Candidate(title=move.title(), code=move.apply(parent.code), parent_version=parent.version,
                      parent_code=parent.code, proposer="offline", kind=k.kind, target=target,
                      hypothesis=k.hypothesis, expected=f"{', '.join(k.targets) or 'the targeted metric'} improves "
-                     f"with {k.name} at {move.new!r}", params=move.params())
+                     f"({move.title()})", params=move.params())
 
 
 def _draws(key: str, opt, parent: population.Member, rng, ctx, table: list[dict], metrics: dict, by_label: dict):
