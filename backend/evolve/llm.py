@@ -65,7 +65,7 @@ def _evidence(store, table: list[dict], rng: random.Random) -> list[dict]:
     for e in table[:TOP_LABELS]:
         ids = list(e.get("examples", []))
         picked += [(e["label"], rid) for rid in rng.sample(ids, min(EXAMPLES_PER_LABEL, len(ids)))]
-    diags = store.diagnoses_of([rid for _, rid in picked])
+    diags = store.diagnoses_by_rollout([rid for _, rid in picked])
     out = []
     for label, rid in picked:
         r = store.get("rollouts", rid)

@@ -59,7 +59,7 @@ class SearchReads(Queries):
             "LEFT JOIN backtests b ON b.id = (SELECT max(id) FROM backtests WHERE intervention_id = i.id) "
             "ORDER BY i.id DESC LIMIT ?", (limit,))
 
-    def diagnoses_of(self, rollout_ids: list[int]) -> dict[int, list[Row]]:
+    def diagnoses_by_rollout(self, rollout_ids: list[int]) -> dict[int, list[Row]]:
         """{rollout id: [{label, evidence}]} for these rollouts."""
         out: dict[int, list[Row]] = {i: [] for i in rollout_ids}
         if not rollout_ids:
