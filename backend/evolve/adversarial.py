@@ -23,6 +23,9 @@ from __future__ import annotations
 import json
 import statistics
 
+from backend.types import JSON
+
+
 SHARE_MARGIN = 0.1
 """Blocked when the share of a kind's copies scored high rises by more than this..."""
 MEAN_MARGIN = 0.05
@@ -39,7 +42,7 @@ def _wrong_value(gold: str) -> str:
         return "0"
 
 
-def perturb(row: dict, kind: str) -> dict:
+def perturb(row: JSON, kind: str) -> JSON:
     """A copy of stored row `row` changed as `kind` says (ids and truth are the caller's)."""
     task = json.loads(row.get("task_json") or "{}")
     gold = str(task.get("answer") or "")
@@ -62,7 +65,7 @@ def perturb(row: dict, kind: str) -> dict:
                 finish="length" if kind == "pad" else row.get("finish"))
 
 
-def copies(rows: list[dict]) -> tuple[list[dict], list[str]]:
+def copies(rows: list[JSON]) -> tuple[list[JSON], list[str]]:
     """Perturbed copies of the wrong rollouts among `rows` (each its own group), and their kinds."""
     wrong = [r for r in rows if not r.get("correct") and (r.get("domain") or "math") == "math"][:MAX_SOURCES]
     answered = [r for r in wrong if r.get("verdict") == "wrong"]  # a value to hedge against
@@ -75,7 +78,7 @@ def copies(rows: list[dict]) -> tuple[list[dict], list[str]]:
 
 
 def check(old_rewards: list[float], new_rewards: list[float], kinds: list[str],
-          weights: dict) -> tuple[str | None, dict]:
+          weights: JSON) -> tuple[str | None, JSON]:
     """(the kind of copy the candidate pays for, or None; per-kind figures)."""
     best = sum(w for w in weights.values() if w > 0) or 1.0
     thr = 0.5 * best

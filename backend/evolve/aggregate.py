@@ -14,21 +14,27 @@ trigger on them the same way as on labels.
 from __future__ import annotations
 
 import statistics
+from typing import Any, TYPE_CHECKING
 
 from backend.harness.semantics import is_dead
+from backend.types import JSON
+
+
+if TYPE_CHECKING:
+    from backend.store import Store
 
 UNLABELED = "(unlabeled)"
 DEAD = "dead_groups"
 EXAMPLES = 5
 
 
-def _window_rows(store, steps: range) -> list[dict]:
+def _window_rows(store: Store, steps: range) -> list[JSON]:
     if not len(steps):
         return []
     return store.window_rollouts(steps[0], steps[-1])
 
 
-def _labels_by_rollout(store, steps: range) -> dict[int, dict[str, int]]:
+def _labels_by_rollout(store: Store, steps: range) -> dict[int, dict[str, int]]:
     """rollout id -> {label: validity flag} for the window."""
     out: dict[int, dict[str, int]] = {}
     if not len(steps):
@@ -38,15 +44,15 @@ def _labels_by_rollout(store, steps: range) -> dict[int, dict[str, int]]:
     return out
 
 
-def dead_groups(rows: list[dict], key="reward") -> list[tuple]:
+def dead_groups(rows: list[JSON], key: Any = "reward") -> list[tuple[Any, ...]]:
     """(step, group_idx) of groups whose rewards all tie (GRPO learns nothing from them)."""
-    groups: dict[tuple, list[float]] = {}
+    groups: dict[tuple[Any, ...], list[float]] = {}
     for r in rows:
         groups.setdefault((r["step"], r["group_idx"]), []).append(float(r[key] or 0.0))
     return [g for g, rs in groups.items() if is_dead(rs)]
 
 
-def failure_table(store, steps: range) -> list[dict]:
+def failure_table(store: Store, steps: range) -> list[JSON]:
     """Rows {label, count, share, trend, correct_share, validity, examples}, most frequent first.
 
     `share` is over all rollouts in the window; `trend` compares the later half
@@ -59,9 +65,9 @@ def failure_table(store, steps: range) -> list[dict]:
     mid = steps[0] + len(steps) / 2
     early = [r for r in rows if r["step"] < mid] or rows
     late = [r for r in rows if r["step"] >= mid] or rows
-    table: dict[str, dict] = {}
+    table: dict[str, JSON] = {}
 
-    def add(label, r, validity=0):
+    def add(label: str, r: Any, validity: Any = 0) -> None:
         e = table.setdefault(label, {"label": label, "count": 0, "correct": 0, "validity": validity,
                                      "examples": [], "ids": set()})
         e["count"] += 1
@@ -92,7 +98,7 @@ def failure_table(store, steps: range) -> list[dict]:
     return out
 
 
-def _half_drift(values: list[float]) -> float | None:
+def _half_drift(values: list[float | None]) -> float | None:
     """Mean of the later half minus the mean of the earlier half (None when too short)."""
     vals = [v for v in values if v is not None]
     if len(vals) < 2:
@@ -123,7 +129,7 @@ def auc(scores: list[float], positive: list[bool]) -> float | None:
     return (rank_sum - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg)
 
 
-def round_metrics(store, steps: range) -> dict:
+def round_metrics(store: Store, steps: range) -> JSON:
     """Window metrics: dead-group fraction, reward-vs-evaluator divergence, drifts."""
     rows = _window_rows(store, steps)
     srows = store.window_steps(steps[0], steps[-1]) if len(steps) else []
@@ -146,6 +152,6 @@ def round_metrics(store, steps: range) -> dict:
     }
 
 
-def _mean(values) -> float | None:
+def _mean(values: list[float | None]) -> float | None:
     vals = [v for v in values if v is not None]
     return statistics.fmean(vals) if vals else None

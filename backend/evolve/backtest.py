@@ -15,11 +15,12 @@ from __future__ import annotations
 
 import statistics
 import time
+from typing import Any, TYPE_CHECKING
 
 from backend.harness.loader import Harness, HarnessError
 from backend.harness.semantics import is_dead
 from backend.store.rollouts import split_labels
-from backend.types import Intervention
+from backend.types import Intervention, JSON
 
 from . import adversarial
 from . import interventions as iv
@@ -28,7 +29,12 @@ from .stats import Decision, decide, pair_up, paired_bootstrap, per_unit
 from .replay import replay, select_rows
 
 
-def fixed_ids(store) -> set[int]:
+if TYPE_CHECKING:
+    from .context import EvolveContext
+    from backend.store import Store
+
+
+def fixed_ids(store: Store) -> set[int]:
     """Rollouts that the promoted (and not rolled back) interventions fixed."""
     out: set[int] = set()
     for bt in store.promoted_passed_backtests():
@@ -36,8 +42,8 @@ def fixed_ids(store) -> set[int]:
     return out
 
 
-def _record(store, iid: int, mode: str, n: int, verdict: str, reason: str, metrics: dict, score: float,
-            t0: float) -> dict:
+def _record(store: Store, iid: int, mode: str, n: int, verdict: str, reason: str, metrics: JSON, score: float,
+            t0: float) -> JSON:
     dec = metrics.get("decision") or {}
     stats = {k: dec.get(k) for k in ("metric", "effect", "ci_low", "ci_high", "p_value", "n")} if dec else {}
     if dec:
@@ -48,7 +54,7 @@ def _record(store, iid: int, mode: str, n: int, verdict: str, reason: str, metri
     return {"id": iid, "verdict": verdict, "reason": reason, "score": score, "backtest_id": bid}
 
 
-def backtest(ctx, iids: list[int]) -> list[dict]:
+def backtest(ctx: EvolveContext, iids: list[int]) -> list[JSON]:
     """Backtest the given `proposed` interventions; returns one result dict each. Never raises
     for a bad candidate: it fails with the reason."""
     store = ctx.store
@@ -60,7 +66,7 @@ def backtest(ctx, iids: list[int]) -> list[dict]:
     return _replay_all(ctx, replayed) + [_probe_one(ctx, r) for r in probed]
 
 
-def _replay_all(ctx, todo: list[Intervention]) -> list[dict]:
+def _replay_all(ctx: EvolveContext, todo: list[Intervention]) -> list[JSON]:
     if not todo:
         return []
     store, cfg = ctx.store, ctx.cfg.evolve
@@ -94,7 +100,7 @@ def _replay_all(ctx, todo: list[Intervention]) -> list[dict]:
     return out
 
 
-def _adversarial(base, cand, kinds: list[str], judged: tuple) -> tuple[str, str, dict]:
+def _adversarial(base: Any, cand: Any, kinds: list[str], judged: tuple[Any, ...]) -> tuple[str, str, JSON]:
     """Block a reward that pays perturbed wrong copies more than the incumbent does."""
     verdict, reason, metrics = judged
     if base is None or base.error or cand.error:
@@ -113,14 +119,14 @@ def _adversarial(base, cand, kinds: list[str], judged: tuple) -> tuple[str, str,
     return verdict, reason, metrics
 
 
-def _probe_summary(rows: list[dict], h: Harness) -> dict:
-    groups: dict = {}
+def _probe_summary(rows: list[JSON], h: Harness) -> JSON:
+    groups: dict[tuple[Any, Any], list[float]] = {}
     for r in rows:
         groups.setdefault((r.get("step"), r.get("group_idx")), []).append(float(r.get("reward") or 0.0))
     thr = threshold(h.weights)
     invalid = [r for r in rows if split_labels(r.get("labels")) & h.validity]
     high = [r for r in invalid if float(r.get("reward") or 0) > thr]
-    by_label: dict = {}
+    by_label: JSON = {}
     for r in high:
         for label in split_labels(r.get("labels")) & h.validity:
             by_label[label] = by_label.get(label, 0) + 1
@@ -137,9 +143,10 @@ def _probe_summary(rows: list[dict], h: Harness) -> dict:
     }
 
 
-def _probe(ctx, h: Harness) -> list[dict]:
+def _probe(ctx: EvolveContext, h: Harness) -> list[JSON]:
     """Rollout rows of `h` (the loop sizes the probe: `evolve_hooks.probe_size`)."""
-    cache = ctx.cache.setdefault("probe", {})
+    assert ctx.probe is not None  # _probe_one fails the candidate first when there is none
+    cache: dict[str, list[JSON]] = ctx.cache.setdefault("probe", {})
     if h.sha not in cache:  # the incumbent is probed once per round, not once per candidate
         cache[h.sha] = list(ctx.probe(h, ctx.cfg.evolve.probe_tasks))
     return cache[h.sha]
@@ -156,14 +163,14 @@ def needs_trial(cand: Harness, incumbent: Harness) -> str | None:
     return None
 
 
-def _blocked(new: dict) -> dict | None:
+def _blocked(new: JSON) -> JSON | None:
     if len(new["invalid_high"]) >= BLOCK_MIN and len(new["invalid_high"]) > BLOCK_SHARE * max(new["invalid"], 1):
         label = max(new["invalid_high_by_label"], key=new["invalid_high_by_label"].get)
         return {"label": label, "examples": new["invalid_high"][:8]}
     return None
 
 
-def probe_decision(old_rows: list[dict], new_rows: list[dict], min_gain: float, min_effect: float) -> Decision:
+def probe_decision(old_rows: list[JSON], new_rows: list[JSON], min_gain: float, min_effect: float) -> Decision:
     """Paired over prompts (the same prompts and sampling seeds in both arms): a prompt's
     accuracy averaged over its rollouts, compared by a seeded bootstrap."""
     old, new = per_unit(old_rows, "correct"), per_unit(new_rows, "correct")
@@ -171,7 +178,7 @@ def probe_decision(old_rows: list[dict], new_rows: list[dict], min_gain: float, 
     return decide(effect, min_gain, min_effect=min_effect)
 
 
-def _probe_one(ctx, row: Intervention) -> dict:
+def _probe_one(ctx: EvolveContext, row: Intervention) -> JSON:
     store, ev = ctx.store, ctx.cfg.evolve
     t0 = time.perf_counter()
     if ctx.probe is None:

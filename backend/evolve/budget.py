@@ -20,20 +20,26 @@ training, so the search is counted in training rollouts:
 """
 
 from __future__ import annotations
+from typing import Any, TYPE_CHECKING
+
+from backend.types import JSON
+
+if TYPE_CHECKING:
+    from backend.store import Store
 
 SCORED_ONLY = ("replay",)
 """Backtest modes that generate nothing (their cost is time, not rollouts)."""
 
 
-def search_budget(store) -> dict:
+def search_budget(store: Store) -> JSON:
     """{train_rollouts, candidate_rollouts, incumbent_rollouts, replay_rollouts_scored, replay_ms,
     replay_rollout_equiv, search_rollouts, share_of_training, by_mode}; by_mode: per backtest mode,
     {backtests, rollouts (candidate and incumbent arms), ms}."""
     train = store.training_cost()
     candidate = scored = 0
     replay_batches: dict[object, float] = {}
-    by_mode: dict[str, dict] = {}
-    incumbent_arms: dict[tuple, int] = {}
+    by_mode: dict[str, JSON] = {}
+    incumbent_arms: dict[tuple[Any, ...], int] = {}
     for i, b in enumerate(store.backtest_costs()):
         mode = b["mode"] or "?"
         m = by_mode.setdefault(mode, {"backtests": 0, "rollouts": 0, "ms": 0.0})

@@ -23,9 +23,16 @@ from __future__ import annotations
 
 import ast
 from functools import lru_cache
+from typing import Any, TYPE_CHECKING
+
+from backend.types import JSON
 
 from .edit import EditError, definition
 from .interventions import Candidate, kind_of
+
+
+if TYPE_CHECKING:
+    from .context import EvolveContext
 
 BAD = ("failed", "inconclusive")
 GOOD = ("passed", "approved", "promoted", "rolled_back")
@@ -50,7 +57,7 @@ def change_of(code: str, name: str) -> tuple[str, str]:
     return name, REMOVED if src is None else normalise(src)
 
 
-def kind_key(kind: str, p: dict) -> str:
+def kind_key(kind: str, p: JSON) -> str:
     """The change kind cooldowns count: the template id, else kind:name."""
     names = p.get("names") or ([p["name"]] if p.get("name") else [])
     return p.get("template") or f"{kind}:{names[0] if names else '?'}"
@@ -75,17 +82,17 @@ def _names(c: Candidate) -> list[str]:
 class Rules:
     """The churn rules for one round, from what the run has done so far."""
 
-    def __init__(self, ctx):
+    def __init__(self, ctx: EvolveContext) -> None:
         store, cfg = ctx.store, ctx.cfg.evolve
         self.active_code = ctx.harness.code
         self.active = normalise(ctx.harness.code)
-        self.versions = {}
+        self.versions: dict[str, int] = {}
         for v in store.harness_versions():
             self.versions.setdefault(normalise(v["code"]), v["id"])
-        self.tried = {}
-        self.promoted: dict[tuple, int] = {}
+        self.tried: dict[str, int] = {}
+        self.promoted: dict[tuple[Any, ...], int] = {}
         self.retired: dict[str, int] = {}
-        streaks: dict[str, list] = {}
+        streaks: dict[str, list[Any]] = {}
         for r in store.interventions():
             if r.code:
                 self.tried.setdefault(normalise(r.code), r.id)
@@ -107,7 +114,7 @@ class Rules:
                 since = sum(1 for rid in rounds if rid > fails[-1])
                 if since <= cfg.cooldown_rounds:
                     self.cooling[key] = (len(fails), cfg.cooldown_rounds - since + 1)
-        self.skipped: list[dict] = []
+        self.skipped: list[JSON] = []
 
     def reason(self, c: Candidate) -> str | None:
         """Why `c` must not be backtested (None: it may go on). Refusals are recorded once."""

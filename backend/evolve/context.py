@@ -14,6 +14,7 @@ from typing import Callable
 from backend.config import RunConfig
 from backend.harness.loader import Harness
 from backend.store import Store
+from backend.types import JSON
 
 
 @dataclass
@@ -23,12 +24,12 @@ class EvolveContext:
     step: int
     harness_version: int
     harness: Harness
-    probe: Callable[[Harness, int], list[dict]] | None = None
+    probe: Callable[[Harness, int], list[JSON]] | None = None
     log: Callable[[str, str], None] = lambda level, message: None
     checkpoint: Callable[[str], None] = lambda activity: None
     """Say what the round is doing now ("round at step 5: backtesting 2/4") and let the engine honour
     a pause or a stop there (between candidates); may raise the loop's StopRequested."""
-    cache: dict = field(default_factory=dict)
+    cache: JSON = field(default_factory=dict)
     """Per-round memo (the incumbent's probe rollouts); the loop may pass a fresh context each round."""
 
     def auto_promote(self) -> bool:

@@ -24,6 +24,7 @@ import difflib
 import json
 import re
 from dataclasses import dataclass
+from typing import Any
 
 
 class EditError(ValueError):
@@ -51,12 +52,12 @@ def _stmt_name(stmt: ast.stmt) -> str | None:
 
 def top_level(code: str) -> dict[str, tuple[int, int]]:
     """Top-level names -> (first line, last line), 1-based and inclusive."""
-    out = {}
+    out: dict[str, tuple[int, int]] = {}
     for stmt in _parse(code).body:
         name = _stmt_name(stmt)
         if name:
             first = min([stmt.lineno] + [d.lineno for d in getattr(stmt, "decorator_list", [])])
-            out[name] = (first, stmt.end_lineno)
+            out[name] = (first, stmt.end_lineno or stmt.lineno)
     return out
 
 
@@ -120,7 +121,7 @@ def set_definition(code: str, name: str, source: str) -> str:
     return add_definition(code, source)
 
 
-def constant(code: str, name: str):
+def constant(code: str, name: str) -> Any:
     """The literal value of a top-level constant, or None when it is not a literal."""
     for stmt in _parse(code).body:
         if _stmt_name(stmt) == name and isinstance(stmt, (ast.Assign, ast.AnnAssign)) and stmt.value:
@@ -131,7 +132,7 @@ def constant(code: str, name: str):
     return None
 
 
-def literal_source(value, indent: int = 0) -> str:
+def literal_source(value: Any, indent: int = 0) -> str:
     """Python source for a literal, double-quoted like the default harnesses.
 
     >>> literal_source({"a": 1.0, "b": [True, None]})
@@ -150,7 +151,7 @@ def literal_source(value, indent: int = 0) -> str:
     raise EditError(f"cannot write {type(value).__name__} as a harness literal")
 
 
-def set_constant(code: str, name: str, value) -> str:
+def set_constant(code: str, name: str, value: Any) -> str:
     return replace_name(code, name, f"{name} = {literal_source(value)}")
 
 
@@ -162,13 +163,14 @@ def unified_diff(old: str, new: str, old_label: str = "a/harness.py", new_label:
 def changed_names(old: str, new: str) -> list[str]:
     """Top-level names added, removed or changed between two versions (by AST, so
     formatting-only changes do not count)."""
-    def dumps(code):
+    def dumps(code: str) -> dict[str, list[str]]:
         # every statement counts, not only the last definition of a name: a second `def` of an
         # earlier name is a change of that name
         out: dict[str, list[str]] = {}
         for s in _parse(code).body:
-            if _stmt_name(s):
-                out.setdefault(_stmt_name(s), []).append(ast.dump(s))
+            name = _stmt_name(s)
+            if name:
+                out.setdefault(name, []).append(ast.dump(s))
             elif not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant)):  # docstrings don't count
                 out.setdefault(ast.unparse(s).splitlines()[0][:60], []).append(ast.dump(s))  # imports, by text
         return out
@@ -184,7 +186,8 @@ _HUNK = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
 
 def _hunks(diff: str) -> list[tuple[int, list[str], list[str]]]:
     """(old start, old lines, new lines) for each hunk of a unified diff."""
-    hunks, cur = [], None
+    hunks: list[tuple[int, list[str], list[str]]] = []
+    cur: tuple[int, list[str], list[str]] | None = None
     for line in diff.splitlines():
         m = _HUNK.match(line)
         if m:
@@ -218,7 +221,7 @@ def apply_unified_diff(code: str, diff: str) -> str:
         want = [s.rstrip() for s in old]
         guess = start - 1 + offset
 
-        def at(i, want=want):
+        def at(i: Any, want: Any = want) -> Any:
             return [s.rstrip() for s in lines[i:i + len(want)]] == want
         spots = [guess] if 0 <= guess <= len(lines) and at(guess) else \
             [i for i in range(len(lines) - len(want) + 1) if at(i)]

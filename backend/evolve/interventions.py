@@ -25,14 +25,14 @@ is stored too, straight to `failed`: a bad proposal is data, not a crash.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-
 from typing import Any
 
 from backend.harness.loader import MAX_BYTES, HarnessError, check_source
 from backend.store import Store, loads, now
-from backend.types import Intervention
+from backend.types import Intervention, JSON
 
 from .edit import EditError, changed_names, unified_diff
+
 
 TRANSITIONS = {
     "proposed": {"backtesting", "failed", "vetoed"},
@@ -79,7 +79,7 @@ class Candidate:
     hypothesis: str = ""
     expected: str = ""
     skills: list[str] = field(default_factory=list)
-    params: dict = field(default_factory=dict)
+    params: JSON = field(default_factory=dict)
     error: str | None = None
 
     def names(self) -> list[str]:
@@ -91,7 +91,7 @@ class Candidate:
         return unified_diff(self.parent_code, self.code, f"a/harness_v{self.parent_version}.py", "b/candidate.py")
 
 
-def _storable(text):
+def _storable(text: str) -> Any:
     """SQLite stores UTF-8: a lone surrogate (JSON allows one) would make the insert raise."""
     return text.encode("utf-8", "replace").decode("utf-8") if isinstance(text, str) else text
 
@@ -153,7 +153,7 @@ def transition(store: Store, iid: int, to: str, reason: str, **data: Any) -> Int
     return get(store, iid)
 
 
-def params(row: Intervention | dict[str, Any]) -> dict[str, Any]:
+def params(row: Intervention | JSON) -> JSON:
     """The proposer's parameters of a record, or of a raw `interventions` row."""
     if isinstance(row, Intervention):
         return row.params

@@ -15,12 +15,15 @@ Names used below (all per harness, on the same replayed rows):
 from __future__ import annotations
 
 import statistics
+from typing import Any
 
 from backend.rollout import reward_threshold
+from backend.types import JSON
 
 from .aggregate import auc
 from .replay import Replayed
 from .stats import Decision, decide, pair_up, paired_bootstrap
+
 
 BLOCK_SHARE = 0.25
 """A candidate whose reward scores more than this share of invalid rollouts high is blocked..."""
@@ -32,20 +35,22 @@ MAX_FALSE_FIRE = 0.2
 MIN_KEPT = 0.2
 
 
-def threshold(weights: dict) -> float:
+def threshold(weights: JSON) -> float:
     """'The harness says right': the loop's own rule, so replay and training agree."""
     return reward_threshold(weights)
 
 
-def view(rows: list[dict], res: Replayed) -> dict:
+def view(rows: list[JSON], res: Replayed) -> JSON:
     """Per-harness replay summary (filters, dead groups and advantages as training applied them)."""
+    if res.out is None or res.harness is None:
+        raise ValueError(f"no replay to view: {res.error}")
     outs = res.out.rollouts
     rewards = [o.reward for o in outs]
     labels = [o.label_set for o in outs]
     correct = [bool(r["correct"]) for r in rows]
     thr = threshold(res.harness.weights)
     high = [x > thr for x in rewards]
-    groups: dict[tuple, list[int]] = {}
+    groups: dict[tuple[Any, ...], list[int]] = {}
     for i, g in enumerate(res.out.groups):
         groups.setdefault(g, []).append(i)
     dead = res.out.dead
@@ -69,12 +74,12 @@ def view(rows: list[dict], res: Replayed) -> dict:
     }
 
 
-def _mean(xs) -> float:
+def _mean(xs: Any) -> float:
     xs = list(xs)
     return statistics.fmean(xs) if xs else 0.0
 
 
-def validity_check(rows, old: dict, new: dict) -> tuple[str | None, dict]:
+def validity_check(rows: list[JSON], old: JSON, new: JSON) -> tuple[str | None, JSON]:
     """(blocking label or None, per-label counts). Flags come from both harnesses."""
     per = {}
     blocked = None
@@ -93,7 +98,7 @@ def validity_check(rows, old: dict, new: dict) -> tuple[str | None, dict]:
     return blocked, per
 
 
-def regressions(rows, old: dict, new: dict, fixed_ids: set) -> list[int]:
+def regressions(rows: list[JSON], old: JSON, new: JSON, fixed_ids: set[Any]) -> list[int]:
     """Rollouts an earlier promotion fixed that the incumbent judges right and the candidate does not."""
     out = []
     for i, r in enumerate(rows):
@@ -103,15 +108,16 @@ def regressions(rows, old: dict, new: dict, fixed_ids: set) -> list[int]:
     return out
 
 
-def fixed_by(rows, old: dict, new: dict) -> list[int]:
+def fixed_by(rows: list[JSON], old: JSON, new: JSON) -> list[int]:
     """Rollouts the candidate judges right and the incumbent did not (kept to guard later changes)."""
     return [r["id"] for i, r in enumerate(rows) if old["high"][i] != bool(r["correct"]) == new["high"][i]]
 
 
-def _diagnostic_gain(rows, old, new, names, min_gain) -> tuple[bool, str, float, dict]:
+def _diagnostic_gain(rows: list[JSON], old: JSON, new: JSON, names: list[str],
+                     min_gain: float) -> tuple[bool, str, float, JSON]:
     wrong = [i for i, r in enumerate(rows) if not r["correct"]]
     unl = [i for i in wrong if not (old["labels"][i] - {"diagnostic_error"})]
-    out = {"unlabeled_old": len(unl)}
+    out: JSON = {"unlabeled_old": len(unl)}
     for name in names:
         label = name[len("diagnose_"):] if name.startswith("diagnose_") else None
         if label is None:
@@ -140,8 +146,9 @@ def _diagnostic_gain(rows, old, new, names, min_gain) -> tuple[bool, str, float,
     return False, "no diagnostic changed", 0.0, out
 
 
-def judge(kind: str, names: list[str], rows: list[dict], old_res: Replayed, new_res: Replayed,
-          fixed_ids: set, min_gain: float, min_effect: float | None = None) -> tuple[str, str, dict, float]:
+def judge(kind: str, names: list[str], rows: list[JSON], old_res: Replayed, new_res: Replayed,
+          fixed_ids: set[int], min_gain: float,
+          min_effect: float | None = None) -> tuple[str, str, JSON, float]:
     """(verdict 'passed'|'inconclusive'|'failed', reason, metrics, score) for a replayed candidate.
     Hard failures first (a broken replay, crashes, a validity block, regressions); then the
     statistical rule (`decision`), except for diagnostics, judged by what they explain."""
@@ -150,7 +157,7 @@ def judge(kind: str, names: list[str], rows: list[dict], old_res: Replayed, new_
     if new_res.error:
         return "failed", f"candidate failed in replay: {new_res.error}", {}, 0.0
     old, new = view(rows, old_res), view(rows, new_res)
-    m = {"n_rollouts": len(rows), "n_groups": len(old["groups"])}
+    m: JSON = {"n_rollouts": len(rows), "n_groups": len(old["groups"])}
     for k in ("agreement", "auc", "dead_frac", "kept_frac", "kept_dead_frac", "kept_agreement",
               "adv_agreement", "error_share", "diag_error_share"):
         m[f"{k}_old"], m[f"{k}_new"] = old[k], new[k]
@@ -185,7 +192,7 @@ TARGETS = {"filter": "kept_agreement", "advantage": "adv_agreement"}
 `specificity`, whichever the change moves (see `decision`); every other kind: `agreement`."""
 
 
-def _per_group(rows, v: dict, metric: str) -> dict:
+def _per_group(rows: list[JSON], v: JSON, metric: str) -> JSON:
     """{group: value} of `metric` per replayed group (groups where it is undefined are left out)."""
     correct = [bool(r["correct"]) for r in rows]
     out = {}
@@ -207,12 +214,13 @@ def _per_group(rows, v: dict, metric: str) -> dict:
     return out
 
 
-def _effect(rows, old: dict, new: dict, metric: str):
+def _effect(rows: list[JSON], old: JSON, new: JSON, metric: str) -> Any:
     return paired_bootstrap(*pair_up(_per_group(rows, old, metric), _per_group(rows, new, metric)),
                             seed=0, metric=metric)
 
 
-def decision(kind: str, rows, old: dict, new: dict, min_gain: float, min_effect: float | None = None) -> Decision:
+def decision(kind: str, rows: list[JSON], old: JSON, new: JSON, min_gain: float,
+             min_effect: float | None = None) -> Decision:
     """The gate's rule on a replayed change, paired over replayed groups (seeded bootstrap).
 
     A reward change is judged on recall (evaluator-correct rollouts scored high) or
@@ -229,8 +237,8 @@ def decision(kind: str, rows, old: dict, new: dict, min_gain: float, min_effect:
     return decide(_effect(rows, old, new, metric), min_gain, harm, min_effect=min_effect)
 
 
-def _gain(kind: str, rows, old: dict, new: dict, m: dict, min_gain: float,
-          min_effect: float | None) -> tuple[str, str, dict, float]:
+def _gain(kind: str, rows: list[JSON], old: JSON, new: JSON, m: JSON, min_gain: float,
+          min_effect: float | None) -> tuple[str, str, JSON, float]:
     d = {k: m[f"{k}_new"] - m[f"{k}_old"] for k in ("agreement", "kept_agreement", "adv_agreement")}
     d["auc"] = (m["auc_new"] or 0.5) - (m["auc_old"] or 0.5)
     d["dead"] = m["dead_frac_old"] - m["dead_frac_new"]

@@ -10,12 +10,19 @@ promoted it and why, or why it was rolled back).
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from backend.store import loads
+from backend.types import JSON
+
+
+if TYPE_CHECKING:
+    from backend.store import Store
 
 TOP = 5
 
 
-def _step(store, v: dict) -> dict:
+def _step(store: Store, v: JSON) -> JSON:
     out = {"version": v["id"], "parent": v["parent"], "status": v["status"], "created_at": v["created_at"],
            "sha": v["sha"], "note": v["note"], "intervention": None, "diagnosis": None, "backtest": None,
            "decision": None}
@@ -40,7 +47,7 @@ def _step(store, v: dict) -> dict:
     return out
 
 
-def lineage(store, harness_version: int) -> list[dict]:
+def lineage(store: Store, harness_version: int) -> list[JSON]:
     """Steps from `harness_version` back to the root version, newest first."""
     out, seen = [], set()
     vid = harness_version

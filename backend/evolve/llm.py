@@ -33,13 +33,20 @@ import math
 import os
 import random
 import re
+from typing import Any, TYPE_CHECKING
 
 from backend.harness.loader import HarnessError, check_source
+from backend.types import JSON
 
 from . import skills as sk
 from . import space
 from .edit import EditError, apply_unified_diff, set_definition
 from .interventions import Candidate, params
+
+
+if TYPE_CHECKING:
+    from .context import EvolveContext
+    from backend.store import Store
 
 SYSTEM = """You improve the training harness of a reinforcement-learning run (GRPO).
 The harness is one Python file: PROMPT, SAMPLING, REWARD_WEIGHTS, ADVANTAGE, FILTERS, CURRICULUM,
@@ -59,7 +66,7 @@ TOP_LABELS = 3
 HISTORY = 12
 
 
-def _evidence(store, table: list[dict], rng: random.Random) -> list[dict]:
+def _evidence(store: Store, table: list[JSON], rng: random.Random) -> list[JSON]:
     """Sampled rollouts of the top labels, each with every diagnosis it got."""
     picked = []
     for e in table[:TOP_LABELS]:
@@ -79,7 +86,7 @@ def _evidence(store, table: list[dict], rng: random.Random) -> list[dict]:
     return out
 
 
-def _history(store) -> list[dict]:
+def _history(store: Store) -> list[JSON]:
     out = []
     for h in store.proposal_history(HISTORY):
         p = params(h)
@@ -93,7 +100,7 @@ def _history(store) -> list[dict]:
     return out
 
 
-def _space(ctx) -> list[dict]:
+def _space(ctx: EvolveContext) -> list[JSON]:
     history = ctx.store.move_history()
     out = []
     for k in space.knobs(ctx.harness.code, ctx.harness.domain, ctx.cfg.train.max_new_tokens_cap):
@@ -108,7 +115,7 @@ def _space(ctx) -> list[dict]:
     return out
 
 
-def build_messages(ctx, table: list[dict], metrics: dict, cards: list[dict], n: int) -> list[dict]:
+def build_messages(ctx: EvolveContext, table: list[JSON], metrics: JSON, cards: list[JSON], n: int) -> list[JSON]:
     rows = [{k: e[k] for k in ("label", "count", "share", "trend", "correct_share")} for e in table[:10]]
     skills = [{"name": c["name"], "trigger": c["trigger"], "change": {k: c["change"].get(k) for k in
                ("op", "name", "source", "hypothesis")}, "helped": c.get("helped", 0)} for c in cards]
@@ -125,7 +132,7 @@ def build_messages(ctx, table: list[dict], metrics: dict, cards: list[dict], n: 
     return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": user}]
 
 
-def parse_answer(text: str) -> list[dict]:
+def parse_answer(text: str) -> list[JSON]:
     """The list of intervention objects in a model's answer; ValueError when there is none."""
     text = re.sub(r"^```(?:json)?\s*|\s*```$", "", (text or "").strip())
     start, end = text.find("{"), text.rfind("}")
@@ -138,8 +145,8 @@ def parse_answer(text: str) -> list[dict]:
     return items
 
 
-def candidate_from(item: dict, ctx, skill_names: list[str]) -> Candidate:
-    base = dict(parent_version=ctx.harness_version, parent_code=ctx.harness.code, proposer="llm",
+def candidate_from(item: JSON, ctx: EvolveContext, skill_names: list[str]) -> Candidate:
+    base: dict[str, Any] = dict(parent_version=ctx.harness_version, parent_code=ctx.harness.code, proposer="llm",
                 skills=skill_names, title=str(item.get("title") or "LLM intervention")[:120],
                 target=str(item.get("target") or ""), hypothesis=str(item.get("hypothesis") or ""),
                 expected=str(item.get("expected") or ""))
@@ -166,7 +173,7 @@ def candidate_from(item: dict, ctx, skill_names: list[str]) -> Candidate:
     return Candidate(code=code, params=how, **base)
 
 
-def knob_move(ctx, name: str, value) -> space.Move:
+def knob_move(ctx: EvolveContext, name: str, value: Any) -> space.Move:
     """The move an answer names; ValueError (its reason) for an unknown knob or a value outside
     the knob's type or range."""
     ks = {k.name: k for k in space.knobs(ctx.harness.code, ctx.harness.domain, ctx.cfg.train.max_new_tokens_cap)}
@@ -190,7 +197,7 @@ def knob_move(ctx, name: str, value) -> space.Move:
     return space.Move(k, old, value, steps.size if k.type in ("float", "int") else None)
 
 
-def _client(cfg):
+def _client(cfg: Any) -> Any:
     from openai import OpenAI
 
     base_url = cfg.base_url or os.environ.get("OPENAI_BASE_URL", "")
@@ -202,7 +209,7 @@ def _client(cfg):
     return OpenAI(base_url=base_url, api_key=key, timeout=cfg.timeout_s, max_retries=0)
 
 
-def check_endpoint(cfg) -> str | None:
+def check_endpoint(cfg: Any) -> str | None:
     """Why the endpoint cannot be used, or None. Checked when a run starts, so a wrong port or
     a server that is not up fails at once instead of costing every round its proposals; a TCP
     connect, not a request, so it needs no key and costs no tokens.
@@ -232,7 +239,7 @@ def check_endpoint(cfg) -> str | None:
     return None
 
 
-def propose(ctx, table: list[dict], metrics: dict, n: int, exclude: set[str]) -> list[Candidate]:
+def propose(ctx: EvolveContext, table: list[JSON], metrics: JSON, n: int, exclude: set[str]) -> list[Candidate]:
     """Up to `n` candidates from one chat completion; failures come back as failed candidates."""
     cfg = ctx.cfg.evolve.llm
     cards = sk.retrieve(ctx.store, table, ctx.harness.domain, k=3)

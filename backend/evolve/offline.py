@@ -23,6 +23,9 @@ refused draw (the churn rules) takes no slot.
 from __future__ import annotations
 
 import random
+from typing import TYPE_CHECKING, Any, Callable, Iterable
+
+from backend.types import JSON
 
 from . import population
 from . import skills as sk
@@ -31,23 +34,28 @@ from .edit import Edit, EditError
 from .interventions import Candidate
 from .templates import TEMPLATES, mutate_numbers
 
+
+if TYPE_CHECKING:
+    from .context import EvolveContext
+
 DRAWS = 4
 """Parameter draws per snippet or skill before moving on to the next option."""
 EXPLORE, RECORD, RELEVANCE = 0.3, 0.2, 0.5
 """Weights of a knob's score: less-tried first, its record of passes, its match to the failure table."""
 
 
-def knob_score(knob: space.Knob, by_label: dict, steps: space.Steps) -> float:
+def knob_score(knob: space.Knob, by_label: JSON, steps: space.Steps) -> float:
     """How much a knob is worth trying now (always above 0)."""
-    relevance = min(1.0, sum(by_label.get(lbl, {}).get("share", 0.0) for lbl in knob.targets))
+    relevance = min(1.0, float(sum(by_label.get(lbl, {}).get("share", 0.0) for lbl in knob.targets)))
     return RELEVANCE * relevance + EXPLORE / (1 + steps.tried) + RECORD * (steps.good + 1) / (steps.tried + 2)
 
 
-def options(ctx, table: list[dict], metrics: dict) -> list[tuple[float, str, object]]:
+def options(ctx: EvolveContext, table: list[JSON], metrics: JSON) -> list[tuple[float, str, object]]:
     """(score, key, option) for every snippet, skill and knob that fits this round, best first."""
     by_label = {e["label"]: e for e in table}
     domain = ctx.harness.domain
-    opts = [(t.score(by_label, metrics), t.id, t) for t in TEMPLATES if domain in t.domains]
+    opts: list[tuple[float, str, object]] = [(t.score(by_label, metrics), t.id, t) for t in TEMPLATES
+                                             if domain in t.domains]
     opts += [(1.5 * sum(by_label.get(lbl, {}).get("share", 0.0) for lbl in c["trigger"].get("labels", [])),
               "skill:" + c["name"], c) for c in sk.retrieve(ctx.store, table, domain, k=4)]
     history = ctx.store.move_history()
@@ -57,7 +65,7 @@ def options(ctx, table: list[dict], metrics: dict) -> list[tuple[float, str, obj
     return sorted([o for o in opts if o[0] > 0], key=lambda o: (-o[0], o[1]))
 
 
-def _from_template(t, parent: population.Member, rng, ctx) -> Candidate | None:
+def _from_template(t: Any, parent: population.Member, rng: random.Random, ctx: EvolveContext) -> Candidate | None:
     made = t.make(parent.code, rng, {"max_new_tokens_cap": ctx.cfg.train.max_new_tokens_cap})
     if made is None:
         return None
@@ -67,9 +75,9 @@ def _from_template(t, parent: population.Member, rng, ctx) -> Candidate | None:
                      expected=t.expected, params=dict(params, template=t.id, op=edit.op, name=edit.name))
 
 
-def _from_skill(card: dict, parent: population.Member, rng, attempt: int) -> Candidate | None:
+def _from_skill(card: JSON, parent: population.Member, rng: random.Random, attempt: int) -> Candidate | None:
     ch = card["change"]
-    source, extra = ch.get("source", ""), {}
+    source, extra = ch.get("source", ""), dict[str, Any]()
     if attempt > 0 and source:  # the card as it is was tried: mutate one of its numbers
         mutated = mutate_numbers(source, rng)
         if mutated is None:
@@ -84,7 +92,7 @@ def _from_skill(card: dict, parent: population.Member, rng, attempt: int) -> Can
                      params=dict(extra, template=ch.get("template"), op=ch["op"], name=ch["name"]))
 
 
-def _from_move(move: space.Move, parent: population.Member, by_label: dict) -> Candidate:
+def _from_move(move: space.Move, parent: population.Member, by_label: JSON) -> Candidate:
     k = move.knob
     target = max(k.targets, key=lambda lbl: by_label.get(lbl, {}).get("share", 0.0)) if k.targets else ""
     return Candidate(title=move.title(), code=move.apply(parent.code), parent_version=parent.version,
@@ -93,7 +101,8 @@ def _from_move(move: space.Move, parent: population.Member, by_label: dict) -> C
                      f"({move.title()})", params=move.params())
 
 
-def _draws(key: str, opt, parent: population.Member, rng, ctx, table: list[dict], metrics: dict, by_label: dict):
+def _draws(key: str, opt: Any, parent: population.Member, rng: random.Random, ctx: EvolveContext,
+           table: list[JSON], metrics: JSON, by_label: JSON) -> Any:
     """The candidates one option offers on one parent, in the order to try them."""
     if key.startswith(space.PREFIX):
         knob, steps = opt
@@ -108,7 +117,8 @@ def _draws(key: str, opt, parent: population.Member, rng, ctx, table: list[dict]
         yield c
 
 
-def propose(ctx, table: list[dict], metrics: dict, n: int, exclude: set[str], screen=None) -> list[Candidate]:
+def propose(ctx: EvolveContext, table: list[JSON], metrics: JSON, n: int, exclude: set[str],
+            screen: Callable[[Candidate], str | None] | None = None) -> list[Candidate]:
     """Up to `n` new candidates, each a single-factor edit of a frontier member.
     `screen(candidate)`: a reason to refuse it (the churn rules), or None; a refused draw takes no slot."""
     rng = random.Random(f"{ctx.cfg.seed}:{ctx.step}")
@@ -134,7 +144,8 @@ def propose(ctx, table: list[dict], metrics: dict, n: int, exclude: set[str], sc
     return out
 
 
-def _first_new(draws, parent: population.Member, seen: set[str], screen) -> Candidate | None:
+def _first_new(draws: Iterable[Candidate], parent: population.Member, seen: set[str],
+               screen: Callable[[Candidate], str | None] | None) -> Candidate | None:
     """The first draw that is new, changes the parent and passes the screen."""
     try:
         for c in draws:

@@ -12,8 +12,10 @@ from __future__ import annotations
 
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from backend.store import Store
+from backend.types import JSON
 
 from . import skills as sk
 from .skills import SkillError
@@ -24,7 +26,7 @@ def _is_run(path: Path) -> bool:
 
 
 @contextmanager
-def _store(store_or_path, readonly: bool):
+def _store(store_or_path: Any, readonly: bool) -> Any:
     if isinstance(store_or_path, Store):
         yield store_or_path
         return
@@ -38,7 +40,7 @@ def _store(store_or_path, readonly: bool):
         store.close()
 
 
-def _cards(store_or_path) -> list[dict]:
+def _cards(store_or_path: Any) -> list[JSON]:
     if not isinstance(store_or_path, Store):
         path = Path(store_or_path).expanduser()
         if not path.exists():
@@ -50,7 +52,7 @@ def _cards(store_or_path) -> list[dict]:
         return sk.cards(store)
 
 
-def skills_list(store_or_path) -> list[dict]:
+def skills_list(store_or_path: Any) -> list[JSON]:
     """One summary row per card: name, domain, trigger labels, change, uses, helped."""
     return [{"name": c["name"], "domain": c.get("domain", ""), "labels": c["trigger"].get("labels", []),
              "change": f"{c['change'].get('op')} {c['change'].get('name')}",
@@ -58,7 +60,7 @@ def skills_list(store_or_path) -> list[dict]:
             for c in _cards(store_or_path)]
 
 
-def skills_show(store_or_path, name: str) -> dict:
+def skills_show(store_or_path: Any, name: str) -> JSON:
     """The full card named `name`."""
     for c in _cards(store_or_path):
         if c["name"] == name:
@@ -66,7 +68,7 @@ def skills_show(store_or_path, name: str) -> dict:
     raise SkillError(f"no skill named '{name}'")
 
 
-def export_skills(store_or_path, dest) -> list[str]:
+def export_skills(store_or_path: Any, dest: Any) -> list[str]:
     """Write the cards to `dest` (a .json library file, or a folder: one file per card)."""
     if isinstance(store_or_path, Store) or _is_run(Path(store_or_path).expanduser()):
         with _store(store_or_path, readonly=True) as store:
@@ -78,7 +80,7 @@ def export_skills(store_or_path, dest) -> list[str]:
     return [str(dest)]
 
 
-def import_skills(store_or_path, src) -> list[dict]:
+def import_skills(store_or_path: Any, src: Any) -> list[JSON]:
     """Import cards from a library file, a card file or a folder into a run."""
     with _store(store_or_path, readonly=False) as store:
         return [{"name": n, "action": a} for n, a in sk.import_skills(store, src)]

@@ -25,6 +25,13 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from backend.types import JSON
+
+
+if TYPE_CHECKING:
+    from backend.store import Store
 
 
 GOOD = ("passed", "approved", "promoted", "rolled_back")
@@ -55,15 +62,17 @@ class Member:
     def score(self) -> float:
         return self.productivity + 0.5 * self.novelty + 0.5 * self.coverage + (1.0 if self.active else 0.0)
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> JSON:
         return {"version": self.version, "status": self.status, "parent": self.parent, "children": self.children,
                 "passed": self.passed, "productivity": round(self.productivity, 3),
                 "novelty": round(self.novelty, 3), "coverage": round(self.coverage, 3),
                 "score": round(self.score, 3), "ancestry": list(self.ancestry)}
 
 
-def _ancestry(vid: int, parents: dict[int, int | None]) -> tuple[int, ...]:
-    out, seen = [], set()
+def _ancestry(version: int, parents: dict[int, int | None]) -> tuple[int, ...]:
+    out: list[int] = []
+    seen: set[int] = set()
+    vid: int | None = version
     while vid is not None and vid not in seen:
         seen.add(vid)
         out.append(vid)
@@ -71,7 +80,7 @@ def _ancestry(vid: int, parents: dict[int, int | None]) -> tuple[int, ...]:
     return tuple(out)
 
 
-def members(store, table: list[dict]) -> list[Member]:
+def members(store: Store, table: list[JSON]) -> list[Member]:
     """Every live version (active and superseded) as a scored member, active first."""
     versions = store.live_versions()
     parents = store.version_parents() if versions else {}
@@ -90,7 +99,7 @@ def members(store, table: list[dict]) -> list[Member]:
     return out
 
 
-def frontier(store, k: int, table: list[dict]) -> list[Member]:
+def frontier(store: Store, k: int, table: list[JSON]) -> list[Member]:
     """The active version and the `k - 1` best-scoring earlier ones (ties: the newer first)."""
     everyone = members(store, table)
     active = [m for m in everyone if m.active]
@@ -98,12 +107,12 @@ def frontier(store, k: int, table: list[dict]) -> list[Member]:
     return (active + rest)[:max(1, k)]
 
 
-def frontier_now(store, k: int) -> list[Member]:
+def frontier_now(store: Store, k: int) -> list[Member]:
     """The frontier as the newest round saw it (coverage against that round's failure table)."""
     return frontier(store, k, store.latest_failure_table())
 
 
-def choose_parents(store, k: int, table: list[dict], rng: random.Random, n: int) -> list[Member]:
+def choose_parents(store: Store, k: int, table: list[JSON], rng: random.Random, n: int) -> list[Member]:
     """`n` parents for a round's slots: the active version first, the rest drawn from the
     frontier with probability proportional to score (a member may be drawn twice)."""
     front = frontier(store, k, table)

@@ -11,12 +11,18 @@ that fails (does not load, crashes as a whole, runs over) fails alone.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Iterable
 
 from backend.harness.check import HarnessError
 from backend.harness.client import WorkerFailure
 from backend.harness.loader import Harness
 from backend.harness.semantics import BatchOut, apply_harness, batch_from_rows
 from backend.store.rollouts import split_labels
+from backend.types import JSON
+
+
+if TYPE_CHECKING:
+    from backend.store import Store
 
 HISTORY_GROUPS = 16
 """Groups from before the window replayed too, so a fix is not judged on recent rollouts alone."""
@@ -32,7 +38,8 @@ class Replayed:
     error: str | None = None
 
 
-def select_rows(store, step: int, window: int, extra_ids=(), history_groups: int = HISTORY_GROUPS) -> list[dict]:
+def select_rows(store: Store, step: int, window: int, extra_ids: Iterable[int] = (),
+                history_groups: int = HISTORY_GROUPS) -> list[JSON]:
     """Rows to replay: the recent window, whole groups spread over older history,
     and `extra_ids` (rollouts earlier promotions fixed), without duplicates."""
     recent = store.recent_rollouts(step - window, step, MAX_ROWS)
@@ -50,7 +57,7 @@ def select_rows(store, step: int, window: int, extra_ids=(), history_groups: int
     return out
 
 
-def replay_one(code: str, rows: list[dict], timeout_s: float) -> Replayed:
+def replay_one(code: str, rows: list[JSON], timeout_s: float) -> Replayed:
     """Apply `code` to `rows` through the worker. Never raises."""
     try:
         harness = Harness.from_code(code)
@@ -64,16 +71,16 @@ def replay_one(code: str, rows: list[dict], timeout_s: float) -> Replayed:
         return Replayed(harness, None, str(e)[:300])
 
 
-def replay(codes: list[str], rows: list[dict], timeout_s: float) -> list[Replayed]:
+def replay(codes: list[str], rows: list[JSON], timeout_s: float) -> list[Replayed]:
     """Replay each harness over `rows`; one `Replayed` per code, in order."""
     return [replay_one(code, rows, timeout_s) for code in codes]
 
 
-def mismatches(rows: list[dict], code: str) -> list[str]:
+def mismatches(rows: list[JSON], code: str) -> list[str]:
     """Differences between what training stored for `rows` and a replay of `code` over them
     (reward, labels, advantage): empty when replay reproduces training exactly."""
     res = replay_one(code, rows, 60.0)
-    if res.error:
+    if res.out is None:
         return [f"replay failed: {res.error}"]
     out = []
     for r, o in zip(rows, res.out.rollouts):

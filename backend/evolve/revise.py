@@ -16,9 +16,17 @@ from __future__ import annotations
 import json
 import re
 from collections import Counter
+from typing import TYPE_CHECKING, Any, Sequence
+
+from backend.types import JSON
 
 from .edit import add_definition, remove_name
 from .interventions import Candidate
+
+
+if TYPE_CHECKING:
+    from .context import EvolveContext
+    from backend.store import Store
 
 MIN_UNLABELED = 4
 MIN_UNLABELED_SHARE = 0.25
@@ -32,7 +40,7 @@ def _mask(text: str) -> str:
     return re.sub(r"-?\d[\d,]*(?:\.\d+)?(?:/\d+)?", "N", " ".join((text or "").lower().split()))
 
 
-def signature(row: dict) -> dict:
+def signature(row: JSON) -> JSON:
     """The features unlabeled failures are clustered on."""
     text = row.get("completion") or ""
     nums = re.findall(r"-?\d[\d,]*(?:\.\d+)?(?:/\d+)?", text)
@@ -46,9 +54,9 @@ def signature(row: dict) -> dict:
             "ngrams": {" ".join(words[i:i + 3]) for i in range(len(words) - 2)}}
 
 
-def clusters(rows: list[dict]) -> list[tuple[tuple, list[dict]]]:
+def clusters(rows: list[JSON]) -> list[tuple[tuple[Any, ...], list[JSON]]]:
     """Group rows by (verdict, answer shape, final line); biggest first."""
-    out: dict[tuple, list[dict]] = {}
+    out: dict[tuple[Any, ...], list[JSON]] = {}
     for r in rows:
         s = signature(r)
         out.setdefault((s["verdict"], s["shape"], s["final"]), []).append(r)
@@ -60,17 +68,18 @@ def _slug(text: str) -> str:
     return s if s and not s[0].isdigit() else "x_" + s
 
 
-def _distinctive_gram(members: list[dict], contrast: list[dict]) -> str | None:
+def _distinctive_gram(members: list[JSON], contrast: list[JSON]) -> str | None:
     """A word 3-gram (no numbers) in most of the cluster and rare in correct rollouts."""
     counts = Counter(g for r in members for g in signature(r)["ngrams"] if "N" not in g.split())
     seen = Counter(g for r in contrast for g in signature(r)["ngrams"])
     for gram, c in counts.most_common(20):
         if c >= 0.6 * len(members) and seen[gram] <= 0.1 * max(len(contrast), 1):
-            return gram
+            return str(gram)
     return None
 
 
-def write_diagnostic(key: tuple, members: list[dict], contrast: list[dict] = ()) -> tuple[str, str, str]:
+def write_diagnostic(key: tuple[Any, ...], members: list[JSON],
+                     contrast: Sequence[JSON] = ()) -> tuple[str, str, str]:
     """(label, source, signature text) of a diagnostic that matches the cluster.
     `contrast` (correct rollouts) keeps phrase-based diagnostics from firing on successes."""
     verdict, shape, final = key
@@ -93,11 +102,11 @@ def write_diagnostic(key: tuple, members: list[dict], contrast: list[dict] = ())
         f"a wrong final number (final line '{final}')"
 
 
-def unlabeled_rows(store, steps: range) -> list[dict]:
+def unlabeled_rows(store: Store, steps: range) -> list[JSON]:
     return store.unlabeled_failures(steps[0], steps[-1])
 
 
-def propose_new(ctx, steps: range, parent_version: int, parent_code: str) -> Candidate | None:
+def propose_new(ctx: EvolveContext, steps: range, parent_version: int, parent_code: str) -> Candidate | None:
     if not len(steps):
         return None
     rows = unlabeled_rows(ctx.store, steps)
@@ -119,12 +128,12 @@ def propose_new(ctx, steps: range, parent_version: int, parent_code: str) -> Can
                 "examples": [r["id"] for r in members[:8]]})
 
 
-def fire_stats(store, since_step: int, labels: list[str]) -> tuple[int, dict[str, tuple[int, float]]]:
+def fire_stats(store: Store, since_step: int, labels: list[str]) -> tuple[int, dict[str, tuple[int, float]]]:
     """(rollouts since `since_step`, {label: (fires, share of fires the evaluator calls correct)})."""
     return store.count_rollouts_after(since_step), {label: store.label_fires(since_step, label) for label in labels}
 
 
-def propose_retire(ctx, parent_version: int, parent_code: str) -> Candidate | None:
+def propose_retire(ctx: EvolveContext, parent_version: int, parent_code: str) -> Candidate | None:
     """At most one retirement per round: a disagreeing diagnostic first, else a silent one."""
     guards = ctx.harness.validity
     labels = sorted(lbl for lbl in ctx.harness.diagnostics if lbl not in guards)

@@ -17,6 +17,9 @@ from __future__ import annotations
 
 import time
 import traceback
+from typing import TYPE_CHECKING, Callable
+
+from backend.types import JSON
 
 from . import interventions as iv
 from . import llm, offline, revise
@@ -27,14 +30,18 @@ from .backtest import backtest
 from .gate import promote_best
 
 
-def _window(ctx) -> range:
+if TYPE_CHECKING:
+    from .context import EvolveContext
+
+
+def _window(ctx: EvolveContext) -> range:
     return range(max(1, ctx.step - ctx.cfg.evolve.window + 1), ctx.step + 1)
 
 
-def run_round(ctx) -> dict:
+def run_round(ctx: EvolveContext) -> JSON:
     """Run a full round; returns a summary dict (also stored on the `rounds` row)."""
     t0 = time.perf_counter()
-    summary = {"step": ctx.step, "round_id": None, "proposed": [], "passed": [], "inconclusive": [], "failed": [],
+    summary: JSON = {"step": ctx.step, "round_id": None, "proposed": [], "passed": [], "inconclusive": [], "failed": [],
                "skipped": [], "promoted": None, "harness_version": ctx.harness_version, "error": None}
     ctx.cache.clear()
     if not ctx.cfg.evolve.enabled:
@@ -54,7 +61,7 @@ def run_round(ctx) -> dict:
     return summary
 
 
-def _save(ctx, summary: dict) -> None:
+def _save(ctx: EvolveContext, summary: JSON) -> None:
     if summary["round_id"] is None:
         return
     try:
@@ -64,7 +71,7 @@ def _save(ctx, summary: dict) -> None:
         pass
 
 
-def _text(s: dict) -> str:
+def _text(s: JSON) -> str:
     if s["error"]:
         return f"error: {s['error']}"
     promoted = f"; promoted #{s['promoted']} as v{s['harness_version']}" if s["promoted"] else ""
@@ -73,7 +80,7 @@ def _text(s: dict) -> str:
             f"inconclusive, {len(s['failed'])} failed{skipped}{promoted}")
 
 
-def _round(ctx, summary: dict) -> None:
+def _round(ctx: EvolveContext, summary: JSON) -> None:
     store = ctx.store
     steps = _window(ctx)
     table, metrics = failure_table(store, steps), round_metrics(store, steps)
@@ -103,20 +110,22 @@ def _round(ctx, summary: dict) -> None:
     if summary["passed"] and ctx.auto_promote():
         vid = promote_best(ctx, summary["passed"])
         if vid:
-            summary["promoted"] = store.harness_version(vid)["intervention_id"]
+            summary["promoted"] = (store.harness_version(vid) or {}).get("intervention_id")
             summary["harness_version"] = vid
     ctx.log("info", f"round at step {ctx.step}: {_text(summary)}")
 
 
-def propose_all(ctx, table: list[dict], metrics: dict, steps: range, rules: Rules | None = None) -> list:
+def propose_all(ctx: EvolveContext, table: list[JSON], metrics: JSON, steps: range,
+                rules: Rules | None = None) -> list[iv.Candidate]:
     """Revision candidates first (at most two), then the configured proposer fills the slots.
     With `rules`, revision and offline candidates that the churn rules refuse do not take a slot."""
     cfg = ctx.cfg.evolve
     parent, code = ctx.harness_version, ctx.harness.code
     exclude = iv.known_codes(ctx.store) | {code}
-    out = []
-    for make in (lambda: revise.propose_new(ctx, steps, parent, code),
-                 lambda: revise.propose_retire(ctx, parent, code)):
+    out: list[iv.Candidate] = []
+    makers: tuple[Callable[[], iv.Candidate | None], ...] = (
+        lambda: revise.propose_new(ctx, steps, parent, code), lambda: revise.propose_retire(ctx, parent, code))
+    for make in makers:
         try:
             c = make()
         except Exception as e:  # a revision bug must not cost the round its other candidates
@@ -128,11 +137,11 @@ def propose_all(ctx, table: list[dict], metrics: dict, steps: range, rules: Rule
     n = max(1, cfg.candidates - len(out))
     if cfg.proposer == "llm":
         return out + llm.propose(ctx, table, metrics, n, exclude)
-    return out + offline.propose(ctx, table, metrics, n, exclude, screen=rules and rules.reason)
+    return out + offline.propose(ctx, table, metrics, n, exclude, screen=rules.reason if rules else None)
 
 
-def submit(ctx, code: str, title: str, hypothesis: str = "", target: str = "", proposer: str = "operator",
-           expected: str = "") -> dict:
+def submit(ctx: EvolveContext, code: str, title: str, hypothesis: str = "", target: str = "",
+           proposer: str = "operator", expected: str = "") -> JSON:
     """Record and backtest one candidate given as whole harness code (an operator's edit,
     or a test's planted harness). Returns the backtest result."""
     c = iv.Candidate(title=title, code=code, parent_version=ctx.harness_version, parent_code=ctx.harness.code,

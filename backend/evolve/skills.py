@@ -27,10 +27,16 @@ import json
 import os
 import re
 from pathlib import Path
+from typing import Any, TYPE_CHECKING
 
 from backend.errors import EvoError
 from backend.harness.loader import HarnessError, check_source
 from backend.store import dumps, loads
+from backend.types import JSON
+
+
+if TYPE_CHECKING:
+    from backend.store import Store
 
 FORMAT = 1
 REQUIRED = {"name": str, "trigger": dict, "change": dict}
@@ -41,12 +47,12 @@ class SkillError(EvoError, ValueError):
     """A skill file or card is unusable; one line for the user."""
 
 
-def evidence_shows_gain(gain) -> bool:
+def evidence_shows_gain(gain: Any) -> bool:
     """The one rule for learning a skill: a paired validation gain whose 95% interval is above zero."""
     return gain is not None and gain.n > 0 and gain.ci_low > 0
 
 
-def gain_evidence(gain) -> dict:
+def gain_evidence(gain: Any) -> JSON:
     """What a card keeps of a `stats.Effect`: the effect, its interval, p-value and sample sizes."""
     d = gain.detail or {}
     return {"effect": round(gain.effect, 4), "ci_low": round(gain.ci_low, 4), "ci_high": round(gain.ci_high, 4),
@@ -54,17 +60,17 @@ def gain_evidence(gain) -> dict:
             "discordant": d.get("only_new", 0) + d.get("only_old", 0) if d else None, "test": gain.test}
 
 
-def card_from_row(row: dict) -> dict:
+def card_from_row(row: JSON) -> JSON:
     return {"name": row["name"], "domain": row["domain"] or "", "trigger": loads(row["trigger_json"], {}),
             "change": loads(row["change_json"], {}), "evidence": loads(row["evidence_json"], {}),
             "uses": row["uses"] or 0, "helped": row["helped"] or 0, "source": row["source"] or ""}
 
 
-def cards(store) -> list[dict]:
+def cards(store: Store) -> list[JSON]:
     return [card_from_row(r) for r in store.skill_rows()]
 
 
-def validate(card, where: str) -> dict:
+def validate(card: JSON, where: str) -> JSON:
     """Check one card's shape; raise SkillError naming the file and the problem."""
     if not isinstance(card, dict):
         raise SkillError(f"{where}: a skill card must be a JSON object")
@@ -87,18 +93,18 @@ def validate(card, where: str) -> dict:
     return card
 
 
-def _identity(change: dict) -> tuple:
+def _identity(change: JSON) -> tuple[Any, ...]:
     return change.get("op"), change.get("name"), re.sub(r"\s+", " ", change.get("source") or "").strip()
 
 
-def _merge_evidence(a: dict, b: dict) -> dict:
+def _merge_evidence(a: JSON, b: JSON) -> JSON:
     out = dict(a)
     for k, v in (b or {}).items():
         out[k] = (out.get(k) or []) + v if isinstance(v, list) else v
     return out
 
 
-def upsert(store, card: dict, source: str = "") -> tuple[str, str]:
+def upsert(store: Store, card: JSON, source: str = "") -> tuple[str, str]:
     """Insert a card, or merge it into the card with the same change. Returns (name, 'added'|'merged')."""
     rows = store.skill_rows()
     for row in rows:
@@ -121,7 +127,7 @@ def upsert(store, card: dict, source: str = "") -> tuple[str, str]:
     return name, "added"
 
 
-def bump(store, names: list[str], uses: int = 0, helped: int = 0, evidence: dict | None = None) -> None:
+def bump(store: Store, names: list[str], uses: int = 0, helped: int = 0, evidence: JSON | None = None) -> None:
     """Count a use of (or a help by) the named skills."""
     for name in names:
         r = store.skill_row(name)
@@ -133,7 +139,7 @@ def bump(store, names: list[str], uses: int = 0, helped: int = 0, evidence: dict
         store.update_skill(r["id"], values)
 
 
-def retrieve(store, table: list[dict], domain: str, k: int = 4) -> list[dict]:
+def retrieve(store: Store, table: list[JSON], domain: str, k: int = 4) -> list[JSON]:
     """Cards whose trigger labels show up in the failure table, best match first.
 
     Match = sum of the shares of the trigger labels present, times a prior from
@@ -154,7 +160,7 @@ def retrieve(store, table: list[dict], domain: str, k: int = 4) -> list[dict]:
 # ---------------------------------------------------------------- files
 
 
-def read_file(path: Path) -> list[dict]:
+def read_file(path: Path) -> list[JSON]:
     """Cards in one JSON file: a library {"evotui_skills": 1, "skills": [...]} or a single card."""
     try:
         data = json.loads(Path(path).read_text())
@@ -169,14 +175,14 @@ def read_file(path: Path) -> list[dict]:
     return [validate(data, str(path))]
 
 
-def write_library(path: Path, items: list[dict]) -> None:
+def write_library(path: Path, items: list[JSON]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".json.tmp")
     tmp.write_text(json.dumps({"evotui_skills": FORMAT, "skills": items}, indent=2) + "\n")
     os.replace(tmp, path)  # never leave a half-written library behind
 
 
-def export_skills(store, dest: str | Path) -> list[Path]:
+def export_skills(store: Store, dest: str | Path) -> list[Path]:
     """Write every card: into `dest` when it ends in .json, else one file per card in the folder."""
     dest = Path(dest).expanduser()
     items = cards(store)
@@ -192,7 +198,7 @@ def export_skills(store, dest: str | Path) -> list[Path]:
     return out
 
 
-def import_skills(store, path: str | Path) -> list[tuple[str, str]]:
+def import_skills(store: Store, path: str | Path) -> list[tuple[str, str]]:
     """Import a library file, a card file, or a folder of them. Every file is read and
     checked before any card is stored, so a corrupt file imports nothing."""
     path = Path(path).expanduser()
@@ -210,7 +216,7 @@ def global_library() -> Path | None:
     return Path(home).expanduser() / "skills.json" if home else None
 
 
-def global_cards(exclude=None) -> list[dict]:
+def global_cards(exclude: Any = None) -> list[JSON]:
     """Cards of the global library (those not already in `exclude`'s store)."""
     path = global_library()
     if not path or not path.is_file():
@@ -223,7 +229,7 @@ def global_cards(exclude=None) -> list[dict]:
     return [c for c in items if _identity(c["change"]) not in have]
 
 
-def save_global(card: dict) -> None:
+def save_global(card: JSON) -> None:
     """Merge one card into the global library (best effort)."""
     path = global_library()
     if not path:

@@ -31,14 +31,16 @@ from __future__ import annotations
 import ast
 import math
 from dataclasses import dataclass
-from typing import Callable
+from typing import Any, Callable
 
 from backend.envs.math import LEVELS as MATH_LEVELS
 from backend.harness import spec
+from backend.types import JSON
 
 from .aggregate import DEAD
 from .edit import EditError, constant, literal_source, replace_name
 from .interventions import kind_of
+
 
 GOOD = ("passed", "approved", "promoted", "rolled_back")
 BAD = ("failed", "inconclusive", "vetoed")
@@ -65,7 +67,7 @@ CURRICULUM_LEVELS = {"math": (0, len(MATH_LEVELS["basic_arithmetic"]) - 1), "cod
 """Levels each domain's environment knows (backend/envs: math's LEVELS, code's tiers, swe's levels)."""
 
 
-def _narrow(bounds: tuple, lo: float, hi: float) -> tuple[float, float]:
+def _narrow(bounds: tuple[Any, ...], lo: float, hi: float) -> tuple[float, float]:
     """A search range inside the schema's `bounds` (an error at import if it is not)."""
     if not (bounds[0] <= lo < hi <= bounds[1]):
         raise ValueError(f"search range [{lo}, {hi}] leaves the harness schema's {bounds}")
@@ -91,10 +93,10 @@ class Knob:
     log: bool = False
     floor: float = 0.0
     """Log-scale knobs: the smallest positive value a move from 0 goes to."""
-    choices: tuple = ()
+    choices: tuple[Any, ...] = ()
     targets: tuple[str, ...] = ()
     """Failure labels this knob answers (the proposer ranks by their share)."""
-    prefer: Callable[[dict, dict], int] | None = None
+    prefer: Callable[[JSON, JSON], int] | None = None
     """(failure table by label, round metrics) -> +1 up, -1 down, 0 no preference."""
     hypothesis: str = ""
 
@@ -102,7 +104,7 @@ class Knob:
     def kind(self) -> str:
         return kind_of(self.constant)
 
-    def value(self, code: str):
+    def value(self, code: str) -> Any:
         """This knob's value in `code` (the schema default when the key is absent), or None
         when the constant is not a literal dict there."""
         node = constant(code, self.constant)
@@ -112,7 +114,7 @@ class Knob:
             return None
         return node.get(self.path[-1], self.default)
 
-    def clip(self, x):
+    def clip(self, x: Any) -> Any:
         x = min(self.hi, max(self.lo, x))
         if self.type == "int":
             return int(round(x))
@@ -124,8 +126,8 @@ class Move:
     """Set one knob to a new value: a single-factor edit of its constant."""
 
     knob: Knob
-    old: object
-    new: object
+    old: Any
+    new: Any
     step: float | None = None
 
     def apply(self, code: str) -> str:
@@ -149,7 +151,7 @@ class Move:
             return f"System prompt: choice {PROMPTS_INDEX.get(self.new, '?')}"
         return f"{self.knob.name}: {_show(self.old)} -> {_show(self.new)}"
 
-    def params(self) -> dict:
+    def params(self) -> JSON:
         """What the intervention row keeps: the knob, both values, the step (read back by `Steps`)."""
         return {"template": PREFIX + self.knob.name, "knob": self.knob.name, "from": self.old, "to": self.new,
                 "step": self.step, "op": "replace", "name": self.knob.constant}
@@ -158,20 +160,20 @@ class Move:
 PROMPTS_INDEX = {p: i for texts in PROMPTS.values() for i, p in enumerate(texts)}
 
 
-def _show(v) -> str:
+def _show(v: Any) -> str:
     return f"{v:g}" if isinstance(v, float) else str(v)
 
 
-def _share(table: dict, *labels: str) -> float:
-    return sum(table.get(lbl, {}).get("share", 0.0) for lbl in labels)
+def _share(table: JSON, *labels: str) -> float:
+    return float(sum(table.get(lbl, {}).get("share", 0.0) for lbl in labels))
 
 
-def _temperature_way(t: dict, m: dict) -> int:
+def _temperature_way(t: JSON, m: JSON) -> int:
     # loops come from sampling too hot; groups that all tie on a sound policy from too little spread
     return -1 if _share(t, "repetition") > 0.1 else (1 if _share(t, DEAD) > 0.5 else 0)
 
 
-def _level_way(t: dict, m: dict) -> int:
+def _level_way(t: JSON, m: JSON) -> int:
     acc = m.get("accuracy")
     return 0 if acc is None or _share(t, DEAD) < 0.2 else (-1 if acc < 0.5 else 1)
 
@@ -193,7 +195,7 @@ def _sampling(cap: int) -> list[Knob]:
     ]
 
 
-def _up_when(labels: tuple) -> Callable[[dict, dict], int]:
+def _up_when(labels: tuple[Any, ...]) -> Callable[[JSON, JSON], int]:
     return lambda t, m: 1 if labels and _share(t, *labels) > 0.3 else 0
 
 
@@ -281,7 +283,7 @@ class Steps:
     good: int = 0
 
     @classmethod
-    def of(cls, knob: Knob, history: list[dict]) -> "Steps":
+    def of(cls, knob: Knob, history: list[JSON]) -> "Steps":
         """`history`: this knob's earlier moves, oldest first, each {"from", "to", "status"}."""
         size, way, tried, good = knob.step, 0, 0, 0
         for h in history:
@@ -302,14 +304,14 @@ def _span(k: Knob) -> float:
     return max(k.hi - k.lo, k.min_step)
 
 
-def _way(a, b) -> int:
+def _way(a: Any, b: Any) -> int:
     try:
         return 0 if a == b else (1 if b > a else -1)
     except TypeError:
         return 0
 
 
-def _shift(k: Knob, x: float, way: int, size: float):
+def _shift(k: Knob, x: float, way: int, size: float) -> Any:
     size = min(size, _span(k))  # never past the range (and never overflowing a factor)
     if k.log:
         base = x if x > 0 else (k.floor if way > 0 else 0.0)
@@ -317,7 +319,7 @@ def _shift(k: Knob, x: float, way: int, size: float):
     return k.clip(x + way * size)
 
 
-def values(knob: Knob, old, steps: Steps, table: dict | None = None, metrics: dict | None = None) -> list:
+def values(knob: Knob, old: JSON, steps: Steps, table: JSON | None = None, metrics: JSON | None = None) -> list[Any]:
     """New values for `knob` from `old`, most promising first (none equals `old`)."""
     if knob.type == "bool":
         return [not old]
@@ -335,7 +337,7 @@ def values(knob: Knob, old, steps: Steps, table: dict | None = None, metrics: di
     return out
 
 
-def moves(code: str, knob: Knob, steps: Steps, table: dict | None = None, metrics: dict | None = None):
+def moves(code: str, knob: Knob, steps: Steps, table: JSON | None = None, metrics: JSON | None = None) -> Any:
     """The moves of `knob` from this harness, most promising first."""
     old = knob.value(code)
     if old is None:

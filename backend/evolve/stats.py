@@ -34,6 +34,10 @@ import math
 import random
 from dataclasses import asdict, dataclass, field
 from statistics import NormalDist, fmean
+from typing import Any
+
+from backend.types import JSON
+
 
 ALPHA = 0.05
 POWER = 0.8
@@ -66,14 +70,14 @@ class Effect:
     """The candidate's mean."""
     rollouts: int = 1
     """Rollouts behind each unit's value (a probe's group size); 1 for a single outcome."""
-    detail: dict = field(default_factory=dict)
+    detail: JSON = field(default_factory=dict)
 
     @property
     def harmful(self) -> bool:
         """Significantly below zero at ALPHA."""
         return self.n > 0 and self.effect < 0 and self.p_value < ALPHA
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> JSON:
         return asdict(self)
 
     def text(self) -> str:
@@ -96,7 +100,8 @@ def sign_test(k: int, d: int) -> float:
     if d == 0:
         return 1.0
     lo = min(k, d - k)
-    return min(1.0, 2 * sum(math.comb(d, i) for i in range(lo + 1)) / 2 ** d)
+    p: float = 2 * sum(math.comb(d, i) for i in range(lo + 1)) / 2 ** d
+    return min(1.0, p)
 
 
 def paired_binary(a: list[bool], b: list[bool], metric: str = "accuracy", alpha: float = ALPHA,
@@ -151,15 +156,15 @@ def paired_bootstrap(a: list[float], b: list[float], seed: int = 0, metric: str 
                   new=fmean(map(float, b)), rollouts=rollouts)
 
 
-def per_unit(rows: list[dict], key: str, unit: str = "task_id") -> dict:
+def per_unit(rows: list[JSON], key: str, unit: str = "task_id") -> dict[Any, float]:
     """Mean of `key` per unit (a prompt's rollouts averaged): {unit: mean}."""
-    acc: dict = {}
+    acc: dict[Any, list[float]] = {}
     for r in rows:
         acc.setdefault(r.get(unit), []).append(float(r.get(key) or 0.0))
     return {u: fmean(v) for u, v in acc.items()}
 
 
-def pair_up(old: dict, new: dict) -> tuple[list, list]:
+def pair_up(old: JSON, new: JSON) -> tuple[list[Any], list[Any]]:
     """Values of the units both arms have, in a stable order (unit keys sorted as text)."""
     keys = sorted(set(old) & set(new), key=str)
     return [old[k] for k in keys], [new[k] for k in keys]
@@ -187,12 +192,12 @@ class Decision:
     """Smallest true gain this sample detects with power 0.8 (min_gain plus the noise margin)."""
     harm: Effect | None = None
 
-    def row(self) -> dict:
+    def row(self) -> JSON:
         """The backtests columns this decision fills (see schema m003_gate)."""
         return {"metric": self.metric, "effect": self.effect, "ci_low": self.ci_low, "ci_high": self.ci_high,
                 "p_value": self.p_value, "n": self.n, "underpowered": int(self.underpowered)}
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> JSON:
         return asdict(self)
 
 

@@ -22,8 +22,11 @@ import random
 from dataclasses import dataclass
 from typing import Callable
 
+from backend.types import JSON
+
 from .aggregate import DEAD, UNLABELED
 from .edit import Edit, definition, top_level
+
 
 LENIENT = {
     "evaluator": (
@@ -64,37 +67,42 @@ DIAGNOSE_NO_NUMBER = (
 ALL = ("math", "code", "swe")
 
 
+Made = tuple[Edit, JSON] | None
+"""What a template's maker returns: the edit and its parameters, or None when it does not apply."""
+Maker = Callable[[str, random.Random, JSON], Made]
+
+
 @dataclass
 class Template:
     id: str
     title: str
     hypothesis: str
     expected: str
-    score: Callable[[dict, dict], float]
+    score: Callable[[JSON, JSON], float]
     """(failure table by label, round metrics) -> how well this template fits (0 = not at all)."""
-    make: Callable[[str, random.Random, dict], tuple[Edit, dict] | None]
+    make: Maker
     """(parent code, rng, context) -> (the edit, its parameters), or None when it does not fit."""
     target: str = ""
-    domains: tuple = ("math",)
+    domains: tuple[str, ...] = ("math",)
     """Domains whose harnesses this template understands (the generic ones edit only shared constants)."""
 
 
-def _share(table: dict, label: str) -> float:
-    return table.get(label, {}).get("share", 0.0)
+def _share(table: JSON, label: str) -> float:
+    return float(table.get(label, {}).get("share", 0.0))
 
 
-def _missed_correct(table: dict, label: str) -> float:
+def _missed_correct(table: JSON, label: str) -> float:
     """Share of the window that carries `label` although the evaluator said correct:
     answers the reward cannot see."""
     e = table.get(label, {})
-    return e.get("share", 0.0) * e.get("correct_share", 0.0)
+    return float(e.get("share", 0.0)) * float(e.get("correct_share", 0.0))
 
 
 def _is_function(code: str, name: str) -> bool:
     return name in top_level(code) and f"def {name}(" in code
 
 
-def _lenient(code, rng, ctx):
+def _lenient(code: str, rng: random.Random, ctx: JSON) -> Made:
     if _is_function(code, "extract_answer"):
         variant = rng.choice(sorted(LENIENT))
         return Edit("replace", "extract_answer", LENIENT[variant]), {"fallback": variant}
@@ -104,36 +112,36 @@ def _lenient(code, rng, ctx):
     return None
 
 
-def _partial_format(code, rng, ctx):
+def _partial_format(code: str, rng: random.Random, ctx: JSON) -> Made:
     if not _is_function(code, "reward_format"):
         return None
     partial = rng.choice([0.25, 0.5])
     return Edit("replace", "reward_format", PARTIAL_FORMAT.format(partial=partial)), {"partial": partial}
 
 
-def _complete_format(code, rng, ctx):
+def _complete_format(code: str, rng: random.Random, ctx: JSON) -> Made:
     if not _is_function(code, "reward_format") or "finish" in (definition(code, "reward_format") or ""):
         return None
     return Edit("replace", "reward_format", COMPLETE_FORMAT), {}
 
 
-def _add_diagnostic(label: str, source: str):
+def _add_diagnostic(label: str, source: str) -> Maker:
     """A maker that adds `diagnose_<label>` when the harness lacks it."""
-    def make(code, rng, ctx):
+    def make(code: str, rng: random.Random, ctx: JSON) -> Made:
         if f"diagnose_{label}" in top_level(code):
             return None
         return Edit("add", f"diagnose_{label}", source), {"label": label}
     return make
 
 
-def _repetition_threshold(code, rng, ctx):
+def _repetition_threshold(code: str, rng: random.Random, ctx: JSON) -> Made:
     if not _is_function(code, "diagnose_repetition"):
         return None
     share = rng.choice([0.15, 0.2, 0.45])
     return Edit("replace", "diagnose_repetition", REPETITION.format(share=share)), {"share": share}
 
 
-def _unlabeled(t: dict) -> float:
+def _unlabeled(t: JSON) -> float:
     return _share(t, UNLABELED)
 
 
@@ -179,7 +187,7 @@ def by_id(template_id: str) -> Template | None:
     return next((t for t in TEMPLATES if t.id == template_id), None)
 
 
-def mutate_numbers(source: str, rng: random.Random) -> tuple[str, dict] | None:
+def mutate_numbers(source: str, rng: random.Random) -> tuple[str, JSON] | None:
     """Scale one float literal of a definition (parameter mutation of a skill's change)."""
     import ast
 
@@ -190,5 +198,6 @@ def mutate_numbers(source: str, rng: random.Random) -> tuple[str, dict] | None:
         return None
     node = rng.choice(floats)
     old = node.value
+    assert isinstance(old, float)  # only float constants were picked
     node.value = round(old * rng.choice([0.5, 1.5, 2.0]), 4)
     return ast.unparse(tree) + "\n", {"mutated": [old, node.value]}

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from typing import Any
 
 from backend.envs import math_answer
-from typing import Any
+
 
 _NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?(?:/\d+)?")
 _TAG = re.compile(r"<answer>(.*?)</answer>", re.S | re.I)

@@ -26,12 +26,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-
-from .check import MAX_BYTES, HarnessError, check_source, parse  # noqa: F401  (public)
-from .namespace import RolloutView  # noqa: F401  (public: tests build views)
-from .semantics import advantages  # noqa: F401  (public)
-from .spec import HarnessSpec, sha  # noqa: F401  (sha is public here too)
 from typing import Any
+
+from .check import MAX_BYTES, HarnessError, check_source, parse
+from .namespace import RolloutView
+from .semantics import advantages
+from .spec import HarnessSpec, sha
+
+
+__all__ = [  # the harness API the rest of the engine imports from here
+    "Harness", "HarnessError", "HarnessSpec", "MAX_BYTES", "RolloutView", "advantages", "check_source",
+    "default_harness_path", "load_default", "parse", "sha",
+]
 
 
 @dataclass(frozen=True)

@@ -16,10 +16,11 @@ import math
 import statistics
 from dataclasses import dataclass
 from types import MappingProxyType, ModuleType, SimpleNamespace
+from typing import Any
 
 from .check import ALLOWED_IMPORTS, FUNCTOOLS_NAMES, HarnessError, check_source
 from .lib import HELPERS
-from typing import Any
+
 
 SAFE_BUILTIN_NAMES = (
     "abs", "all", "any", "bool", "dict", "enumerate", "filter", "float", "frozenset", "int",

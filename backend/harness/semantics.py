@@ -23,9 +23,10 @@ from __future__ import annotations
 import math
 import statistics
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 from .spec import HarnessSpec
-from typing import Any, TYPE_CHECKING
+
 
 if TYPE_CHECKING:
     from backend.harness.loader import Harness

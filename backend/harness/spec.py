@@ -15,9 +15,10 @@ import math
 import re
 import string
 from dataclasses import dataclass, field
+from typing import Any
 
 from .check import HarnessError
-from typing import Any
+
 
 ADVANTAGE_RULES = ("group_std", "group_mean", "rank")
 STD_CONVENTIONS = ("population", "sample")

@@ -22,13 +22,14 @@ from __future__ import annotations
 import json
 import sqlite3
 from pathlib import Path
+from typing import Any
 
 from .base import BUSY_S, Queries, Row, StoreError, db_problem, dumps, loads, now
 from .records import EvolutionRecords
 from .reports import ReportReads
 from .rollouts import RolloutReads
 from .search import SearchReads
-from typing import Any
+
 
 __all__ = ["BUSY_S", "Row", "Store", "StoreError", "dumps", "integrity_ok", "loads", "now"]
 
