@@ -151,6 +151,14 @@ class EvolveConfig:
     backtest_timeout_s: float = 60.0
     probe_tasks: int = 2
     """Tasks per arm in a probe run for changes replay cannot judge (on the CPU; the least on CUDA)."""
+    trials: str = "auto"
+    """Paired trials for changes a probe cannot judge (curriculum, token budget): on, off, or auto
+    (on under CUDA, where a step is cheap; off on the CPU, where such changes stay inconclusive)."""
+    trial_steps: int = 4
+    """Training steps of each policy copy in a trial (candidate and incumbent, same seeds)."""
+    replay_max_rows: int = 600
+    """Most stored rollouts a replay backtest reads; the window widens toward this when the power
+    calculation asks for more (docs/gate.md). The gpu profile raises it."""
     plant_trap: bool = False
     """Submit the domain's planted exploitable harness once, to show validity diagnostics block it."""
     llm: LLMProposerConfig = field(default_factory=LLMProposerConfig)
@@ -324,6 +332,10 @@ def validate(cfg: RunConfig) -> RunConfig:
         bad("eval.every, eval.n_val and eval.n_test must be at least 1")
     if not 0 <= cfg.evolve.min_gain < cfg.evolve.min_effect:
         bad(f"evolve.min_effect ({cfg.evolve.min_effect}) must be above evolve.min_gain ({cfg.evolve.min_gain}) >= 0")
+    if cfg.evolve.trials not in ("auto", "on", "off"):
+        bad(f"evolve.trials must be auto, on or off, got '{cfg.evolve.trials}'")
+    if cfg.evolve.trial_steps < 1 or cfg.evolve.replay_max_rows < 16:
+        bad("evolve.trial_steps must be at least 1 and evolve.replay_max_rows at least 16")
     if cfg.evolve.cooldown_after < 1 or cfg.evolve.cooldown_rounds < 0 or cfg.evolve.probe_max_tasks < 1:
         bad("evolve.cooldown_after and evolve.probe_max_tasks must be at least 1, evolve.cooldown_rounds >= 0")
     if cfg.evolve.every < 1 or cfg.evolve.window < 1 or cfg.evolve.candidates < 1:

@@ -15,9 +15,12 @@ def context(engine, step: int):
     """What evolution (a round, a command, the post-eval check) sees of the engine at `step`."""
     from backend.evolve import EvolveContext
 
+    from backend.trial import trial, trials_enabled
+
     return EvolveContext(store=engine.store, cfg=engine.cfg, step=step,
                          harness_version=engine.harness_version, harness=engine.harness,
                          probe=lambda h, n: probe(engine, h, n, step),
+                         trial=trial(engine, step, {}) if trials_enabled(engine) else None,
                          log=lambda lvl, msg: engine.say(msg, lvl, step), checkpoint=engine.control.checkpoint)
 
 

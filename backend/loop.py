@@ -210,13 +210,7 @@ class Engine:
         gstats = group_stats(items, self.harness)
         progress.phase("train")
         t0 = time.perf_counter()
-        samples = [Sample(s.prompt_ids, s.completion_ids, s.loss_mask, s.advantage)
-                   for s in items if is_trained(s.kept, s.advantage) and s.completion_ids]
-        if getattr(self.engine, "name", "") == "vllm":
-            self.engine.sleep()  # give vLLM's memory back to training
-        # "batch": TRL's dapo normaliser, every rollout's tokens; "live" (default): the tokens trained on
-        denom = float(sum(sum(s.loss_mask) for s in items)) if self.cfg.train.loss_denominator == "batch" else None
-        tstats = self.with_oom_retry(lambda: self.trainer.step(samples, denom), self.cfg.train, "micro_batch")
+        samples, tstats = self.update_policy(items)
         train_ms = (time.perf_counter() - t0) * 1000
         progress.phase("checkpoint")
         t0 = time.perf_counter()
@@ -252,6 +246,16 @@ class Engine:
             self.policy_version = new_pv["id"]
         step_row["store_ms"] = store_ms
         return step_row
+
+    def update_policy(self, items: list[Scored]) -> tuple[list[Sample], dict]:
+        """One GRPO update on the rollouts the harness trains on (training steps and trials)."""
+        samples = [Sample(s.prompt_ids, s.completion_ids, s.loss_mask, s.advantage)
+                   for s in items if is_trained(s.kept, s.advantage) and s.completion_ids]
+        if getattr(self.engine, "name", "") == "vllm":
+            self.engine.sleep()  # give vLLM's memory back to training
+        # "batch": TRL's dapo normaliser, every rollout's tokens; "live" (default): the tokens trained on
+        denom = float(sum(sum(s.loss_mask) for s in items)) if self.cfg.train.loss_denominator == "batch" else None
+        return samples, self.with_oom_retry(lambda: self.trainer.step(samples, denom), self.cfg.train, "micro_batch")
 
     def restore_policy(self, step: int) -> None:
         """Load the adapter of the newest checkpoint at or before `step` (rollback)."""

@@ -33,6 +33,12 @@ Where the numbers come from:
   - `eval.every = 20`: six or seven points on a 120-step curve, enough for the
     report's area under the test-accuracy curve without evaluation dominating
     a step.
+  - `evolve.replay_max_rows = 8192`: replay reads as many stored rollouts as the
+    power calculation asks for (`stats.replay_rows`: about 17,000 at 4% accuracy
+    and 8 rollouts a group, 4,800 at 50%), at most sixteen steps of 512. The
+    600-row window of the CPU default left lenient extraction `underpowered` at
+    4% accuracy on 4 x H100 (README, Results); replaying 8,192 rows costs about
+    0.7 s a harness in the worker (bench row `harness`: 44 ms per 512).
 """
 
 from __future__ import annotations
@@ -49,6 +55,7 @@ PROFILES: dict[str, dict[str, object]] = {
         "eval.n_val": 200,
         "eval.n_test": 500,
         "eval.every": 20,
+        "evolve.replay_max_rows": 8192,
     },
 }
 CHOICES = ("auto", *PROFILES)

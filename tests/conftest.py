@@ -28,3 +28,17 @@ def _isolated_home(tmp_path, monkeypatch):
 @pytest.fixture
 def tiny_overrides():
     return list(TINY)
+
+
+def varying_reward_harness(tmp: Path) -> Path:
+    """The default math harness plus a reward that always varies, so every step trains (at
+    tiny sizes the policy never answers right: with the default reward every group is dead)."""
+    from backend.harness.loader import default_harness_path
+
+    code = default_harness_path("math").read_text().replace(
+        'REWARD_WEIGHTS = {"correct": 1.0, "format": 0.1}', 'REWARD_WEIGHTS = {"correct": 1.0, "length": 0.1}')
+    assert "length" in code
+    code += "\n\ndef reward_length(r):\n    return (len(r.completion) % 7) / 7\n"
+    path = tmp / "harness.py"
+    path.write_text(code)
+    return path

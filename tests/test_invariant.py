@@ -29,7 +29,7 @@ import pytest
 
 from backend.store import Store
 
-from conftest import MODEL_CACHE, TINY
+from conftest import MODEL_CACHE, TINY, varying_reward_harness
 
 pytestmark = pytest.mark.slow  # three real runs: about 2.5 minutes of CPU
 
@@ -47,24 +47,10 @@ MODES = {
 }
 
 
-def _harness(tmp: Path) -> Path:
-    """The default math harness plus a reward that always varies, so every step trains (at
-    these sizes the policy never answers right: with the default reward every group is dead)."""
-    from backend.harness.loader import default_harness_path
-
-    code = default_harness_path("math").read_text().replace(
-        'REWARD_WEIGHTS = {"correct": 1.0, "format": 0.1}', 'REWARD_WEIGHTS = {"correct": 1.0, "length": 0.1}')
-    assert "length" in code
-    code += "\n\ndef reward_length(r):\n    return (len(r.completion) % 7) / 7\n"
-    path = tmp / "harness.py"
-    path.write_text(code)
-    return path
-
-
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory) -> dict[str, Path]:
     tmp = tmp_path_factory.mktemp("invariant")
-    harness = _harness(tmp)
+    harness = varying_reward_harness(tmp)
     env = {**os.environ, "EVOTUI_HOME": str(tmp / "home"), "EVOTUI_MODEL_CACHE": str(MODEL_CACHE),
            "TOKENIZERS_PARALLELISM": "false"}
     out = {}

@@ -13,6 +13,7 @@ moves its intervention from backtesting to passed or failed.
 
 from __future__ import annotations
 
+import math
 import statistics
 import time
 from typing import Any, TYPE_CHECKING
@@ -25,8 +26,8 @@ from backend.types import Intervention, JSON
 from . import adversarial
 from . import interventions as iv
 from .judge import BLOCK_MIN, BLOCK_SHARE, judge, threshold
-from .stats import Decision, decide, pair_up, paired_bootstrap, per_unit
-from .replay import replay, select_rows
+from .stats import Decision, decide, pair_up, paired_binary, paired_bootstrap, per_unit, replay_rows
+from .replay import MAX_ROWS, replay, select_rows
 
 
 if TYPE_CHECKING:
@@ -72,7 +73,7 @@ def _replay_all(ctx: EvolveContext, todo: list[Intervention]) -> list[JSON]:
     store, cfg = ctx.store, ctx.cfg.evolve
     t0 = time.perf_counter()
     fixed = fixed_ids(store)
-    rows = select_rows(store, ctx.step, cfg.window, sorted(fixed))
+    rows = replay_window(ctx, sorted(fixed))
     if not rows:
         return [_record(store, r.id, "replay", 0, "failed", "no stored rollouts to replay", {}, 0.0, t0)
                 for r in todo]
@@ -98,6 +99,22 @@ def _replay_all(ctx: EvolveContext, todo: list[Intervention]) -> list[JSON]:
         metrics["incumbent_version"] = ctx.harness_version
         out.append(_record(store, row.id, "replay", len(rows), verdict, reason, metrics, score, t0))
     return out
+
+
+def replay_window(ctx: EvolveContext, fixed: list[int]) -> list[JSON]:
+    """The stored rollouts a round replays: the last `evolve.window` steps, widened toward
+    `evolve.replay_max_rows` when the power calculation (`stats.replay_rows`, at the window's
+    accuracy) asks for more rows than the window holds."""
+    cfg, store = ctx.cfg.evolve, ctx.store
+    rows = select_rows(store, ctx.step, cfg.window, fixed, max_rows=min(MAX_ROWS, cfg.replay_max_rows))
+    if not rows or cfg.replay_max_rows <= len(rows):
+        return rows
+    base = statistics.fmean(bool(r["correct"]) for r in rows)
+    want = min(cfg.replay_max_rows, replay_rows(cfg.min_effect, cfg.min_gain, ctx.cfg.train.group_size, base))
+    per_step = max(1, ctx.cfg.train.tasks_per_step * ctx.cfg.train.group_size)
+    if want <= len(rows):
+        return rows
+    return select_rows(store, ctx.step, max(cfg.window, math.ceil(want / per_step)), fixed, max_rows=want)
 
 
 def _adversarial(base: Any, cand: Any, kinds: list[str], judged: tuple[Any, ...]) -> tuple[str, str, JSON]:
@@ -178,6 +195,36 @@ def probe_decision(old_rows: list[JSON], new_rows: list[JSON], min_gain: float, 
     return decide(effect, min_gain, min_effect=min_effect)
 
 
+def trial_decision(old_arm: Any, new_arm: Any, min_gain: float, min_effect: float) -> Decision:
+    """Validation verdicts of the two policy copies, paired by problem (exact McNemar test)."""
+    if old_arm.task_ids != new_arm.task_ids:
+        raise ValueError("the trial's arms were validated on different problems")
+    effect = paired_binary(old_arm.correct, new_arm.correct, metric="validation accuracy")
+    return decide(effect, min_gain, min_effect=min_effect)
+
+
+def _trial_one(ctx: EvolveContext, row: Intervention, cand: Harness, why: str, t0: float) -> JSON:
+    """A paired trial (`backend.trial`): k training steps of a policy copy under the candidate
+    and under the incumbent, judged on the validation set at fixed difficulty."""
+    store, ev = ctx.store, ctx.cfg.evolve
+    assert ctx.trial is not None  # _probe_one asks for a trial only where trials are on
+    try:
+        old_arm, new_arm = ctx.trial(cand)
+    except Exception as e:  # a trial that crashes is a failed candidate, not a failed round
+        return _record(store, row.id, "trial", 0, "failed", f"trial failed: {type(e).__name__}: {e}"[:300],
+                       {"evidence": "trial", "why_trial": why}, 0.0, t0)
+    dec = trial_decision(old_arm, new_arm, ev.min_gain, ev.min_effect)
+    m = {"evidence": "trial", "why_trial": why, "trial_steps": ev.trial_steps, "incumbent_version": ctx.harness_version,
+         "decision": dec.to_dict(),
+         "old": {"accuracy": statistics.fmean(old_arm.correct) if old_arm.correct else 0.0, "n": len(old_arm.correct),
+                 "rollouts": old_arm.rollouts, "seconds": round(old_arm.seconds, 2)},
+         "new": {"accuracy": statistics.fmean(new_arm.correct) if new_arm.correct else 0.0, "n": len(new_arm.correct),
+                 "rollouts": new_arm.rollouts, "seconds": round(new_arm.seconds, 2)}}
+    score = round(dec.effect, 4) if dec.status == "passed" else 0.0
+    return _record(store, row.id, "trial", new_arm.rollouts, dec.status,
+                   f"trial ({ev.trial_steps} steps, validation): {dec.reason}", m, score, t0)
+
+
 def _probe_one(ctx: EvolveContext, row: Intervention) -> JSON:
     store, ev = ctx.store, ctx.cfg.evolve
     t0 = time.perf_counter()
@@ -189,9 +236,12 @@ def _probe_one(ctx: EvolveContext, row: Intervention) -> JSON:
     except HarnessError as e:
         return _record(store, row.id, "probe", 0, "failed", f"candidate does not load: {e}"[:300], {}, 0.0, t0)
     why = needs_trial(cand, ctx.harness)
+    if why and ctx.trial is not None:
+        return _trial_one(ctx, row, cand, why, t0)
     if why:
         return _record(store, row.id, "probe", 0, "inconclusive",
-                       f"{why}: it needs a trial judged on the validation set, not a probe", {}, 0.0, t0)
+                       f"{why}: it needs a trial judged on the validation set, not a probe (evolve.trials is "
+                       f"off here)", {"evidence": "none: trials off"}, 0.0, t0)
     try:
         new_rows, old_rows = _probe(ctx, cand), _probe(ctx, ctx.harness)
     except Exception as e:  # a probe that crashes is a failed candidate, not a failed round

@@ -2,14 +2,15 @@
 
 The loop owns the policy; evolution reaches it only through `probe`, which
 generates a few groups under a given harness and returns rollout rows (the
-same columns as the `rollouts` table, `id` optional). `log(level, message)`
-writes an event; `checkpoint(activity)` is where a round may be paused or stopped.
+same columns as the `rollouts` table, `id` optional), and through `trial`,
+which trains throwaway copies of the policy and returns their validation
+verdicts. `log(level, message)` writes an event; `checkpoint(activity)` is where a round may be paused or stopped.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Any, Callable
 
 from backend.config import RunConfig
 from backend.harness.loader import Harness
@@ -25,6 +26,9 @@ class EvolveContext:
     harness_version: int
     harness: Harness
     probe: Callable[[Harness, int], list[JSON]] | None = None
+    trial: Callable[[Harness], tuple[Any, ...]] | None = None
+    """`(candidate) -> (incumbent arm, candidate arm)`: policy copies trained `evolve.trial_steps`
+    steps under each and validated (`backend.trial`); None where trials are off (the CPU default)."""
     log: Callable[[str, str], None] = lambda level, message: None
     checkpoint: Callable[[str], None] = lambda activity: None
     """Say what the round is doing now ("round at step 5: backtesting 2/4") and let the engine honour

@@ -39,10 +39,10 @@ class Replayed:
 
 
 def select_rows(store: Store, step: int, window: int, extra_ids: Iterable[int] = (),
-                history_groups: int = HISTORY_GROUPS) -> list[JSON]:
-    """Rows to replay: the recent window, whole groups spread over older history,
-    and `extra_ids` (rollouts earlier promotions fixed), without duplicates."""
-    recent = store.recent_rollouts(step - window, step, MAX_ROWS)
+                history_groups: int = HISTORY_GROUPS, max_rows: int = MAX_ROWS) -> list[JSON]:
+    """Rows to replay: the recent window (at most `max_rows`), whole groups spread over older
+    history, and `extra_ids` (rollouts earlier promotions fixed), without duplicates."""
+    recent = store.recent_rollouts(step - window, step, max_rows)
     older = store.groups_through(step - window)
     if older and history_groups:
         stride = max(1, len(older) // history_groups)

@@ -312,3 +312,23 @@ def probe_plan(min_effect: float, min_gain: float, rollouts: int, cpu_tasks: int
     need = sample_size(min_effect, p, min_gain, rollouts)
     tasks = min(max_tasks, max(cpu_tasks, need)) if cuda else cpu_tasks
     return ProbePlan(tasks, rollouts, need, power(tasks, min_effect, p, min_gain, rollouts))
+
+
+def replay_rows(min_effect: float, min_gain: float, group_size: int, base: float) -> int:
+    """Stored rollouts a replay needs to detect a `min_effect` change of recall or specificity.
+
+    Those metrics are paired over groups, and only a group holding a correct rollout (recall)
+    or a wrong one (specificity) says anything about them. At accuracy `base` the rarer of the
+    two kinds of group is informative with probability q = min(1-(1-base)^g, 1-base^g), so the
+    replay needs `sample_size(min_effect, 0.5, min_gain) / q` groups of g rollouts.
+
+    >>> replay_rows(0.1, 0.02, 8, 0.5)
+    4832
+    >>> replay_rows(0.1, 0.02, 8, 0.04)
+    17264
+    """
+    g = max(1, group_size)
+    b = min(max(base, 0.0), 1.0)
+    informative = max(min(1 - (1 - b) ** g, 1 - b ** g), 1e-3)
+    return math.ceil(sample_size(min_effect, 0.5, min_gain) / informative) * g
+

@@ -1,0 +1,116 @@
+"""Paired trials: what a probe cannot judge, judged by training (the loop's side).
+
+A curriculum change alters which tasks a probe draws, and a token-budget
+change trades compute for accuracy, so a probe of the current policy judges
+them on the wrong question. A trial trains a *copy* of the current policy for
+`evolve.trial_steps` steps under the candidate and, from the same snapshot
+with the same seeds, under the incumbent, then evaluates both copies greedily
+on the validation set (fixed difficulty: the held-out tasks never follow the
+curriculum). Evolution compares the two lists of verdicts, paired by problem.
+
+Afterwards the policy, its optimizer state and the generation engine are put
+back exactly as they were: trial rollouts are budget, never training, so a
+run whose trials promote nothing trains bit-identically to a run without them
+(the invariant of issue 15). The incumbent's arm is run once per round and
+reused for every candidate of that round.
+"""
+
+from __future__ import annotations
+
+import copy
+import time
+from dataclasses import dataclass
+
+import torch
+
+from backend.envs import held_out_sets
+from backend.harness.loader import Harness
+from backend.rollout import group_stats
+
+TRIAL_SEED = 30_000_000
+"""Offset of the trial steps' seeds from the training steps' (`Engine.seed_step`)."""
+
+
+@dataclass(frozen=True)
+class TrialArm:
+    """One arm of a trial: the validation verdicts of a policy copy trained under `sha`."""
+
+    sha: str
+    task_ids: list[str]
+    correct: list[bool]
+    rollouts: int
+    """Training rollouts plus validation completions this arm generated (budget)."""
+    seconds: float
+
+
+class PolicySnapshot:
+    """The trainable state a trial changes: LoRA weights and the optimizer's state."""
+
+    def __init__(self, engine):
+        self.params = {n: p.detach().clone() for n, p in engine.lm.model.named_parameters() if p.requires_grad}
+        self.opt = copy.deepcopy(engine.trainer.opt.state_dict())
+        self.micro_batch = engine.cfg.train.micro_batch
+
+    def restore(self, engine) -> None:
+        with torch.no_grad():
+            for n, p in engine.lm.model.named_parameters():
+                if n in self.params:
+                    p.copy_(self.params[n])
+        engine.trainer.opt.load_state_dict(copy.deepcopy(self.opt))
+        engine.cfg.train.micro_batch = self.micro_batch
+        if hasattr(engine.engine, "refresh"):  # copies into parameters bypass the fast engine's change tracking
+            engine.engine.refresh()
+
+
+def train_arm(engine, harness: Harness, step: int, k: int) -> int:
+    """`k` GRPO updates of the live policy under `harness` (nothing stored); returns rollouts made."""
+    made = 0
+    for j in range(k):
+        rng = engine.seed_step(TRIAL_SEED + step * 64 + j)  # the same tasks and sampling seeds in every arm
+        tasks = engine.env.sample_tasks(engine.cfg.train.tasks_per_step, rng, harness.curriculum)
+        items, _ = engine.collect(tasks, harness, engine.cfg.train.group_size)
+        group_stats(items, harness)
+        made += len(items)
+        engine.update_policy(items)
+    return made
+
+
+def validate(engine, harness: Harness) -> tuple[list[str], list[bool]]:
+    """Greedy verdicts of the live policy on the validation set, under `harness`'s prompt."""
+    tasks = held_out_sets(engine.env, engine.cfg.eval.n_val, 0)["validation"]
+    items, _ = engine.collect(tasks, harness, 1, greedy=True, max_new_tokens=engine.cfg.eval.max_new_tokens)
+    return [s.task.id for s in items], [bool(s.verdict.correct) for s in items]
+
+
+def run_arm(engine, harness: Harness, step: int, k: int) -> TrialArm:
+    """Train a copy of the current policy under `harness` and validate it; the live policy,
+    its optimizer and the engine come back unchanged whatever happens."""
+    t0 = time.perf_counter()
+    snap = PolicySnapshot(engine)
+    try:
+        made = train_arm(engine, harness, step, k)
+        ids, correct = validate(engine, harness)
+    finally:
+        snap.restore(engine)
+    return TrialArm(harness.sha, ids, correct, made + len(ids), time.perf_counter() - t0)
+
+
+def trial(engine, step: int, cache: dict):
+    """The `EvolveContext.trial` callable for round `step`: `(candidate) -> (incumbent arm,
+    candidate arm)`; the incumbent's arm is computed once and kept in `cache`."""
+    k = engine.cfg.evolve.trial_steps
+
+    def run(candidate: Harness) -> tuple[TrialArm, TrialArm]:
+        if "incumbent" not in cache:
+            cache["incumbent"] = run_arm(engine, engine.harness, step, k)
+        return cache["incumbent"], run_arm(engine, candidate, step, k)
+
+    return run
+
+
+def trials_enabled(engine) -> bool:
+    """`evolve.trials`: on, off, or auto (on where a step is cheap: CUDA)."""
+    mode = engine.cfg.evolve.trials
+    if mode == "auto":
+        return str(getattr(engine.lm, "device", "cpu")).startswith("cuda")
+    return mode == "on"

@@ -1,0 +1,100 @@
+"""Paired trials (issue 14): a curriculum change is judged by training policy copies under it
+and under the incumbent from one snapshot, on the validation set; the live policy, its
+optimizer and what training does next are untouched (trial rollouts are budget, not training).
+
+A real engine (the embedded model) at tiny sizes, in process.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+
+from backend import evolve_hooks as hooks
+from backend.config import load_config
+from backend.evolve import submit
+from backend.evolve.backtest import trial_decision
+from backend.loop import Engine
+from backend.progress import StepProgress
+from backend.runs import create_run, harness_code
+from backend.trial import TrialArm
+
+from conftest import TINY, varying_reward_harness
+
+pytestmark = pytest.mark.slow  # the real model: about 20 s on the CPU
+
+
+def _state(engine) -> tuple[dict, dict]:
+    params = {n: p.detach().clone() for n, p in engine.lm.model.named_parameters() if p.requires_grad}
+    return params, copy.deepcopy(engine.trainer.opt.state_dict())  # its tensors are the live ones
+
+
+def _same(a: tuple[dict, dict], b: tuple[dict, dict]) -> bool:
+    if a[0].keys() != b[0].keys() or any(not a[0][k].equal(b[0][k]) for k in a[0]):
+        return False
+    sa, sb = a[1]["state"], b[1]["state"]
+    return sa.keys() == sb.keys() and all(
+        all(torch.equal(sa[i][k], sb[i][k]) if torch.is_tensor(sa[i][k]) else sa[i][k] == sb[i][k] for k in sa[i])
+        for i in sa)
+
+
+def _engine(tmp_path, name: str, trials: str) -> Engine:
+    harness = tmp_path / "harness.py"
+    if not harness.exists():
+        varying_reward_harness(tmp_path)
+    cfg = load_config(None, [*TINY, f"harness='{harness}'", "eval.n_val=3", "eval.n_test=1", "evolve.trial_steps=1",
+                             f"evolve.trials='{trials}'", "model.threads=1"])
+    store = create_run(tmp_path / name, cfg, harness_code(cfg))
+    return Engine(tmp_path / name, cfg, store, quiet=True)
+
+
+def test_a_curriculum_change_gets_a_trial_that_leaves_training_untouched(tmp_path):
+    engine = _engine(tmp_path, "trial", "on")
+    engine.train_step(1, StepProgress(3, quiet=True).start(1))  # an optimizer with state to restore
+    before = _state(engine)
+    harder = engine.harness.code.replace('"level": 1}', '"level": 2}')
+    assert harder != engine.harness.code
+    res = submit(hooks.context(engine, 1), harder, title="Harder curriculum level")
+    bt = engine.store.rows("SELECT mode, n_rollouts, n, metric, verdict, reason, metrics_json FROM backtests")[-1]
+    assert bt["mode"] == "trial", bt
+    assert bt["metric"] == "validation accuracy" and bt["n"] == 3  # paired over the 3 validation problems
+    assert bt["n_rollouts"] == 1 * 2 * 2 + 3  # one step of 2 tasks x 2 rollouts, then 3 validation answers
+    assert res["verdict"] in ("passed", "inconclusive", "failed") and "trial (1 steps, validation)" in bt["reason"]
+    assert _same(before, _state(engine)), "the trial changed the live policy or its optimizer"
+    # ... so the next training step is the one a run without the trial takes
+    step2 = engine.train_step(2, StepProgress(3, quiet=True).start(2))
+    plain = _engine(tmp_path, "plain", "off")
+    plain.train_step(1, StepProgress(3, quiet=True).start(1))
+    ref = plain.train_step(2, StepProgress(3, quiet=True).start(2))
+    assert step2["grad_norm"] > 0  # the step trained (the varying reward keeps groups alive)
+    for k in ("loss", "grad_norm", "entropy", "tokens"):
+        assert step2[k] == ref[k], k
+    assert _same(_state(engine), _state(plain))
+
+
+def test_without_trials_a_curriculum_change_stays_inconclusive_and_says_why(tmp_path):
+    from synthetic_run import build_run
+
+    store = build_run(tmp_path / "run.db", steps=2)
+    from backend.evolve import EvolveContext
+    from backend.harness.loader import Harness
+    from backend.config import RunConfig
+
+    code = store.get("harness_versions", store.run()["harness_version"])["code"]
+    ctx = EvolveContext(store=store, cfg=RunConfig(), step=2, harness_version=store.run()["harness_version"],
+                        harness=Harness.from_code(code), probe=lambda h, n: [])
+    res = submit(ctx, code.replace('"level": 1}', '"level": 2}'), title="Harder curriculum level")
+    assert res["verdict"] == "inconclusive"
+    assert "needs a trial" in res["reason"] and "evolve.trials is off" in res["reason"]
+
+
+def test_trial_decision_pairs_by_problem():
+    old = TrialArm("a", [f"t{i}" for i in range(200)], [i < 40 for i in range(200)], 0, 0.0)
+    new = TrialArm("b", old.task_ids, [i < 90 for i in range(200)], 0, 0.0)
+    dec = trial_decision(old, new, 0.02, 0.1)
+    assert dec.status == "passed" and dec.n == 200 and abs(dec.effect - 0.25) < 1e-9
+    assert trial_decision(old, old, 0.02, 0.1).status == "inconclusive"
+    with pytest.raises(ValueError):
+        trial_decision(old, TrialArm("c", old.task_ids[::-1], new.correct, 0, 0.0), 0.02, 0.1)
