@@ -156,6 +156,9 @@ class EvolveConfig:
     (on under CUDA, where a step is cheap; off on the CPU, where such changes stay inconclusive)."""
     trial_steps: int = 4
     """Training steps of each policy copy in a trial (candidate and incumbent, same seeds)."""
+    max_trials: int = 1
+    """Candidates a round may trial (each costs `trial_steps` steps and a validation pass); the
+    rest that need one stay inconclusive and say why."""
     replay_max_rows: int = 600
     """Most stored rollouts a replay backtest reads; the window widens toward this when the power
     calculation asks for more (docs/gate.md). The gpu profile raises it."""
@@ -334,8 +337,8 @@ def validate(cfg: RunConfig) -> RunConfig:
         bad(f"evolve.min_effect ({cfg.evolve.min_effect}) must be above evolve.min_gain ({cfg.evolve.min_gain}) >= 0")
     if cfg.evolve.trials not in ("auto", "on", "off"):
         bad(f"evolve.trials must be auto, on or off, got '{cfg.evolve.trials}'")
-    if cfg.evolve.trial_steps < 1 or cfg.evolve.replay_max_rows < 16:
-        bad("evolve.trial_steps must be at least 1 and evolve.replay_max_rows at least 16")
+    if cfg.evolve.trial_steps < 1 or cfg.evolve.max_trials < 0 or cfg.evolve.replay_max_rows < 16:
+        bad("evolve.trial_steps must be at least 1, evolve.max_trials >= 0, evolve.replay_max_rows at least 16")
     if cfg.evolve.cooldown_after < 1 or cfg.evolve.cooldown_rounds < 0 or cfg.evolve.probe_max_tasks < 1:
         bad("evolve.cooldown_after and evolve.probe_max_tasks must be at least 1, evolve.cooldown_rounds >= 0")
     if cfg.evolve.every < 1 or cfg.evolve.window < 1 or cfg.evolve.candidates < 1:

@@ -237,6 +237,12 @@ def _probe_one(ctx: EvolveContext, row: Intervention) -> JSON:
         return _record(store, row.id, "probe", 0, "failed", f"candidate does not load: {e}"[:300], {}, 0.0, t0)
     why = needs_trial(cand, ctx.harness)
     if why and ctx.trial is not None:
+        done = ctx.cache.setdefault("trials", 0)
+        if done >= ev.max_trials:
+            return _record(store, row.id, "probe", 0, "inconclusive",
+                           f"{why}: it needs a trial, and this round's {ev.max_trials} (evolve.max_trials) are spent",
+                           {"evidence": "none: trial budget spent"}, 0.0, t0)
+        ctx.cache["trials"] = done + 1
         return _trial_one(ctx, row, cand, why, t0)
     if why:
         return _record(store, row.id, "probe", 0, "inconclusive",
