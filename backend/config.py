@@ -24,6 +24,7 @@ from backend.errors import EvoError
 
 DEFAULT_MODEL = "smollm2-135m"
 DOMAINS = ("math", "code", "swe")
+REPORT_TO = ("tensorboard", "trackio", "wandb")
 
 
 class ConfigError(EvoError, ValueError):
@@ -81,6 +82,14 @@ class TrainConfig:
     """Upper bound on the harness's max_new_tokens (the run's budget, not evolvable)."""
     checkpoint_every: int = 1
     """Save a LoRA checkpoint (a policy version) every N steps."""
+    keep_checkpoints: int = 3
+    """Latest checkpoints kept; older ones are deleted unless a resume, a rollback (a promotion
+    not yet judged) or the validation best needs them (backend/policy/retention.py). 0: keep all."""
+    disk_budget_gb: float = 20.0
+    """Most the run folder (checkpoints and database) may hold: the run stops cleanly, state saved,
+    before a checkpoint would pass it. 0: no budget."""
+    min_free_gb: float = 1.0
+    """The run stops cleanly before a checkpoint would leave less free space on its disk."""
 
 
 @dataclass
@@ -219,6 +228,9 @@ class RunConfig:
     profile: str = ""
     """The defaults this run started from: cpu or gpu (backend/profiles.py; `--profile auto`
     resolves to one of them). Empty: no profile was applied (a config built in code)."""
+    report_to: list[str] = field(default_factory=list)
+    """Where per-step metrics also go: any of tensorboard, trackio, wandb (backend/metrics_export.py;
+    `--report-to`). Empty: only the run database."""
     model: ModelConfig = field(default_factory=ModelConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
     eval: EvalConfig = field(default_factory=EvalConfig)
@@ -329,6 +341,11 @@ def validate(cfg: RunConfig) -> RunConfig:
     for name in ("ppo_epochs", "micro_batch", "logprob_chunk", "max_new_tokens_cap", "checkpoint_every"):
         if getattr(t, name) < 1:
             bad(f"train.{name} must be at least 1, got {getattr(t, name)}")
+    unknown = [x for x in cfg.report_to if x not in REPORT_TO]
+    if unknown:
+        bad(f"report_to: unknown target(s) {', '.join(unknown)} (choose from {', '.join(REPORT_TO)})")
+    if t.keep_checkpoints < 0 or t.disk_budget_gb < 0 or t.min_free_gb < 0:
+        bad("train.keep_checkpoints, train.disk_budget_gb and train.min_free_gb must be >= 0")
     if cfg.steps < 0:
         bad(f"steps must be >= 0, got {cfg.steps}")
     if cfg.eval.every < 1 or cfg.eval.n_val < 1 or cfg.eval.n_test < 1:

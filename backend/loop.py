@@ -33,7 +33,10 @@ from backend.harness.client import WorkerFailure
 from backend.harness.loader import Harness, HarnessError
 from backend.harness import run_file
 from backend.harness.semantics import is_trained
+from backend.disk import room_problem
+from backend.metrics_export import MetricsExport, reward_term_means
 from backend.policy import checkpoint as ckpt
+from backend.policy import retention
 from backend.policy.generate import GenerationInterrupted, make_engine
 from backend.policy.grpo import GRPOTrainer, Sample
 from backend.policy.load import load_fast_policy
@@ -88,6 +91,7 @@ class Engine:
         self.trainer = GRPOTrainer(self.lm.model, self.lm.tokenizer, cfg.train, self.lm.device)
         if adapter:
             ckpt.load_trainer_state(Path(adapter), self.trainer.opt)
+        self.metrics = MetricsExport.open(self.run_dir, cfg.report_to, store)
 
     # ------------------------------------------------------------ helpers
     def say(self, msg: str, level: str = "info", step: int | None = None) -> None:
@@ -201,6 +205,8 @@ class Engine:
         return random.Random(self.cfg.seed * 1_000_003 + step)
 
     def train_step(self, step: int, progress: StepProgress) -> dict:
+        if step % self.cfg.train.checkpoint_every == 0:
+            self.ensure_disk_room()
         t_start = time.perf_counter()
         rng = self.seed_step(step)
         tasks = self.env.sample_tasks(self.cfg.train.tasks_per_step, rng, self.harness.curriculum)
@@ -235,7 +241,8 @@ class Engine:
             "tokens_per_s": n_tok / max(times["gen_ms"] / 1000, 1e-9), "gen_ms": times["gen_ms"],
             "score_ms": times["score_ms"], "diagnose_ms": times["diagnose_ms"], "train_ms": train_ms,
             "store_ms": 0.0, "total_ms": total_ms,
-            "metrics_json": dumps({"trained_sequences": len(samples), "ckpt_ms": (time.perf_counter() - t0) * 1000}),
+            "metrics_json": dumps({"trained_sequences": len(samples), "ckpt_ms": (time.perf_counter() - t0) * 1000,
+                                   "reward_terms": reward_term_means([s.components for s in items])}),
         }
         t0 = time.perf_counter()
         run_vals = {"policy_version": new_pv["id"]} if new_pv else {}
@@ -244,8 +251,21 @@ class Engine:
         self.store.update("steps", step, {"store_ms": store_ms, "total_ms": total_ms + store_ms})
         if new_pv:
             self.policy_version = new_pv["id"]
+            retention.prune(self.run_dir, self.store, self.cfg.train.keep_checkpoints)
         step_row["store_ms"] = store_ms
         return step_row
+
+    def ensure_disk_room(self) -> None:
+        """Stop cleanly before a checkpoint that would pass the run's disk budget or fill its disk."""
+        t = self.cfg.train
+        why = room_problem(self.run_dir, ckpt.estimate_bytes(self.run_dir, self.lm.model), t.disk_budget_gb,
+                           t.min_free_gb)
+        if why:
+            msg = (f"{why}; the run stopped after step {self.store.last_step()} with its state saved. Free space "
+                   f"or raise the limit (--set train.disk_budget_gb=N), then "
+                   f"`evotui run --headless --resume {self.run_dir}`")
+            self.say(msg, "error")
+            raise ResourceExhausted(msg)
 
     def update_policy(self, items: list[Scored]) -> tuple[list[Sample], dict]:
         """One GRPO update on the rollouts the harness trains on (training steps and trials)."""
@@ -352,6 +372,7 @@ class Engine:
                     self.reload_harness()
                 if self._eval_due(step):
                     self._evaluate_and_judge(step)
+                self.metrics.publish()
         except StopRequested:
             final = "stopped"
             self.say(f"stopped on request; the last committed step is {self.store.last_step()}; "
@@ -362,6 +383,7 @@ class Engine:
             for sig, handler in old.items():
                 signal.signal(sig, handler)
             self.control.report(None)
+            self.metrics.close()
         self.store.set_run(status=final, pid=None)
         return {"status": final}
 

@@ -14,6 +14,7 @@ from datetime import datetime
 from pathlib import Path
 
 from backend.config import ConfigError, RunConfig, config_from_dict, load_config, to_toml
+from backend.disk import tree_bytes
 from backend.errors import RunStopped
 from backend.harness.loader import Harness, default_harness_path, sha
 from backend.store import Store, StoreError, loads
@@ -133,7 +134,7 @@ def resume(run_dir: Path, steps: int | None = None, overrides: list[str] | None 
         cfg = config_from_dict(apply_overrides(data, overrides))
     if steps is not None:
         cfg.steps = steps
-    if run["pid"] and run["status"] == "running" and _alive(run["pid"]) and run["pid"] != os.getpid():
+    if run["pid"] and run["status"] == "running" and pid_alive(run["pid"]) and run["pid"] != os.getpid():
         raise StoreError(f"{run_dir} is already running (pid {run['pid']})")
     check_proposer(cfg)
     store.set_run(steps_total=cfg.steps, **live_settings(cfg, overrides))
@@ -154,7 +155,7 @@ def check_proposer(cfg: RunConfig) -> None:
             raise ConfigError(f"evolve.proposer is 'llm' but {why}; start it, or use --set evolve.proposer=offline")
 
 
-def _alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
         return True
@@ -276,14 +277,15 @@ def list_runs() -> list[dict]:
             st = Store.open(d, readonly=True)
             r = st.run()
             status = r["status"]
-            if status == "running" and not _alive(r["pid"]):
+            if status == "running" and not pid_alive(r["pid"]):
                 status = "crashed?"
             out.append({"dir": str(d), "name": r["name"], "status": status, "step": r["step"],
-                        "steps_total": r["steps_total"], "heldout_acc": r["heldout_acc"], "domain": r["domain"]})
+                        "steps_total": r["steps_total"], "heldout_acc": r["heldout_acc"], "domain": r["domain"],
+                        "bytes": tree_bytes(d)})
             st.close()
         except StoreError as e:
             out.append({"dir": str(d), "name": d.name, "status": f"unreadable: {e}", "step": None,
-                        "steps_total": None, "heldout_acc": None, "domain": None})
+                        "steps_total": None, "heldout_acc": None, "domain": None, "bytes": tree_bytes(d)})
     return out
 
 

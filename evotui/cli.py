@@ -41,6 +41,7 @@ def _parser() -> argparse.ArgumentParser:
     mode.add_argument("--auto-promote", action="store_true", help="promote passed interventions automatically")
     mode.add_argument("--supervised", action="store_true", help="hold passed interventions for the operator")
     r.add_argument("--quiet", action="store_true", help="no progress bar or per-step lines")
+    _report_to_arg(r)
     _profile_arg(r)
     o = sub.add_parser("open", help="open a run in the TUI")
     o.add_argument("run_dir", help="the run directory (running, stopped or finished)")
@@ -79,15 +80,34 @@ def _parser() -> argparse.ArgumentParser:
     cmp_.add_argument("--arms", help="comma-separated arms to run (default: all of static, static-expert, "
                       "coevolve, coevolve-expert, control)")
     cmp_.add_argument("--quiet", action="store_true", help="no per-step lines")
+    cmp_.add_argument("--include-incomplete", action="store_true",
+                      help="count arms that did not finish all their steps in the report's means")
+    _report_to_arg(cmp_)
     _profile_arg(cmp_)
     rep = sub.add_parser("report", help="write a Markdown report with plots for runs")
     rep.add_argument("runs", nargs="+", help="run directories, or a compare folder")
     rep.add_argument("--out", help="report folder (default: REPORT next to the first run)")
+    rep.add_argument("--include-incomplete", action="store_true",
+                     help="count runs that did not finish all their steps in the means")
+    exp = sub.add_parser("export", help="write a run's rollouts (with diagnoses and verdicts) as a dataset")
+    exp.add_argument("run_dir")
+    exp.add_argument("--format", choices=("jsonl", "parquet"), default="jsonl",
+                     help="jsonl (needs nothing) or parquet (needs pyarrow); both load with `datasets`")
+    exp.add_argument("--out", help="output file (default: RUN_DIR/export/rollouts.FORMAT)")
     sub.add_parser("doctor", help="which fast paths are active and why not the others")
     b = sub.add_parser("bench", help="speed benchmarks against baselines (prints a table)")
     b.add_argument("--quick", action="store_true", help="small sizes, a quick look")
     b.add_argument("rest", nargs=argparse.REMAINDER, help="options passed on to the benchmark")
     return p
+
+
+def _report_to_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--report-to", metavar="SINKS", help="also send per-step metrics to tensorboard, trackio "
+                   "and/or wandb (comma-separated; off by default; config key report_to)")
+
+
+def _report_to_sets(args) -> list[str]:
+    return [f"report_to={args.report_to}"] if getattr(args, "report_to", None) else []
 
 
 def _profile_arg(p: argparse.ArgumentParser) -> None:
@@ -161,6 +181,8 @@ def _dispatch(args) -> int:
         return _compare(args)
     if args.cmd == "report":
         return _report(args)
+    if args.cmd == "export":
+        return _export(args)
     if args.cmd == "doctor":
         from backend.tools.doctor import main as doctor
 
@@ -190,12 +212,12 @@ def _run(args) -> int:
     from backend import runs
 
     if args.resume:
-        sets = list(args.sets)
+        sets = list(args.sets) + _report_to_sets(args)
         if args.auto_promote or args.supervised:
             sets.append(f"evolve.auto_promote={'true' if args.auto_promote else 'false'}")
         run_dir, s = runs.resume(_run_dir(args.resume), args.steps, sets or None, quiet=args.quiet)
     else:
-        sets = list(args.sets)
+        sets = list(args.sets) + _report_to_sets(args)
         # Headless runs are autonomous unless told otherwise; the TUI starts them supervised.
         sets.append(f"evolve.auto_promote={'false' if args.supervised else 'true'}")
         cfg = runs.load_cli_config(args.config, sets + _profile_sets(args), args.steps, args.seed)
@@ -235,11 +257,13 @@ def _runs() -> int:
     if not rows:
         print(f"no runs under {runs_root()}")
         return 0
-    print(f"{'status':<10} {'step':>9} {'heldout':>8}  {'domain':<6} dir")
+    from backend.disk import human_bytes
+
+    print(f"{'status':<10} {'step':>9} {'heldout':>8} {'size':>9}  {'domain':<6} dir")
     for r in rows:
         step = f"{r['step']}/{r['steps_total']}" if r["step"] is not None else "-"
         acc = f"{r['heldout_acc']:.3f}" if r["heldout_acc"] is not None else "-"
-        print(f"{r['status']:<10} {step:>9} {acc:>8}  {r['domain'] or '-':<6} {r['dir']}")
+        print(f"{r['status']:<10} {step:>9} {acc:>8} {human_bytes(r['bytes']):>9}  {r['domain'] or '-':<6} {r['dir']}")
     return 0
 
 
@@ -271,7 +295,7 @@ def _compare(args) -> int:
 
     from backend import runs
     from backend.profiles import describe
-    from backend.tools.compare import parse_arms, run_compare, run_parallel
+    from backend.tools.compare import failures, parse_arms, run_compare, run_parallel
     from backend.tools.report import write_report
 
     try:
@@ -279,19 +303,26 @@ def _compare(args) -> int:
     except ValueError:
         raise UsageError(f"--seeds expects comma-separated integers, got '{args.seeds}'") from None
     arms = parse_arms(args.arms)
-    cfg = runs.load_cli_config(args.config, args.sets + _profile_sets(args), args.steps, None)
+    cfg = runs.load_cli_config(args.config, args.sets + _report_to_sets(args) + _profile_sets(args), args.steps, None)
     if cfg.profile:
         print(describe(cfg.profile), flush=True)
     out = Path(args.out).expanduser() if args.out else runs.home() / "compare" / f"{datetime.now():%Y%m%d-%H%M%S}"
     if args.jobs > 1:
-        run_parallel(cfg, seeds, out, args.jobs, quiet=args.quiet, arms=arms)
+        rows = run_parallel(cfg, seeds, out, args.jobs, quiet=args.quiet, arms=arms)
     else:
-        run_compare(cfg, seeds, out, quiet=args.quiet, arms=arms)
+        rows = run_compare(cfg, seeds, out, quiet=args.quiet, arms=arms)
     # every run under OUT, this call's and earlier calls' (a grid split over calls merges here)
-    path, text = write_report(sorted(d for d in out.iterdir() if (d / "run.db").is_file()), out / "report")
+    path, text = write_report(sorted(d for d in out.iterdir() if (d / "run.db").is_file()), out / "report",
+                              include_incomplete=args.include_incomplete)
     print(text)
     print(f"report: {path}")
-    return 0
+    failed = failures(rows, arms, seeds)
+    for line in failed:
+        print(f"evotui compare: arm {line}", file=sys.stderr)
+    if failed:
+        print(f"evotui compare: {len(failed)} arm(s) did not finish; the same command again resumes them",
+              file=sys.stderr)
+    return 1 if failed else 0
 
 
 def _report(args) -> int:
@@ -307,7 +338,15 @@ def _report(args) -> int:
         else:
             raise UsageError(f"not an evotui run directory or compare folder: {p}")
     out = Path(args.out).expanduser() if args.out else dirs[0].parent / "report"
-    path, text = write_report(dirs, out)
+    path, text = write_report(dirs, out, include_incomplete=args.include_incomplete)
     print(text)
     print(f"report: {path}")
+    return 0
+
+
+def _export(args) -> int:
+    from backend.tools.export import export
+
+    path, n = export(_run_dir(args.run_dir), args.format, Path(args.out).expanduser() if args.out else None)
+    print(f"{n} rollouts written to {path}")
     return 0

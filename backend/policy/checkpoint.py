@@ -3,7 +3,9 @@
 A checkpoint is a folder `checkpoints/step_000012/` holding the peft adapter,
 the optimizer state and the RNG states. It is written under a temporary name
 and renamed, so a kill never leaves a half-written checkpoint behind a valid
-name; leftovers named `.tmp-*` are removed on the next save.
+name; leftovers named `.tmp-*` are removed on the next save. Removal is the
+same in reverse: renamed out of its valid name first, then deleted. Which
+checkpoints a run keeps is `retention.py`'s rule.
 """
 
 from __future__ import annotations
@@ -16,9 +18,43 @@ from pathlib import Path
 
 import torch
 
+from backend.disk import tree_bytes
+
 
 def checkpoint_dir(run_dir: Path, step: int) -> Path:
     return Path(run_dir) / "checkpoints" / f"step_{step:06d}"
+
+
+def saved_steps(run_dir: Path) -> list[int]:
+    """Steps with a checkpoint folder under `run_dir/checkpoints`, ascending."""
+    root = Path(run_dir) / "checkpoints"
+    steps = []
+    for p in root.glob("step_*") if root.is_dir() else []:
+        tail = p.name.removeprefix("step_")
+        if tail.isdigit() and p.is_dir():
+            steps.append(int(tail))
+    return sorted(steps)
+
+
+def remove(run_dir: Path, step: int) -> None:
+    """Delete one checkpoint: renamed to a `.tmp-*` name first (atomic), so a kill mid-delete
+    leaves no partial checkpoint under a valid name; the next save clears the leftover."""
+    final = checkpoint_dir(run_dir, step)
+    if not final.exists():
+        return
+    doomed = final.parent / f".tmp-pruned-{final.name}-{os.getpid()}"
+    os.replace(final, doomed)
+    _fsync_dir(final.parent)
+    shutil.rmtree(doomed, ignore_errors=True)
+
+
+def estimate_bytes(run_dir: Path, model) -> int:
+    """Bytes the next checkpoint will take: the newest one's size, or before the first, the
+    trainable parameters three times over (the adapter and the optimizer's two moments)."""
+    steps = saved_steps(run_dir)
+    if steps:
+        return tree_bytes(checkpoint_dir(run_dir, steps[-1]))
+    return 3 * sum(p.numel() * p.element_size() for p in model.parameters() if p.requires_grad)
 
 
 def save(run_dir: Path, step: int, model, optimizer, extra: dict | None = None) -> Path:

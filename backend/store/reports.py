@@ -29,6 +29,28 @@ class ReportReads(Queries):
             return self.rows(f"SELECT {cols} FROM evals ORDER BY step, id") if split == "validation" else []
         return self.rows(f"SELECT {cols} FROM evals WHERE split = ? ORDER BY step, id", (split,))
 
+    def evals_after(self, eval_id: int) -> list[Row]:
+        """Evaluation rows (id, step, split, accuracy, n) written after `eval_id`, in order."""
+        return self.rows("SELECT id, step, split, accuracy, n FROM evals WHERE id > ? ORDER BY id", (eval_id,))
+
+    def rollouts_page(self, after_id: int, limit: int) -> list[Row]:
+        """Up to `limit` stored rollouts with ids above `after_id`, in id order (for `evotui export`)."""
+        return self.rows("SELECT * FROM rollouts WHERE id > ? ORDER BY id LIMIT ?", (after_id, limit))
+
+    def diagnoses_of(self, rollout_ids: list[int]) -> list[Row]:
+        """(rollout_id, label, evidence, validity) of the given rollouts, in id order."""
+        marks = ",".join("?" * len(rollout_ids))
+        return self.rows(f"SELECT rollout_id, label, evidence, validity FROM diagnoses WHERE rollout_id IN ({marks}) "
+                         "ORDER BY id", rollout_ids) if rollout_ids else []
+
+    def turns_of(self, rollout_ids: list[int]) -> list[Row]:
+        """The tool-using turns of the given rollouts (multi-turn domains), in order."""
+        if not rollout_ids:
+            return []
+        marks = ",".join("?" * len(rollout_ids))
+        return self.rows(f"SELECT rollout_id, turn, role, tool, args_json, content, tokens FROM turns "
+                         f"WHERE rollout_id IN ({marks}) ORDER BY rollout_id, turn, id", rollout_ids)
+
     def reported_evals(self) -> list[Row]:
         """The reported held-out set in order of writing: test, or before the two sets (m003)
         the one held-out set there was."""

@@ -12,6 +12,7 @@ from collections.abc import Iterable
 
 from .base import Queries, Row
 
+
 REPLAY_COLUMNS = ("id", "step", "group_idx", "idx", "prompt", "completion", "finish", "completion_tokens",
                   "task_json", "obs_json", "domain", "task_id", "correct", "reward", "verdict", "labels", "advantage")
 """What a replay needs of a stored rollout: the harness's view, and what training stored to compare with."""
@@ -111,5 +112,19 @@ class RolloutReads(Queries):
 
     def latest_policy_version(self) -> Row | None:
         rows = self.rows("SELECT * FROM policy_versions ORDER BY id DESC LIMIT 1")
+        return rows[0] if rows else None
+
+    def policy_version_steps(self) -> list[int]:
+        """The steps policy versions (checkpoints) were saved at, ascending."""
+        return [r["step"] for r in self.rows("SELECT DISTINCT step FROM policy_versions ORDER BY step")]
+
+    def validation_best_policy_version(self) -> Row | None:
+        """The policy version of the best validation evaluation (the latest of a tie), or None
+        when that was the base model or there is no validation evaluation."""
+        best = self.rows("SELECT policy_version FROM evals WHERE split = 'validation' "
+                         "ORDER BY accuracy DESC, id DESC LIMIT 1")
+        if not best or not best[0]["policy_version"]:
+            return None
+        rows = self.rows("SELECT * FROM policy_versions WHERE id = ?", (best[0]["policy_version"],))
         return rows[0] if rows else None
 

@@ -109,18 +109,49 @@ def _finished(run_dir: Path) -> bool:
         s.close()
 
 
-def _row(arm: str, seed: int, run_dir: Path, extra: int) -> dict:
+def _row(arm: str, seed: int, run_dir: Path, extra: int, exit_code: int | None = None,
+         error: str | None = None) -> dict:
+    """One arm's line in compare.json: its result, how far it got (`complete`: every step), and
+    for a run that did not finish, the exit code and the last line of its log."""
     from backend import runs
     from backend.store import Store
 
-    s = Store.open(run_dir, create=False)
+    from .report_stats import progress_facts
+
+    row = {"arm": arm, "seed": seed, "run_dir": str(run_dir), "extra_tasks_per_step": extra, "exit_code": exit_code,
+           "heldout_acc": None, "heldout_acc_start": None, "promoted": 0, "status": "failed", "steps_done": 0,
+           "steps_total": None, "complete": False}
+    if (run_dir / "run.db").exists():
+        s = Store.open(run_dir, create=False)
+        try:
+            sm, prog, run_error = runs.summary(s), progress_facts(s), s.run()["error"]
+        finally:
+            s.close()
+        row.update(heldout_acc=sm["heldout_acc"], heldout_acc_start=sm["heldout_acc_start"],
+                   promoted=sm["promoted"], **prog)
+        if not prog["complete"] and exit_code:  # the process is gone, whatever its row last said
+            row["status"] = f"killed by signal {-exit_code}" if exit_code < 0 else prog["status"]
+        error = error or run_error
+    if not row["complete"]:
+        row["last_line"] = _last_line(run_dir.parent / f"{arm}-s{seed}.log") or error or "(no output)"
+    return row
+
+
+def _last_line(log: Path) -> str | None:
+    """The last non-empty line of an arm's log (parallel runs write one), or None."""
     try:
-        sm = runs.summary(s)
-    finally:
-        s.close()
-    return {"arm": arm, "seed": seed, "run_dir": str(run_dir), "heldout_acc": sm["heldout_acc"],
-            "heldout_acc_start": sm["heldout_acc_start"], "promoted": sm["promoted"], "status": sm["status"],
-            "extra_tasks_per_step": extra}
+        lines = [x.strip() for x in log.read_text(errors="replace").splitlines() if x.strip()]
+    except OSError:
+        return None
+    return lines[-1][:300] if lines else None
+
+
+def failures(rows: list[dict], arms: list[str], seeds: list[int]) -> list[str]:
+    """One line per run of this grid that did not finish all its steps: which, how far, why."""
+    return [f"{r['arm']}-s{r['seed']}: {r['status']} at step {r.get('steps_done', 0)} of {r.get('steps_total')}"
+            + (f" (exit {r['exit_code']})" if r.get("exit_code") else "") + f"; last log line: {r.get('last_line')}"
+            for r in rows if r["arm"] in arms and r["seed"] in seeds
+            and not r.get("complete", r.get("status") == "finished")]
 
 
 def _write_rows(out: Path, rows: list[dict]) -> list[dict]:
@@ -205,7 +236,7 @@ def run_parallel(base: RunConfig, seeds: list[int], out: Path, jobs: int, quiet:
     if "control" in arms and "coevolve" not in arms:  # check_arms saw each seed's coevolve finished
         for seed in seeds:
             ended("coevolve", seed, "finished before")
-    running, extras = [], {}
+    running, extras, codes = [], {}, {}
     while pending or running:
         while pending and len(running) < jobs:
             arm, seed = pending.pop(0)
@@ -219,18 +250,21 @@ def run_parallel(base: RunConfig, seeds: list[int], out: Path, jobs: int, quiet:
             proc, arm, seed, _ = item
             if proc.poll() is not None:
                 running.remove(item)
+                codes[(arm, seed)] = proc.returncode
                 ended(arm, seed, f"exit {proc.returncode}")
         time.sleep(0.5)
-    rows = [_row(arm, seed, out / f"{arm}-s{seed}", extras.get(seed, 0) if arm == "control" else 0)
-            for seed in seeds for arm in arms if (out / f"{arm}-s{seed}" / "run.db").exists()]
+    rows = [_row(arm, seed, out / f"{arm}-s{seed}", extras.get(seed, 0) if arm == "control" else 0,
+                 codes.get((arm, seed))) for seed in seeds for arm in arms]
     return _write_rows(out, rows)
 
 
 def run_compare(base: RunConfig, seeds: list[int], out: Path, quiet: bool = False,
                 arms: list[str] | None = None) -> list[dict]:
     """Run the chosen arms for every seed, one after another; returns one row per run
-    (this call's and those earlier calls left in OUT/compare.json)."""
+    (this call's and those earlier calls left in OUT/compare.json). An arm that fails or stops
+    does not stop the others; its row says how far it got and why (see `failures`)."""
     from backend import runs
+    from backend.errors import EvoError
 
     arms = arms or list(ARMS)
     check_arms(base, arms, seeds, out)
@@ -241,14 +275,20 @@ def run_compare(base: RunConfig, seeds: list[int], out: Path, quiet: bool = Fals
         for arm in arms:  # ARMS order: coevolve runs before the control that takes its budget
             extra = _extra_tasks(base, out, seed) if arm == "control" else 0
             run_dir = out / f"{arm}-s{seed}"
-            if _finished(run_dir):  # compare run again over the same --out: only unfinished arms go on
-                pass
-            elif (run_dir / "run.db").exists():
-                runs.resume(run_dir, quiet=quiet)
-            else:
-                runs.start(arm_config(base_d, arm, seed, extra), run_dir, quiet=quiet)
-            rows.append(r := _row(arm, seed, run_dir, extra))
+            error = None
+            try:
+                if _finished(run_dir):  # compare run again over the same --out: only unfinished arms go on
+                    pass
+                elif (run_dir / "run.db").exists():
+                    runs.resume(run_dir, quiet=quiet)
+                else:
+                    runs.start(arm_config(base_d, arm, seed, extra), run_dir, quiet=quiet)
+            except Exception as e:  # a stopped or crashed arm is a row with its reason; the grid goes on
+                error = e.cli_line() if isinstance(e, EvoError) else f"{type(e).__name__}: {e}"
+            rows.append(r := _row(arm, seed, run_dir, extra, error=error))
             if not quiet:
-                print(f"{arm:<15} seed {seed}: held-out {r['heldout_acc']:.3f} (start {r['heldout_acc_start']:.3f})",
-                      flush=True)
+                acc = [f"{v:.3f}" if v is not None else "n/a" for v in (r["heldout_acc"], r["heldout_acc_start"])]
+                how = (f"held-out {acc[0]} (start {acc[1]})" if r["complete"]
+                       else f"{r['status']} at step {r['steps_done']}: {r['last_line']}")
+                print(f"{arm:<15} seed {seed}: {how}", flush=True)
     return _write_rows(out, rows)

@@ -27,7 +27,8 @@ from backend.store import Store, loads
 
 from .report_gate import gate_facts, gate_lines
 from .report_search import search_facts, search_lines
-from .report_stats import arm_stats, budget_facts, paired, stats_lines, stats_text
+from .report_stats import (arm_stats, budget_facts, incomplete_line, paired, progress_facts, stats_lines,
+                           stats_text)
 
 COLORS = {"static": "#888888", "coevolve": "#1f77b4", "control": "#ff7f0e", "static-expert": "#2ca02c",
           "coevolve-expert": "#9467bd"}
@@ -45,7 +46,7 @@ def collect(run_dirs: list[Path]) -> dict[str, list[dict]]:
         run = s.run()
         gate = gate_facts(s)
         arms.setdefault(_arm(s), []).append({
-            "dir": str(d), "seed": run["seed"], "status": run["status"], **gate, **budget_facts(s),
+            "dir": str(d), "arm": _arm(s), "seed": run["seed"], **progress_facts(s), **gate, **budget_facts(s),
             "profile": loads(run["config_json"], {}).get("profile") or "",
             "steps": s.step_series(),
             "promoted": s.promotions_with_backtests(),
@@ -146,9 +147,27 @@ def summary_table(arms: dict[str, list[dict]]) -> list[dict]:
     return rows
 
 
-def write_report(run_dirs: list[Path], out: Path) -> tuple[Path, str]:
-    """Write OUT/report.md and plots; return (path, plain-text summary)."""
-    arms = collect(run_dirs)
+def counted(arms: dict[str, list[dict]], include_incomplete: bool) -> dict[str, list[dict]]:
+    """The runs the means are taken over: complete ones, or every one with `include_incomplete`."""
+    return {arm: [r for r in runs if r["complete"] or include_incomplete] for arm, runs in arms.items()}
+
+
+def incomplete_lines(everything: dict[str, list[dict]], include_incomplete: bool) -> list[str]:
+    """The report's section on runs that did not finish all their steps."""
+    left = [r for runs in everything.values() for r in runs if not r["complete"]]
+    how = ("counted in the means (--include-incomplete)" if include_incomplete
+           else "left out of every mean, interval and plot (--include-incomplete counts them)")
+    return ["## Incomplete runs", "",
+            *([f"Runs that did not finish all their steps, {how}:", ""] if left else []),
+            *([f"- **{incomplete_line(r)}** (`{r['dir']}`)" for r in left] or ["- none"]), ""]
+
+
+def write_report(run_dirs: list[Path], out: Path, include_incomplete: bool = False) -> tuple[Path, str]:
+    """Write OUT/report.md and plots; return (path, plain-text summary). Runs that did not finish
+    all their steps are listed apart and, unless `include_incomplete`, left out of the means."""
+    everything = collect(run_dirs)
+    arms = counted(everything, include_incomplete)
+    missing = {arm: sum(not r["complete"] for r in runs) for arm, runs in everything.items()}
     out.mkdir(parents=True, exist_ok=True)
     plots = {
         "test.svg": ("Test accuracy, reported only (mean, min-max over seeds)", "accuracy", "test_evals", "accuracy"),
@@ -159,16 +178,19 @@ def write_report(run_dirs: list[Path], out: Path) -> tuple[Path, str]:
     for fname, (title, ylabel, table, key) in plots.items():
         (out / fname).write_text(svg_plot({a: _series(r, table, key) for a, r in arms.items()}, title, ylabel))
     table = summary_table(arms)
-    md = ["# evotui report", "", f"Runs: {sum(len(r) for r in arms.values())} in {len(arms)} arm(s).", "",
+    n_left = sum(missing.values())
+    md = ["# evotui report", "", f"Runs: {sum(len(r) for r in everything.values())} in {len(arms)} arm(s)"
+          + (f", {n_left} incomplete ({'counted' if include_incomplete else 'not counted'})." if n_left else "."), "",
           "| arm | seeds | test start | test final (mean) | min | max | validation final | mean dead-group frac "
           "| promoted | repeated | inconclusive | skipped (churn) | blocked |",
           "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for t in table:
-        md.append(f"| {t['arm']} | {t['seeds']} | {_fmt(t['start_mean'])} | {_fmt(t['final_mean'])} | "
+        name = _arm_cell(t["arm"], missing[t["arm"]], include_incomplete)
+        md.append(f"| {name} | {t['seeds']} | {_fmt(t['start_mean'])} | {_fmt(t['final_mean'])} | "
                   f"{_fmt(t['final_min'])} | {_fmt(t['final_max'])} | {_fmt(t['val_final_mean'])} | "
                   f"{_fmt(t['dead_mean'])} | {t['promoted']} | {t['repeated']} | {t['inconclusive']} | "
                   f"{t['skipped']} | {t['blocked']} |")
-    md += [""] + stats_lines(arms)
+    md += [""] + incomplete_lines(everything, include_incomplete) + stats_lines(arms)
     profiles = sorted({f"{arm}: {r['profile'] or 'none'}" for arm, runs in arms.items() for r in runs})
     md += ["Profiles (backend/profiles.py): " + "; ".join(profiles), ""]
     md += ["![test](test.svg)", "", "![validation](validation.svg)", "", "![dead groups](dead_groups.svg)", "",
@@ -207,16 +229,27 @@ def write_report(run_dirs: list[Path], out: Path) -> tuple[Path, str]:
             md.append(f"- **{arm} s{r['seed']}**: {a['checked']} correct verdicts checked{unchecked}: "
                       f"{a['echo']} expression echoes, {a['hedged']} hedges"
                       + "".join(f"; e.g. {x['task_id']}: `{_flat(x['tail'][-60:])}`" for x in a["examples"][:2]))
-    md += ["", "## Runs", ""] + [f"- {arm}: `{r['dir']}` ({r['status']})" for arm, runs in arms.items() for r in runs]
+    md += ["", "## Runs", ""] + [f"- {arm}: `{r['dir']}` ({r['status']}, step {r['steps_done']} of {r['steps_total']})"
+                                 for arm, runs in everything.items() for r in runs]
     path = out / "report.md"
     path.write_text("\n".join(md) + "\n")
     extra = {t["arm"]: t for t in arm_stats(arms)}
     diffs = {d["arm"]: d for d in paired(arms)}
-    rows = [dict(t, stats=extra[t["arm"]], vs_static_expert=diffs.get(t["arm"])) for t in table]
+    rows = [dict(t, stats=extra[t["arm"]], vs_static_expert=diffs.get(t["arm"]), incomplete=missing[t["arm"]])
+            for t in table]
     (out / "report.json").write_text(json.dumps(rows, indent=2))
     text = ["arm        seeds  test start  final  (min-max)        val    dead   promoted repeated blocked"]
     for t in table:
-        text.append(f"{t['arm']:<10} {t['seeds']:>5}  {_fmt(t['start_mean'])}       {_fmt(t['final_mean'])}  "
+        name = _arm_cell(t["arm"], missing[t["arm"]], include_incomplete, 10)
+        text.append(f"{name} {t['seeds']:>5}  {_fmt(t['start_mean'])}       {_fmt(t['final_mean'])}  "
                     f"({_fmt(t['final_min'])}-{_fmt(t['final_max'])})  {_fmt(t['val_final_mean'])}  "
                     f"{_fmt(t['dead_mean'], '{:.2f}')}  {t['promoted']:>8} {t['repeated']:>8} {t['blocked']:>7}")
-    return path, "\n".join(text + [""] + stats_text(arms))
+    left = [f"INCOMPLETE {incomplete_line(r)}" + ("" if include_incomplete else " (not counted)")
+            for runs in everything.values() for r in runs if not r["complete"]]
+    return path, "\n".join(text + [""] + stats_text(arms) + ([""] + left if left else []))
+
+
+def _arm_cell(arm: str, missing: int, included: bool, width: int = 0) -> str:
+    """The arm's name, marked when some of its runs did not finish: `control (1 incomplete, not counted)`."""
+    mark = f" ({missing} incomplete, {'counted' if included else 'not counted'})" if missing else ""
+    return f"{arm}{mark}".ljust(width)

@@ -74,6 +74,26 @@ def budget_facts(s: Store) -> dict:
             "train_rollouts": s.train_rollout_count(), "probe_rollouts": s.probe_rollout_count()}
 
 
+def progress_facts(s: Store) -> dict:
+    """How far one run got (for `report.collect` and `compare`): its status ("crashed?" for a
+    row still marked running whose process is gone), the steps it reached and planned, and
+    whether it is complete: finished, with every planned step."""
+    from backend.runs import pid_alive
+
+    run = s.run()
+    status = run["status"]
+    if status in ("running", "paused") and not pid_alive(run["pid"]):
+        status = "crashed?"
+    steps, total = s.last_step(), run["steps_total"]
+    return {"status": status, "steps_done": steps, "steps_total": total,
+            "complete": status == "finished" and steps >= (total or 0)}
+
+
+def incomplete_line(r: dict) -> str:
+    """One run that did not finish, in words: `control s1: crashed? at step 37 of 100`."""
+    return f"{r['arm']} s{r['seed']}: {r['status']} at step {r['steps_done']} of {r['steps_total']}"
+
+
 def _final(r: dict) -> float | None:
     return r["test_evals"][-1]["accuracy"] if r["test_evals"] else None
 
