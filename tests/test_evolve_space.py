@@ -3,16 +3,18 @@ moves single-factor, steps that adapt to stored outcomes, and rounds that never 
 
 import math
 import random
+from types import SimpleNamespace
 
 import pytest
 
-from backend.config import RunConfig
+from backend.config import RunConfig, to_dict
 from backend.evolve import interventions as iv
 from backend.evolve import offline, run_round, space
 from backend.evolve.edit import changed_names, constant
 from backend.harness import spec
 from backend.harness.check import HarnessError
-from backend.harness.loader import check_source, default_harness_path
+from backend.harness.loader import check_source, default_harness_path, sha
+from backend.store import Store
 from synthetic_run import add_steps, build_run, context, make_probe
 
 HARNESSES = {name: (default_harness_path("math").parent / f"{name}.py").read_text()
@@ -100,8 +102,10 @@ def test_steps_follow_the_one_fifth_rule_and_turn_after_a_failure():
 
 
 def test_stored_outcomes_set_the_next_step(tmp_path):
-    store = build_run(tmp_path / "run.db", steps=2)
-    ctx = context(store)
+    store = Store.open(tmp_path / "run.db")  # no rollouts needed: the proposer reads only the interventions
+    store.create_run("t", to_dict(RunConfig()), 0, 1)
+    store.add_harness_version(HARNESSES["math"], None, "", "active", sha(HARNESSES["math"]))
+    ctx = SimpleNamespace(store=store, cfg=RunConfig(), harness=SimpleNamespace(code=HARNESSES["math"], domain="math"))
     knob = next(k for k in space.knobs(ctx.harness.code, "math", CAP) if k.name == "SAMPLING.temperature")
     first = next(space.moves(ctx.harness.code, knob, space.Steps.of(knob, [])))
     c = iv.Candidate(title=first.title(), code=first.apply(ctx.harness.code), parent_version=1,
