@@ -44,7 +44,7 @@ def _labels_by_rollout(store: Store, steps: range) -> dict[int, dict[str, int]]:
     return out
 
 
-def dead_groups(rows: list[JSON], key: Any = "reward") -> list[tuple[Any, ...]]:
+def dead_groups(rows: list[JSON], key: str = "reward") -> list[tuple[Any, ...]]:
     """(step, group_idx) of groups whose rewards all tie (GRPO learns nothing from them)."""
     groups: dict[tuple[Any, ...], list[float]] = {}
     for r in rows:

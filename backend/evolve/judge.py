@@ -15,14 +15,14 @@ Names used below (all per harness, on the same replayed rows):
 from __future__ import annotations
 
 import statistics
-from typing import Any
+from typing import Any, Iterable
 
 from backend.rollout import reward_threshold
 from backend.types import JSON
 
 from .aggregate import auc
 from .replay import Replayed
-from .stats import Decision, decide, pair_up, paired_bootstrap
+from .stats import Decision, Effect, decide, pair_up, paired_bootstrap
 
 
 BLOCK_SHARE = 0.25
@@ -74,7 +74,7 @@ def view(rows: list[JSON], res: Replayed) -> JSON:
     }
 
 
-def _mean(xs: Any) -> float:
+def _mean(xs: Iterable[float]) -> float:
     xs = list(xs)
     return statistics.fmean(xs) if xs else 0.0
 
@@ -214,7 +214,7 @@ def _per_group(rows: list[JSON], v: JSON, metric: str) -> JSON:
     return out
 
 
-def _effect(rows: list[JSON], old: JSON, new: JSON, metric: str) -> Any:
+def _effect(rows: list[JSON], old: JSON, new: JSON, metric: str) -> Effect:
     return paired_bootstrap(*pair_up(_per_group(rows, old, metric), _per_group(rows, new, metric)),
                             seed=0, metric=metric)
 
@@ -233,8 +233,8 @@ def decision(kind: str, rows: list[JSON], old: JSON, new: JSON, min_gain: float,
         effect, harm = (recall, spec) if recall.ci_low >= spec.ci_low else (spec, recall)
         return decide(effect, min_gain, harm, min_effect=min_effect)
     metric = TARGETS.get(kind, "agreement")
-    harm = _effect(rows, old, new, "agreement") if metric != "agreement" else None
-    return decide(_effect(rows, old, new, metric), min_gain, harm, min_effect=min_effect)
+    guard = _effect(rows, old, new, "agreement") if metric != "agreement" else None
+    return decide(_effect(rows, old, new, metric), min_gain, guard, min_effect=min_effect)
 
 
 def _gain(kind: str, rows: list[JSON], old: JSON, new: JSON, m: JSON, min_gain: float,

@@ -35,6 +35,7 @@ import random
 import re
 from typing import Any, TYPE_CHECKING
 
+from backend.config import LLMProposerConfig
 from backend.harness.loader import HarnessError, check_source
 from backend.types import JSON
 
@@ -197,7 +198,7 @@ def knob_move(ctx: EvolveContext, name: str, value: Any) -> space.Move:
     return space.Move(k, old, value, steps.size if k.type in ("float", "int") else None)
 
 
-def _client(cfg: Any) -> Any:
+def _client(cfg: LLMProposerConfig) -> Any:  # an openai.OpenAI client
     from openai import OpenAI
 
     base_url = cfg.base_url or os.environ.get("OPENAI_BASE_URL", "")
@@ -209,7 +210,7 @@ def _client(cfg: Any) -> Any:
     return OpenAI(base_url=base_url, api_key=key, timeout=cfg.timeout_s, max_retries=0)
 
 
-def check_endpoint(cfg: Any) -> str | None:
+def check_endpoint(cfg: LLMProposerConfig) -> str | None:
     """Why the endpoint cannot be used, or None. Checked when a run starts, so a wrong port or
     a server that is not up fails at once instead of costing every round its proposals; a TCP
     connect, not a request, so it needs no key and costs no tokens.

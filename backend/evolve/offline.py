@@ -32,7 +32,7 @@ from . import skills as sk
 from . import space
 from .edit import Edit, EditError
 from .interventions import Candidate
-from .templates import TEMPLATES, mutate_numbers
+from .templates import TEMPLATES, Template, mutate_numbers
 
 
 if TYPE_CHECKING:
@@ -65,7 +65,7 @@ def options(ctx: EvolveContext, table: list[JSON], metrics: JSON) -> list[tuple[
     return sorted([o for o in opts if o[0] > 0], key=lambda o: (-o[0], o[1]))
 
 
-def _from_template(t: Any, parent: population.Member, rng: random.Random, ctx: EvolveContext) -> Candidate | None:
+def _from_template(t: Template, parent: population.Member, rng: random.Random, ctx: EvolveContext) -> Candidate | None:
     made = t.make(parent.code, rng, {"max_new_tokens_cap": ctx.cfg.train.max_new_tokens_cap})
     if made is None:
         return None

@@ -36,6 +36,7 @@ from backend.types import JSON
 
 
 if TYPE_CHECKING:
+    from .stats import Effect
     from backend.store import Store
 
 FORMAT = 1
@@ -47,12 +48,12 @@ class SkillError(EvoError, ValueError):
     """A skill file or card is unusable; one line for the user."""
 
 
-def evidence_shows_gain(gain: Any) -> bool:
+def evidence_shows_gain(gain: Effect | None) -> bool:
     """The one rule for learning a skill: a paired validation gain whose 95% interval is above zero."""
     return gain is not None and gain.n > 0 and gain.ci_low > 0
 
 
-def gain_evidence(gain: Any) -> JSON:
+def gain_evidence(gain: Effect) -> JSON:
     """What a card keeps of a `stats.Effect`: the effect, its interval, p-value and sample sizes."""
     d = gain.detail or {}
     return {"effect": round(gain.effect, 4), "ci_low": round(gain.ci_low, 4), "ci_high": round(gain.ci_high, 4),

@@ -26,12 +26,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .check import MAX_BYTES, HarnessError, check_source, parse
 from .namespace import RolloutView
 from .semantics import advantages
 from .spec import HarnessSpec, sha
+
+if TYPE_CHECKING:
+    from .client import HarnessWorker
 
 
 __all__ = [  # the harness API the rest of the engine imports from here
@@ -49,7 +52,7 @@ class Harness:
     spec: HarnessSpec
 
     @classmethod
-    def from_code(cls, code: str, worker: Any = None) -> "Harness":
+    def from_code(cls, code: str, worker: HarnessWorker | None = None) -> "Harness":
         """Check and load `code` in the harness worker; raises HarnessError (one line)."""
         from .client import WorkerFailure, shared_worker
 

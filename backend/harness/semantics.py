@@ -29,7 +29,8 @@ from .spec import HarnessSpec
 
 
 if TYPE_CHECKING:
-    from backend.harness.loader import Harness
+    from .client import HarnessWorker
+    from .loader import Harness
 
 DEAD_TOL = 1e-6
 """Rewards closer than this count as equal (one place: training, replay, metrics)."""
@@ -161,7 +162,7 @@ def filter_and_advantage(groups: list[tuple[Any, ...]], outs: list[RolloutOut], 
     return dead
 
 
-def apply_harness(harness: Harness, batch: list[RolloutIn], worker: Any = None,
+def apply_harness(harness: Harness, batch: list[RolloutIn], worker: HarnessWorker | None = None,
                   limit_s: float | None = None) -> BatchOut:
     """Apply `harness` (a `backend.harness.loader.Harness`) to `batch` through the worker.
 
