@@ -75,6 +75,25 @@ def build_run(run_dir: Path, status: str = "running", pid: int | None = None, st
     return run_dir
 
 
+def build_empty_run(run_dir: Path) -> Path:
+    """A run the engine has just started: its config and harness v1, no step, eval, round or skill yet."""
+    run_dir = Path(run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    store = Store.open(run_dir / "run.db")
+    store.create_run("fresh", to_dict(RunConfig(domain="math", steps=20, name="fresh")), seed=0, steps=20)
+    code = DEFAULT_HARNESS.read_text()
+    with store.tx():
+        store.insert("harness_versions", {"id": 1, "parent": None, "created_at": ts(0), "code": code,
+                                          "sha": sha(code), "diff": "", "status": "active", "intervention_id": None,
+                                          "note": "default math harness"})
+        store.update("runs", 1, {"status": "running", "harness_version": 1, "policy_version": 0,
+                                 "pid": os.getpid(), "created_at": ts(0), "updated_at": ts(0)})
+    store.close()
+    (run_dir / "harness.py").write_text(code)
+    (run_dir / "engine.log").write_text("evotui engine 0.1.0, run fresh\nloading smollm2-135m (cpu, fp32)\n")
+    return run_dir
+
+
 def _add_step(store: Store, rng: random.Random, step: int) -> None:
     rollouts, diags, turns = [], [], []
     for g in range(4):

@@ -16,7 +16,7 @@ def plain(value, width: int | None = None) -> Text:
     text = "" if value is None else str(value).replace("\n", " ")
     if width and len(text) > width:
         text = text[: width - 1] + "…"
-    return Text(text, no_wrap=True)
+    return Text(text, no_wrap=True, overflow="ellipsis")
 
 
 def status(value: str | None) -> Text:

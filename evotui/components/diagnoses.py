@@ -70,6 +70,8 @@ class DiagnosesScreen(RunScreen):
                               key=str(r["id"]))
         if self.round is None and self.app.state.rounds:
             self._show_round(self.app.state.rounds[-1])
+        table.border_title = "evolution rounds" if self.app.state.rounds else \
+            self.app.state.waiting_for_round("evolution round").rstrip(".")
 
     @on(DataTable.RowHighlighted, "#g-rounds")
     def _round_highlighted(self, message: DataTable.RowHighlighted) -> None:

@@ -23,8 +23,20 @@ from backend.store.views import harness_version
 from evotui.components import cells
 from evotui.components.code_view import CodeView
 from evotui.components.diff_view import DiffView, make_diff
+from evotui.components.fitted_table import Col, FittedTable
 from evotui.components.run_screen import RunScreen
 from evotui.messages import FrontierFetched, HarnessVersionFetched
+
+
+VERSION_COLUMNS = [Col("v", "v", 4), Col("parent", "parent", 6, priority=1), Col("status", "status", 10),
+                   Col("iv", "iv", 3, priority=2), Col("note", "note", 16, grow=1)]
+
+
+def version_row(v: dict, active: int | None) -> tuple[str, dict]:
+    """A version's row; the run's active version is marked ●, whatever its stored status says."""
+    return str(v["id"]), {"v": f"{'●' if v['id'] == active else ' '}{v['id']}", "parent": v.get("parent") or "–",
+                          "status": cells.status(v.get("status")), "iv": v.get("intervention_id") or "",
+                          "note": cells.plain(v.get("note"))}
 
 
 class HarnessScreen(RunScreen):
@@ -47,7 +59,7 @@ class HarnessScreen(RunScreen):
 
     def compose_body(self):
         with Container(classes="split", id="h-split"):
-            yield DataTable(id="h-table", cursor_type="row", zebra_stripes=True)
+            yield FittedTable(VERSION_COLUMNS, id="h-table")
             with VerticalScroll(id="h-view"):
                 yield Static("", id="h-frontier")
                 yield Static("", id="h-head")
@@ -55,22 +67,17 @@ class HarnessScreen(RunScreen):
                 yield DiffView(id="h-diff")
 
     def on_mount(self) -> None:
-        table = self.query_one(DataTable)
-        table.border_title = "versions"
-        for name, width in (("v", 4), ("parent", 6), ("status", 9), ("iv", 3), ("note", 24)):
-            table.add_column(name, width=width, key=name)
+        self.query_one(FittedTable).border_title = "versions (● active)"
 
     def update_body(self, changed: set[str]) -> None:
-        table = self.query_one(DataTable)
+        table = self.query_one(FittedTable)
         current = self.app.state.current_version
-        table.clear()
-        for v in reversed(self.app.state.versions):
-            mark = "●" if v["id"] == current else " "
-            table.add_row(f"{mark}{v['id']}", v.get("parent") or "–", cells.status(v.get("status")),
-                          v.get("intervention_id") or "", cells.plain(v.get("note")), key=str(v["id"]))
+        table.set_rows([version_row(v, current) for v in reversed(self.app.state.versions)])
         target = self.selected or current
         if target is not None and str(target) in table.rows:
             table.move_cursor(row=table.get_row_index(str(target)))
+        if not self.app.state.versions:
+            self.query_one("#h-head", Static).update("No harness version yet: the engine records v1 when it starts.")
         if changed & {"versions", "rounds"}:
             self._fetch_frontier(int(self.app.state.setting("evolve", "population", 4) or 4))
 
@@ -114,10 +121,12 @@ class HarnessScreen(RunScreen):
         if v is None:
             return
         chain = " ← ".join(f"v{i}" for i in self._lineage(v["id"]))
-        current = " (current)" if v["id"] == self.app.state.current_version else ""
-        what = f"diff to v{v['parent']}" if self.show_diff and v.get("parent") else "harness.py"
-        self.query_one("#h-head", Static).update(
-            f"{v.get('status')} · lineage {chain} · sha {v.get('sha') or ''} · {v.get('note') or ''}")
+        current = " (active: harness.py)" if v["id"] == self.app.state.current_version else ""
+        what = f"diff to v{v['parent']}" if self.show_diff and v.get("parent") else "code"
+        head = f"{v.get('status')} · lineage {chain} · sha {v.get('sha') or ''} · {v.get('note') or ''}"
+        if (self.app.run_dir / run_file.DRAFT).exists():
+            head += f"\nyour draft: {run_file.DRAFT} in the run folder (e edits it; each save is proposed)"
+        self.query_one("#h-head", Static).update(head)
         self.query_one("#h-view").border_title = f"v{v['id']}{current} · {what}  (d: code/diff)"
         self.query_one(CodeView).show(v.get("code") or "")
         diff = v.get("diff") or (make_diff(self.parent_version["code"], v["code"], f"v{v['parent']}", f"v{v['id']}")

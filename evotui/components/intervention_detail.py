@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import json
-
 from textual.app import ComposeResult
 from textual.containers import VerticalScroll
 from textual.content import Content
 from textual.widgets import Static
 
+from evotui.components.backtest_view import backtests
 from evotui.components.diff_view import DiffView, diff_stats
 from evotui.components.status_bar import fmt
 
@@ -28,17 +27,25 @@ class InterventionDetail(VerticalScroll):
     """
 
     def compose(self) -> ComposeResult:
-        yield Static("Select an intervention.", id="i-head")
+        yield Static("", id="i-head")
         yield Static("", id="i-command")
         for key, title in (("why", "Hypothesis"), ("backtests", "Backtest"), ("diff", "Harness diff"),
                            ("skills", "Skills that shaped it"), ("history", "History")):
-            yield Static(title, id=f"t-{key}", classes="section")
+            yield Static(title, id=f"t-{key}", classes="section body")
             if key == "diff":
-                yield DiffView(id="i-diff")
+                yield DiffView(id="i-diff", classes="body")
             else:
-                yield Static("", id=f"i-{key}")
+                yield Static("", id=f"i-{key}", classes="body")
+
+    def show_message(self, text: str) -> None:
+        """Nothing to show yet: say what will fill this pane and when."""
+        self.query_one("#i-head", Static).update(Content.styled(text, "$text-muted"))
+        for widget in self.query(".body"):
+            widget.display = False
 
     def show(self, d: dict, commands: list[dict]) -> None:
+        for widget in self.query(".body"):
+            widget.display = True
         self.query_one("#i-head", Static).update(head(d))
         self.show_commands(commands)
         self.query_one("#i-why", Static).update(why(d))
@@ -103,64 +110,3 @@ def history(rows: list) -> Content:
         out.append(Content.assemble(Content.styled(f"{when} ", "$text-muted"),
                                     Content.styled(f"{status:<12}", STATUS_STYLE.get(status, "")), note))
     return Content("\n").join(out) if out else Content.styled("–", "$text-muted")
-
-
-def backtests(rows: list[dict]) -> Content:
-    if not rows:
-        return Content.styled("not backtested yet", "$text-muted")
-    out = []
-    for b in rows:
-        ok = "$text-success" if b.get("verdict") in ("pass", "passed") else \
-            "$text-warning" if b.get("verdict") == "inconclusive" else "$text-error"
-        out.append(Content.assemble(Content.styled(f"{b.get('mode')} over {b.get('n_rollouts')} rollouts: ", "bold"),
-                                    Content.styled(str(b.get("verdict")), f"bold {ok}"),
-                                    f"  {b.get('reason') or ''}  ({fmt(b.get('ms'), '.0f')} ms)"))
-        if b.get("effect") is not None:
-            out.append(decision_line(b))
-        out.extend(metric_line(name, value) for name, value in metric_pairs(b.get("metrics") or {}))
-    return Content("\n").join(out)
-
-
-def decision_line(b: dict) -> Content:
-    """The decision's statistics: effect, 95% interval, p-value, paired sample size."""
-    under = "  underpowered" if b.get("underpowered") else ""
-    return Content.assemble(
-        Content.styled(f"  {b.get('metric') or 'effect'}: ", "bold"),
-        f"{b['effect']:+.3f}  95% CI [{fmt(b.get('ci_low'), '+.3f')}, {fmt(b.get('ci_high'), '+.3f')}]  "
-        f"p {fmt(b.get('p_value'), '.3g')}  n {fmt(b.get('n'), 'd')}",
-        Content.styled(under, "$text-warning"))
-
-
-PAIRS = (("_old", "_new"), ("_before", "_after"))
-
-
-def metric_pairs(metrics: dict) -> list[tuple[str, object]]:
-    """Backtest metrics with `x_old`/`x_new` (or `x_before`/`x_after`) folded into one before → after row."""
-    out = []
-    for key, value in metrics.items():
-        olds = [(old, new) for old, new in PAIRS if key.endswith(old) and key[: -len(old)] + new in metrics]
-        for old, new in olds:
-            name = key[: -len(old)]
-            out.append((name, {"before": value, "after": metrics[name + new]}))
-        is_new_half = any(key.endswith(new) and key[: -len(new)] + old in metrics for old, new in PAIRS)
-        if not olds and not is_new_half:
-            out.append((key, value))
-    return out
-
-
-def metric_line(name: str, value) -> Content:
-    if isinstance(value, dict) and "before" in value and "after" in value:
-        before, after = value["before"], value["after"]
-        delta = after - before if isinstance(before, (int, float)) and isinstance(after, (int, float)) else None
-        tail = "" if delta is None else f"  ({delta:+d})" if isinstance(delta, int) else f"  ({delta:+.3f})"
-        return Content(f"  {name:<20} {num(before)} → {num(after)}{tail}")
-    return Content(f"  {name:<20} {num(value)}")
-
-
-def num(value) -> str:
-    """Integers as integers, other numbers to three places, anything else as compact text."""
-    if value is None:
-        return "–"
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return value if isinstance(value, str) else json.dumps(value)[:60]
-    return str(value) if isinstance(value, int) else f"{value:.3f}"

@@ -13,11 +13,18 @@ from textual.widgets import DataTable
 
 from backend.store.views import intervention_detail, loads
 from evotui.components import cells
+from evotui.components.fitted_table import Col, FittedTable
 from evotui.components.intervention_detail import InterventionDetail
 from evotui.components.run_screen import RunScreen
 from evotui.messages import InterventionDetailFetched
 
 QUEUE_ORDER = {"passed": 0, "inconclusive": 1, "backtesting": 2, "proposed": 3}
+COLUMNS = [  # the decision next to the title: what the operator weighs before approving
+    Col("id", "id", 3), Col("status", "status", 12), Col("title", "title", 28, grow=3),
+    Col("effect", "effect [95% CI]", 23, priority=1), Col("p", "p", 6, priority=2), Col("n", "n", 4, priority=2),
+    Col("kind", "kind", 10, priority=3), Col("target", "target", 14, grow=1, priority=4),
+    Col("score", "score", 6, priority=5),
+]
 
 
 def queue_first(rows: list[dict]) -> list[dict]:
@@ -38,7 +45,7 @@ class InterventionsScreen(RunScreen):
 
     TOPICS = frozenset({"interventions", "commands", "run"})
     AUTO_FOCUS = "#i-table"
-    HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (140, "-wide")]  # diffs want the full width
+    HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (200, "-wide")]  # titles and diffs both want the full width
     BINDINGS = [
         Binding("a", "approve", "Approve", tooltip="Approve the selected passed intervention"),
         Binding("A", "approve_inconclusive", "Approve inconclusive", show=False,
@@ -55,15 +62,8 @@ class InterventionsScreen(RunScreen):
 
     def compose_body(self):
         with Container(classes="split", id="i-split"):
-            yield DataTable(id="i-table", cursor_type="row", zebra_stripes=True)
+            yield FittedTable(COLUMNS, id="i-table")
             yield InterventionDetail(id="i-detail")
-
-    def on_mount(self) -> None:
-        table = self.query_one(DataTable)
-        # the decision next to the title: what the operator weighs before approving
-        for name, width in (("id", 3), ("status", 12), ("title", 30), ("effect [95% CI]", 23), ("p", 5), ("n", 4),
-                            ("kind", 10), ("target", 14), ("score", 6)):
-            table.add_column(name, width=width, key=name)
 
     def update_body(self, changed: set[str]) -> None:
         if "interventions" in changed or "commands" in changed:
@@ -78,21 +78,21 @@ class InterventionsScreen(RunScreen):
             f"queue · history   auto-promote {mode}" + (" (change pending…)" if pending else ""))
 
     def _fill(self) -> None:
-        table = self.query_one(DataTable)
-        keep = self.selected
-        table.clear()
+        rows = []
         for r in queue_first(self.app.state.interventions):
             waiting = self._commands(r["id"], pending_only=True)
             status = cells.status(r["status"])
             if waiting:
                 status.append(f" ⧗{waiting[-1]['verb']}", style="italic")
             d = r.get("decision") or {}
-            table.add_row(r["id"], status, cells.plain(r.get("title")), cells.plain(effect_cell(d)),
-                          cells.number(d.get("p_value"), ".3f"), cells.number(d.get("n"), "d"),
-                          cells.plain(r.get("kind")), cells.plain(r.get("target")),
-                          cells.number(r.get("score"), "+.2f"), key=str(r["id"]))
-        if keep is not None and str(keep) in table.rows:
-            table.move_cursor(row=table.get_row_index(str(keep)))
+            rows.append((str(r["id"]), {
+                "id": r["id"], "status": status, "title": cells.plain(r.get("title")),
+                "effect": cells.plain(effect_cell(d)), "p": cells.number(d.get("p_value"), ".3f"),
+                "n": cells.number(d.get("n"), "d"), "kind": cells.plain(r.get("kind")),
+                "target": cells.plain(r.get("target")), "score": cells.number(r.get("score"), "+.2f")}))
+        self.query_one(FittedTable).set_rows(rows)
+        if not rows:
+            self.query_one(InterventionDetail).show_message(self.app.state.waiting_for_round("interventions"))
 
     def _commands(self, iid: int, pending_only: bool = False) -> list[dict]:
         """The operator's approve / veto commands on intervention `iid`, oldest first."""

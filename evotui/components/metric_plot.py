@@ -1,14 +1,23 @@
-"""A plotext chart of the run (textual-plotext), redrawn from `RunState` by a draw function."""
+"""A plotext chart of the run (textual-plotext), redrawn from `RunState` by a draw function.
+
+Each chart has a border: its title on top, its legend in the bottom border, so no
+legend ever covers a line. A chart with nothing to draw says what will fill it and when.
+"""
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Callable
 
+from rich.text import Text
+from textual.content import Content
 from textual_plotext import PlotextPlot
 
 from evotui.components.run_state import RunState
 
 MAX_POINTS = 400  # a terminal plot shows a few hundred columns of braille at most
+COLORS = [(0, 175, 255), (255, 165, 0), (120, 200, 80), (215, 95, 215), (255, 95, 95)]
+"""Series colours in order, as RGB so the plot and its legend are drawn in the same colour."""
 
 
 def thin(xs: list, ys: list, n: int = MAX_POINTS) -> tuple[list, list]:
@@ -25,24 +34,52 @@ PHASE_LABELS = {"gen_ms": "gen", "score_ms": "score", "diagnose_ms": "diag", "tr
 BAR_STEPS = 24
 
 
-class MetricPlot(PlotextPlot):
-    """One chart; `draw(plt, state)` fills it after the figure is cleared and returns its x values."""
+@dataclass
+class Drawn:
+    """What a draw function drew: the x values (steps) and the legend, one (label, colour) per series."""
 
-    def __init__(self, title: str, draw: Callable, **kwargs) -> None:
+    xs: list = field(default_factory=list)
+    legend: list[tuple[str, tuple[int, int, int]]] = field(default_factory=list)
+
+
+class MetricPlot(PlotextPlot):
+    """One chart; `draw(plt, state)` fills it after the figure is cleared and returns `Drawn`;
+    `empty(state)` says what will fill it while there is nothing to draw."""
+
+    DEFAULT_CSS = """
+    MetricPlot { border: round $panel-lighten-2; border-title-color: $text; border-subtitle-align: right; }
+    """
+
+    def __init__(self, title: str, draw: Callable, empty: Callable[[RunState], str], **kwargs) -> None:
         super().__init__(**kwargs)
-        self.title = title
+        self.border_title = title
         self._draw = draw
+        self._empty = empty
+        self._message = ""
 
     def show(self, state: RunState) -> None:
         plt = self.plt
         plt.clear_data()
         plt.clear_figure()
-        plt.title(self.title)
-        plt.xlabel("step")
-        xs = self._draw(plt, state)
-        if xs:
-            plt.xticks(int_ticks(xs))  # whole steps; also keeps plotext's tick choice deterministic
+        drawn = self._draw(plt, state)
+        self._message = "" if drawn.xs else self._empty(state)
+        if drawn.xs:
+            plt.xticks(int_ticks(drawn.xs))  # whole steps; also keeps plotext's tick choice deterministic
+        self.border_subtitle = legend(drawn.legend)
         self.refresh()
+
+    def render(self):
+        if self._message:
+            return Text(self._message, style="dim", justify="center")
+        return super().render()
+
+
+def legend(items: list[tuple[str, tuple[int, int, int]]]) -> Content:
+    """`━ validation  ━ test`, each mark in its series' colour (empty for a single series)."""
+    if len(items) < 2:
+        return Content("")
+    return Content("  ").join(Content.assemble(Content.styled("━ ", f"rgb{color}"), label)
+                              for label, color in items)
 
 
 def int_ticks(xs: list[int], n: int = 5) -> list[int]:
@@ -59,65 +96,74 @@ def int_ticks(xs: list[int], n: int = 5) -> list[int]:
     return list(range(first, hi + 1, step)) or [lo]
 
 
-def draw_heldout(plt, state: RunState) -> list[int]:
-    """Validation (the gate reads it) and test (reported only), labelled."""
-    steps: list[int] = []
-    for split in ("validation", "test"):
-        xs, ys = state.held_out(split)
-        if xs:
-            plt.plot(xs, ys, label=split, marker="braille")
-            steps += xs
-    if steps:
-        plt.ylim(0, 1)
-    return sorted(set(steps))
+def lines(plt, series: list[tuple[str, list, list]], unit: bool = False) -> Drawn:
+    """Plot (label, xs, ys) series in the palette's colours; `unit` pins the y axis to 0..1."""
+    drawn = Drawn()
+    for (label, xs, ys), color in zip(series, COLORS):
+        if not xs:
+            continue
+        xs, ys = thin(xs, ys)
+        plt.plot(xs, ys, marker="braille", color=color)
+        drawn.xs += xs
+        drawn.legend.append((label, color))
+    if drawn.xs:
+        drawn.xs = sorted(set(drawn.xs))
+        if unit:
+            plt.ylim(0, 1)
+    return drawn
 
 
-def draw_reward(plt, state: RunState) -> list[int]:
-    for column, label in (("reward_mean", "reward"), ("agreement", "agreement"), ("verdict_acc", "eval acc")):
-        xs, ys = thin(*state.series(column))
-        if xs:
-            plt.plot(xs, ys, label=label, marker="braille")
-    return state.series("reward_mean")[0]
+def draw_heldout(plt, state: RunState) -> Drawn:
+    """Validation (the gate reads it) and test (reported only)."""
+    return lines(plt, [(split, *state.held_out(split)) for split in ("validation", "test")], unit=True)
 
 
-def draw_dead(plt, state: RunState) -> list[int]:
-    xs, ys = thin(*state.series("dead_group_frac"))
-    if xs:
-        plt.plot(xs, ys, marker="braille")
-        plt.ylim(0, 1)
-    return xs
+def draw_reward(plt, state: RunState) -> Drawn:
+    return lines(plt, [(label, *state.series(column)) for column, label in
+                       (("reward_mean", "reward"), ("agreement", "agreement"), ("verdict_acc", "eval acc"))])
 
 
-def draw_mix(plt, state: RunState) -> list[int]:
+def draw_dead(plt, state: RunState) -> Drawn:
+    return lines(plt, [("dead groups", *state.series("dead_group_frac"))], unit=True)
+
+
+def draw_mix(plt, state: RunState) -> Drawn:
     steps, shares = state.mix_shares(top=4)
-    for label, ys in shares.items():
-        plt.plot(*thin(steps, ys), label=label[:14], marker="braille")
-    if steps:
-        plt.ylim(0, 1)
-    return steps
+    return lines(plt, [(label, steps, ys) for label, ys in shares.items()], unit=True)
 
 
-def draw_phases(plt, state: RunState) -> list[int]:
+def draw_phases(plt, state: RunState) -> Drawn:
     rows = state.steps[-BAR_STEPS:]
     xs = [r["step"] for r in rows]
+    colors = COLORS[:len(PHASE_LABELS)]
     if rows:
-        plt.stacked_bar(xs, [[(r.get(p) or 0) / 1000 for r in rows] for p in PHASE_LABELS],
-                        labels=list(PHASE_LABELS.values()))
-    return xs
+        plt.stacked_bar(xs, [[(r.get(p) or 0) / 1000 for r in rows] for p in PHASE_LABELS], color=colors)
+    return Drawn(xs, list(zip(PHASE_LABELS.values(), colors)) if rows else [])
 
 
-def draw_tokens(plt, state: RunState) -> list[int]:
-    xs, ys = thin(*state.series("tokens_per_s"))
-    if xs:
-        plt.plot(xs, ys, marker="braille")
-    return xs
+def draw_tokens(plt, state: RunState) -> Drawn:
+    return lines(plt, [("tokens/s", *state.series("tokens_per_s"))])
 
 
-PLOTS = [
-    ("heldout", "held-out accuracy", draw_heldout),
-    ("reward", "reward · agreement · eval acc", draw_reward),
-    ("dead", "dead-group fraction", draw_dead),
-    ("mix", "failure mix (share)", draw_mix),
-    ("phases", "phase time per step (s)", draw_phases),
-    ("tokens", "tokens/s", draw_tokens),
+def after_first_step(state: RunState) -> str:
+    return "no steps yet: filled after the first training step"
+
+
+def first_eval(state: RunState) -> str:
+    return f"no held-out evaluation yet: {state.next_eval_text()}"
+
+
+def first_labels(state: RunState) -> str:
+    if state.steps:
+        return "no failure labels so far: every rollout passed the diagnostics"
+    return "no diagnoses yet: rollouts are labelled from the first training step"
+
+
+PLOTS = [  # (key, title, draw, what fills an empty chart)
+    ("heldout", "held-out accuracy", draw_heldout, first_eval),
+    ("reward", "reward · agreement · eval acc", draw_reward, after_first_step),
+    ("dead", "dead-group fraction", draw_dead, after_first_step),
+    ("mix", "failure mix (share of labels)", draw_mix, first_labels),
+    ("phases", "phase time per step (s)", draw_phases, after_first_step),
+    ("tokens", "tokens/s", draw_tokens, after_first_step),
 ]

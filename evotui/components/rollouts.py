@@ -14,14 +14,18 @@ from textual.widgets import DataTable
 
 from backend.store.views import PAGE, RolloutFilter, filter_choices, rollout_detail, rollout_page
 from evotui.components import cells
+from evotui.components.fitted_table import Col, FittedTable
 from evotui.components.rollout_detail import RolloutDetail
 from evotui.components.rollout_filters import RolloutFilterBar
 from evotui.components.run_screen import RunScreen
 from evotui.components.sync import worker_cancelled
 from evotui.messages import FilterChoicesFetched, RolloutDetailFetched, RolloutsFetched
 
-COLUMNS = [("id", 6), ("step", 4), ("domain", 6), ("reward", 6), ("verdict", 9), ("H", 2), ("finish", 6),
-           ("labels", 30)]
+COLUMNS = [
+    Col("id", "id", 6), Col("step", "step", 4), Col("domain", "domain", 6, priority=2), Col("reward", "reward", 6),
+    Col("verdict", "verdict", 9), Col("H", "H", 2, priority=3), Col("finish", "finish", 6, priority=1),
+    Col("labels", "labels", 16, grow=1),
+]
 PREFETCH_ROWS = 5  # fetch the older page this many rows before the bottom
 
 
@@ -50,13 +54,10 @@ class RolloutsScreen(RunScreen):
     def compose_body(self):
         yield RolloutFilterBar()
         with Container(id="r-split", classes="split"):
-            yield DataTable(id="r-table", cursor_type="row", zebra_stripes=True)
+            yield FittedTable(COLUMNS, id="r-table")
             yield RolloutDetail(id="r-detail")
 
     def on_mount(self) -> None:
-        table = self.query_one(DataTable)
-        for name, width in COLUMNS:
-            table.add_column(name, width=width, key=name)
         self._fetch_choices()
         if self.pending_label:
             self.filter_by_label(self.pending_label)
@@ -119,20 +120,19 @@ class RolloutsScreen(RunScreen):
         self.query_one(RolloutDetail).show(message.detail)
 
     def _rebuild(self) -> None:
-        table = self.query_one(DataTable)
-        table.clear()
-        self._add_rows(self.rows)
+        self.query_one(FittedTable).set_rows([table_row(r) for r in self.rows], keep_cursor=False)  # follow mode
         if not self.rows:
-            self.query_one(RolloutDetail).show_message("No rollout matches the filter.")
+            self.query_one(RolloutDetail).show_message(self._nothing_shown())
 
     def _add_rows(self, rows: list[dict]) -> None:
-        table = self.query_one(DataTable)
-        for r in rows:
-            if str(r["id"]) in table.rows:
-                continue
-            table.add_row(r["id"], r["step"], cells.plain(r["domain"]), cells.number(r["reward"]),
-                          cells.verdict(r["verdict"]), r["harness_version"], cells.plain(r["finish"]),
-                          cells.plain((r["labels"] or "").replace(",", " "), 40), key=str(r["id"]))
+        self.query_one(FittedTable).append_rows([table_row(r) for r in rows])
+
+    def _nothing_shown(self) -> str:
+        if not self.filter.is_empty():
+            return "No rollout matches the filter (c clears it)."
+        if self.app.state.steps:
+            return "No rollouts stored in this run."
+        return "No rollouts yet: the first training step stores its rollouts here, newest first."
 
     def _retitle(self) -> None:
         parts = [f"{len(self.rows)} loaded"]
@@ -197,3 +197,11 @@ class RolloutsScreen(RunScreen):
         table = self.query_one(DataTable)
         table.move_cursor(row=0)
         self._fetch_top()
+
+
+def table_row(r: dict) -> tuple[str, dict]:
+    """(row key, cells) of one rollout in the table."""
+    return str(r["id"]), {
+        "id": r["id"], "step": r["step"], "domain": cells.plain(r["domain"]), "reward": cells.number(r["reward"]),
+        "verdict": cells.verdict(r["verdict"]), "H": r["harness_version"], "finish": cells.plain(r["finish"]),
+        "labels": cells.plain((r["labels"] or "").replace(",", " "))}

@@ -32,6 +32,7 @@ class RunState:
     skills_version: int = 0
     log_lines: list[str] = field(default_factory=list)
     loaded: bool = False
+    _config: tuple | None = field(default=None, repr=False)  # (config_json, parsed): parsed once per change
 
     def apply(self, delta: RunDelta) -> tuple[set[str], list[dict]]:
         """Fold a delta in; returns (changed topics, newly acknowledged commands)."""
@@ -87,6 +88,35 @@ class RunState:
     @property
     def current_version(self) -> int | None:
         return self.run.get("harness_version")
+
+    def setting(self, section: str, key: str, default=None):
+        """A value of the run's stored config (`evolve.every`), or `default`."""
+        if self._config is None or self._config[0] != self.run.get("config_json"):
+            self._config = (self.run.get("config_json"), loads(self.run.get("config_json"), {}) or {})
+        value = (self._config[1].get(section) or {}).get(key)
+        return default if value is None else value
+
+    def next_round_step(self) -> int | None:
+        """The step after which the next evolution round runs; None when evolution is off."""
+        if not self.setting("evolve", "enabled", True):
+            return None
+        every = max(1, int(self.setting("evolve", "every", 5)))
+        return (int(self.run.get("step") or 0) // every + 1) * every
+
+    def next_eval_text(self) -> str:
+        """When the next held-out evaluation runs ("at the start", "at step 10")."""
+        if not self.steps and not self.evals:
+            return "first held-out eval at the start"
+        every = max(1, int(self.setting("eval", "every", 10)))
+        return f"next held-out eval at step {(int(self.run.get('step') or 0) // every + 1) * every}"
+
+    def waiting_for_round(self, what: str) -> str:
+        """Why `what` is empty and when a round fills it (the empty screens say it)."""
+        step = self.next_round_step()
+        if step is None:
+            return f"No {what}: evolution is off in this run (evolve.enabled = false)."
+        first = "the first" if not self.rounds else "the next"
+        return f"No {what} yet: {first} evolution round runs after step {step}."
 
     def pending_for(self, verb: str, iid: int | None = None) -> list[dict]:
         """Pending commands of a verb (for one intervention when `iid` is given)."""

@@ -12,6 +12,7 @@ from textual.widgets import DataTable, Input, Static
 
 from backend.store.views import skill, skills
 from evotui.components import cells
+from evotui.components.fitted_table import Col, FittedTable
 from evotui.components.run_screen import RunScreen
 from evotui.messages import SkillFetched, SkillsFetched
 
@@ -29,6 +30,18 @@ def card(s: dict) -> Content:
             text = v if isinstance(v, str) else json.dumps(v)
             lines.append(Content(f"  {k}: {text}" if k else f"  {text}"))
     return Content("\n").join(lines)
+
+
+SKILL_COLUMNS = [Col("name", "name", 18, grow=2), Col("domain", "domain", 6, priority=2), Col("uses", "uses", 4),
+                 Col("helped", "helped", 6), Col("source", "source", 12, grow=1, priority=1)]
+
+
+def empty_library(text: str) -> str:
+    """What the card pane says when no skill is listed."""
+    if text.strip():
+        return f"No skill matches '{text.strip()}' (its name, domain, trigger, change or evidence)."
+    return ("The skill library is empty. A promoted intervention becomes a skill when the next held-out "
+            "validation shows it helped; `evotui skills import RUN PATH` brings in skills from other runs.")
 
 
 class SkillsScreen(RunScreen):
@@ -49,15 +62,12 @@ class SkillsScreen(RunScreen):
     def compose_body(self):
         yield Input(placeholder="/ search skills", id="s-search", compact=True)
         with Container(classes="split", id="s-split"):
-            yield DataTable(id="s-table", cursor_type="row", zebra_stripes=True)
+            yield FittedTable(SKILL_COLUMNS, id="s-table")
             with VerticalScroll(id="s-view", classes="pane"):
-                yield Static("Select a skill.", id="s-card")
+                yield Static("", id="s-card")
 
     def on_mount(self) -> None:
-        table = self.query_one(DataTable)
-        table.border_title = "skill library"
-        for name, width in (("name", 22), ("domain", 6), ("uses", 4), ("helped", 6), ("source", 16)):
-            table.add_column(name, width=width, key=name)
+        self.query_one(DataTable).border_title = "skill library"
 
     def update_body(self, changed: set[str]) -> None:
         self._fetch(self.query_text)
@@ -78,15 +88,14 @@ class SkillsScreen(RunScreen):
     def on_skills_fetched(self, message: SkillsFetched) -> None:
         if message.text != self.query_text:
             return
-        table = self.query_one(DataTable)
-        table.clear()
-        for s in message.rows:
-            table.add_row(cells.plain(s["name"]), cells.plain(s.get("domain")), s.get("uses") or 0,
-                          s.get("helped") or 0, cells.plain(s.get("source")), key=str(s["id"]))
+        table = self.query_one(FittedTable)
+        table.set_rows([(str(s["id"]), {"name": cells.plain(s["name"]), "domain": cells.plain(s.get("domain")),
+                                        "uses": s.get("uses") or 0, "helped": s.get("helped") or 0,
+                                        "source": cells.plain(s.get("source"))}) for s in message.rows])
         table.border_title = f"skill library · {len(message.rows)}" + (f" matching '{self.query_text}'"
                                                                       if self.query_text else "")
         if not message.rows:
-            self.query_one("#s-card", Static).update("No skill matches.")
+            self.query_one("#s-card", Static).update(Content.styled(empty_library(self.query_text), "$text-muted"))
 
     @on(DataTable.RowHighlighted)
     def _highlighted(self, message: DataTable.RowHighlighted) -> None:

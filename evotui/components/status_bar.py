@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from textual.content import Content
-from textual.widgets import Static
+from textual.widget import Widget
 
 from evotui.engine_process import EngineHealth
 
@@ -23,30 +25,86 @@ def fmt(value, spec: str = ".3f", missing: str = "–") -> str:
         return str(value)
 
 
-class RunStatusBar(Static):
-    """Status, step, policy and harness versions, validation and test accuracy, auto-promote."""
+class RunStatusBar(Widget):
+    """Status, step, validation and test accuracy, auto-promote, harness and policy versions, name.
+
+    One line at any width: what an operator must always see (status and activity, step, the
+    held-out numbers, auto-promote) stays; the rest shortens or goes first (`fit_header`)."""
 
     DEFAULT_CSS = """
     RunStatusBar { height: 1; background: $panel; padding: 0 1; }
     """
 
+    def __init__(self, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self._parts: list[HeaderPart] = []
+
     def show(self, run: dict, health: EngineHealth, asked: str | None = None) -> None:
         """`asked`: what the operator asked for that the engine has not done yet ("stopping…")."""
-        status = run.get("status") or "loading"
-        if health.dead:
-            status = "dead" if status != "crashed" else status
-        style = STATUS_STYLE.get(status, "$text-error")
-        parts: list[Content | str] = [
-            Content.styled(f"● {status_text(status, run.get('activity'), asked, health.dead)}", f"bold {style}"),
-            f"  {run.get('name') or ''}",
-            f"  step {run.get('step') or 0}/{run.get('steps_total') or '?'}",
-            f"  policy v{fmt(run.get('policy_version'), 'd')}",
-            f"  harness v{fmt(run.get('harness_version'), 'd')}",
-            f"  val {fmt(run.get('val_acc'))} · test {fmt(run.get('test_acc', run.get('heldout_acc')))}",
-            Content.styled(f"  auto-promote {'on' if run.get('auto_promote') else 'off'}",
-                           "$text-warning" if run.get("auto_promote") else "$text-muted"),
-        ]
-        self.update(Content.assemble(*parts))
+        self._parts = header_parts(run, health, asked)
+        self.refresh()
+
+    def render(self) -> Content:
+        return fit_header(self._parts, self.content_size.width)
+
+
+@dataclass(frozen=True)
+class HeaderPart:
+    """One item of the header: its full text, a shorter one (or None), and its rank: the
+    part with the highest rank is shortened first, then dropped unless `keep`, until the line fits."""
+
+    full: Content
+    short: Content | None = None
+    rank: int = 0
+    keep: bool = True
+
+
+def header_parts(run: dict, health: EngineHealth, asked: str | None = None) -> list[HeaderPart]:
+    status = run.get("status") or "loading"
+    if health.dead:
+        status = "dead" if status != "crashed" else status
+    style = f"bold {STATUS_STYLE.get(status, '$text-error')}"
+    val, test = run.get("val_acc"), run.get("test_acc", run.get("heldout_acc"))
+    auto = bool(run.get("auto_promote"))
+    auto_style = "$text-warning" if auto else "$text-muted"
+    step = f"step {run.get('step') or 0}/{run.get('steps_total') or '?'}"
+    return [
+        HeaderPart(Content.styled(f"● {status_text(status, run.get('activity'), asked, health.dead)}", style),
+                   Content.styled(f"● {status_text(status, None, asked, health.dead)}", style), rank=3),
+        HeaderPart(Content(step)),
+        HeaderPart(Content(f"val {fmt(val)} · test {fmt(test)}"),
+                   Content(f"val {fmt(val, '.2f')} test {fmt(test, '.2f')}"), rank=2),
+        HeaderPart(Content.styled(f"auto-promote {'on' if auto else 'off'}", auto_style),
+                   Content.styled(f"auto {'on' if auto else 'off'}", auto_style), rank=4),
+        HeaderPart(Content(f"harness v{fmt(run.get('harness_version'), 'd')}"),
+                   Content(f"H v{fmt(run.get('harness_version'), 'd')}"), rank=5, keep=False),
+        HeaderPart(Content(f"policy v{fmt(run.get('policy_version'), 'd')}"), rank=6, keep=False),
+        HeaderPart(Content(run.get("name") or ""), rank=7, keep=False),
+    ]
+
+
+def fit_header(parts: list[HeaderPart], width: int, gap: str = "  ") -> Content:
+    """The parts in order on one line of `width` cells: the highest ranks are shortened, then
+    dropped (unless kept), and as a last resort the line is cut.
+
+    >>> fit_header([HeaderPart(Content("● running")), HeaderPart(Content("demo"), rank=1, keep=False)], 12).plain
+    '● running'
+    """
+    shown = [p.full for p in parts]
+    order = sorted((i for i, p in enumerate(parts) if p.rank), key=lambda i: -parts[i].rank)
+
+    def line() -> Content:
+        return Content(gap).join(c for c in shown if c is not None and c.plain)
+
+    for i in order:
+        if line().cell_length <= width:
+            break
+        if parts[i].short is not None:
+            shown[i] = parts[i].short
+        if line().cell_length > width and not parts[i].keep:
+            shown[i] = None
+    out = line()
+    return out if out.cell_length <= width else out.truncate(max(width, 0), ellipsis=True)
 
 
 def status_text(status: str, activity: str | None, asked: str | None, dead: bool = False) -> str:
