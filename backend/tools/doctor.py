@@ -3,7 +3,7 @@
     $ evotui doctor
     device      cuda: NVIDIA H200 (bf16)
     generation  fast   <- auto picks this
-                vllm   no: vllm is not installed (pip install vllm; CUDA only)
+                vllm   no: vllm is not installed (pip install 'evotui[gpu]')
     ...
 
 Reads the model's config only (no weights), so it answers in a second or two.
@@ -41,7 +41,9 @@ def report(cfg=None) -> list[tuple[str, str]]:
     from backend.policy import fastattn
     from backend.policy.load import unsloth_status
     from backend.policy.fastgen import why_unsupported
+    from backend.policy.generate import auto_choice, engine_status
     from backend.policy.model import pick_device
+    from backend.policy.vllm_engine import vllm_build, vllm_status
 
     cfg = cfg or RunConfig().model
     out: list[tuple[str, str]] = []
@@ -60,19 +62,20 @@ def report(cfg=None) -> list[tuple[str, str]]:
         fast_why, arch = f"cannot read the model config: {type(e).__name__}: {str(e)[:80]}", "?"
     out.append(("model", f"{cfg.name} ({arch})"))
     cuda = dev.type == "cuda"
-    engines = {
-        "vllm": (None if cuda else "needs a CUDA GPU") if importlib.util.find_spec("vllm") else
-        "vllm is not installed (pip install vllm; CUDA only)",
-        "fast": fast_why or (None if cuda else "needs a CUDA GPU to beat plain generate (CUDA graphs)"),
-        "hf": None,
-    }
-    pick = next(n for n in ("vllm", "fast", "hf") if engines[n] is None)
-    if cfg.engine != "auto":
-        pick = cfg.engine
-    for name, why in engines.items():
+    st = engine_status(mcfg, dev) if arch != "?" else {"vllm": vllm_status(dev), "fast": fast_why, "hf": None}
+    order, why_auto = auto_choice(st, dev)
+    pick = order[0] if cfg.engine == "auto" else cfg.engine
+    for name in ("vllm", "fast", "hf"):
+        why = st[name]
         mark = "  <- model.engine picks this" if name == pick else ""
         out.append(("generation", f"{name:6} {'yes' if why is None else 'no: ' + why}{mark}"))
-    if cuda and engines["fast"] is None:
+    if cfg.engine == "auto":
+        out.append(("generation", f"auto -> {why_auto}"))
+    build = vllm_build()
+    if build and st["vllm"] is None:
+        sleep = "sleeps during training" if cuda else "no sleep mode in the CPU build (its KV cache stays allocated)"
+        out.append(("generation", f"vllm: {build[0]} {build[1]}, a LoRA adapter per policy version, {sleep}"))
+    if cuda and st["fast"] is None:
         kern = "triton kernels" if fastattn.available() else "torch kernels (triton is not installed)"
         out.append(("generation", f"fast engine uses {kern}, CUDA graphs per batch size"))
     uns = unsloth_status(cfg.device)
