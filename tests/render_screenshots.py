@@ -1,11 +1,13 @@
-"""Render every screen of the app over the frozen fixture run into screenshots/*.svg.
+"""Render the app's screens over frozen fixture runs into SVGs: the README's screenshots, or any scenario.
 
-    python tests/render_screenshots.py      # from the repository root (or: make screenshots)
-    python tests/render_screenshots.py --out DIR
+    python tests/render_screenshots.py                  # screenshots/*.svg of the README (or: make screenshots)
+    python tests/render_screenshots.py --out DIR NAME   # any scenario below, e.g. veto_modal_80x24
 
-The scenarios here are the same ones the snapshot tests compare
-(tests/test_tui_snapshots.py), rendered the same way, so the SVGs in
-screenshots/ are byte-identical to tests/__snapshots__/. It lives in tests/
+The scenarios here are the ones the snapshot tests compare
+(tests/test_tui_snapshots.py): every screen at 80x24 and at 160x50, over a run
+with data and over a run that has just started, plus the modals and a few
+states. They are rendered the same way, so each SVG in screenshots/ is
+byte-identical to its snapshot in tests/__snapshots__/. It lives in tests/
 next to the fixture builder it uses (tui_fixtures.py), so it runs from a source
 checkout and the installed package never reaches into tests/.
 """
@@ -14,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import re
+import shutil
 import sys
 import tempfile
 from dataclasses import dataclass
@@ -22,54 +25,69 @@ from pathlib import Path
 import tui_fixtures as fx
 
 ROOT = Path(__file__).resolve().parents[1]
-SIZE = (100, 32)
+NARROW, WIDE = (80, 24), (160, 50)  # the two layouts the screens are designed for
 
 
 @dataclass(frozen=True)
 class Scenario:
-    """Keys pressed (settling after each) on a fixture run of a kind ('live', 'dead', 'crashed')."""
+    """A screen (`mode`) of a fixture run of a kind ('live', 'empty', 'dead', 'crashed') at a size,
+    then keys pressed (settling after each), text typed, more keys."""
 
-    keys: tuple[str, ...] = ()
+    mode: str = "dashboard"
     run: str = "live"
-    size: tuple[int, int] = SIZE
+    size: tuple[int, int] = NARROW
+    keys: tuple[str, ...] = ()
     owns_engine: bool = False
     text: str = ""  # typed after the keys (e.g. a veto reason)
     after: tuple[str, ...] = ()
 
 
+SCREENS = ("dashboard", "rollouts", "diagnoses", "interventions", "harness", "skills", "log")
 SCENARIOS: dict[str, Scenario] = {
-    "dashboard": Scenario(("1",)),
-    "dashboard_80x24": Scenario(("1",), size=(80, 24)),
-    "rollouts": Scenario(("2", "down", "down")),
-    "rollouts_swe_turns": Scenario(("2",), size=(100, 48)),
-    "rollouts_filtered": Scenario(("2", "slash"), text="add", after=("enter", "escape", "down")),
-    "diagnoses": Scenario(("3",)),
-    "interventions": Scenario(("4",)),
-    "interventions_diff": Scenario(("4", "d")),
-    "veto_modal": Scenario(("4", "v"), text="too risky before the next eval"),
-    "harness": Scenario(("5",)),
-    "harness_diff": Scenario(("5", "up")),
-    "skills": Scenario(("6",)),
-    "log": Scenario(("7",)),
-    "help": Scenario(("4", "question_mark")),
-    "dead_engine": Scenario(("1",), run="dead"),
-    "quit_modal": Scenario(("1", "q"), owns_engine=True),
+    f"{mode}{'_empty' if run == 'empty' else ''}_{w}x{h}": Scenario(mode, run, (w, h))
+    for mode in SCREENS for run in ("live", "empty") for w, h in (NARROW, WIDE)
 }
+SCENARIOS |= {
+    "dashboard_scrolled_80x24": Scenario("dashboard", keys=("pagedown", "pagedown")),
+    "rollouts_filtered_80x24": Scenario("rollouts", keys=("slash",), text="add", after=("enter", "escape", "down")),
+    "rollouts_swe_turns_160x50": Scenario("rollouts", size=WIDE, keys=("down", "down")),
+    "interventions_diff_160x50": Scenario("interventions", size=WIDE, keys=("d",)),
+    "veto_modal_80x24": Scenario("interventions", keys=("v",), text="too risky before the next eval"),
+    "harness_diff_160x50": Scenario("harness", size=WIDE, keys=("d",)),
+    "help_160x50": Scenario("interventions", size=WIDE, keys=("question_mark",)),
+    "dead_engine_80x24": Scenario("dashboard", run="dead"),
+    "quit_modal_80x24": Scenario("dashboard", keys=("q",), owns_engine=True),
+}
+README_SHOTS = {  # screenshots/NAME.svg shown in the README: the wide layout
+    "dashboard": "dashboard_160x50", "rollouts": "rollouts_160x50", "interventions_diff": "interventions_diff_160x50",
+    "harness_diff": "harness_diff_160x50", "diagnoses": "diagnoses_160x50", "skills": "skills_160x50",
+    "dashboard_80x24": "dashboard_80x24",
+}
+
+_BUILT: dict[str, Path] = {}  # one fixture run of each kind per process, copied for each scenario
 
 
 def build_fixture(kind: str, run_dir: Path) -> Path:
-    if kind == "dead":
-        return fx.build_run(run_dir, status="running", pid=424242)
-    if kind == "crashed":
-        return fx.build_run(run_dir, status="crashed", pid=None, error="RuntimeError: CUDA out of memory")
-    return fx.build_run(run_dir)
+    if kind not in _BUILT:
+        src = Path(tempfile.mkdtemp(prefix=f"evotui-fixture-{kind}-")) / "run"
+        if kind == "dead":
+            fx.build_run(src, status="running", pid=424242)
+        elif kind == "crashed":
+            fx.build_run(src, status="crashed", pid=None, error="RuntimeError: CUDA out of memory")
+        elif kind == "empty":
+            fx.build_empty_run(src)
+        else:
+            fx.build_run(src)
+        _BUILT[kind] = src
+    shutil.copytree(_BUILT[kind], run_dir)
+    return run_dir
 
 
 def make(name: str, tmp: Path):
-    """(app, run_before) for a scenario: the app over a fresh fixture, and the pilot script."""
+    """(app, run_before) for a scenario: the app over a fresh copy of its fixture, and the pilot script."""
     sc = SCENARIOS[name]
     run_dir = build_fixture(sc.run, tmp / name)
-    app = fx.make_app(run_dir, alive=sc.run == "live", owns_engine=sc.owns_engine)
+    app = fx.make_app(run_dir, alive=sc.run != "dead", owns_engine=sc.owns_engine, mode=sc.mode)
 
     async def run_before(pilot) -> None:
         await fx.settle(pilot)
@@ -97,17 +115,18 @@ def render(name: str, tmp: Path) -> str:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python tests/render_screenshots.py", description=__doc__.splitlines()[0])
     p.add_argument("--out", default=str(ROOT / "screenshots"), help="folder for the SVGs")
-    p.add_argument("names", nargs="*", help=f"scenarios (default all): {', '.join(SCENARIOS)}")
+    p.add_argument("names", nargs="*", help=f"scenarios (default: the README's: {', '.join(README_SHOTS)})")
     args = p.parse_args(argv)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    for name in args.names or SCENARIOS:
+    wanted = {n: n for n in args.names} if args.names else README_SHOTS
+    for file_name, name in wanted.items():
         if name not in SCENARIOS:
-            print(f"unknown scenario {name!r}", file=sys.stderr)
+            print(f"unknown scenario {name!r}; known: {', '.join(SCENARIOS)}", file=sys.stderr)
             return 2
         with tempfile.TemporaryDirectory() as tmp:
-            (out / f"{name}.svg").write_text(render(name, Path(tmp)))
-        print(f"wrote {out / name}.svg")
+            (out / f"{file_name}.svg").write_text(render(name, Path(tmp)))
+        print(f"wrote {out / file_name}.svg")
     return 0
 
 

@@ -398,12 +398,15 @@ class FakeSpawn:
         return self
 
 
-def make_app(run_dir: Path, alive: bool = True, **kwargs):
-    """The real app over a fixture run, without watchfiles or timers (tests drive the polls)."""
+def make_app(run_dir: Path, alive: bool = True, mode: str | None = None, **kwargs):
+    """The real app over a fixture run, without watchfiles or timers (tests drive the polls).
+    `mode`: the screen it opens on (as if its number key had been pressed; skips the dashboard)."""
     from evotui.app import EvoApp
 
     kwargs.setdefault("spawn", FakeSpawn())
     kwargs.setdefault("watch", False)
+    if mode is not None:  # the same class, opening on another screen (CSS_PATH resolves beside evotui/app.py)
+        EvoApp = type("EvoApp", (EvoApp,), {"DEFAULT_MODE": mode, "__module__": EvoApp.__module__})
     return EvoApp(Path(run_dir), probe=FakeProbe(alive), **kwargs)
 
 

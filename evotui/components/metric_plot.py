@@ -137,7 +137,7 @@ def draw_phases(plt, state: RunState) -> Drawn:
     xs = [r["step"] for r in rows]
     colors = COLORS[:len(PHASE_LABELS)]
     if rows:
-        plt.stacked_bar(xs, [[(r.get(p) or 0) / 1000 for r in rows] for p in PHASE_LABELS], color=colors)
+        plt.stacked_bar(xs, [[(r.get(p) or 0) / 1000 for r in rows] for p in PHASE_LABELS], color=colors, width=0.6)
     return Drawn(xs, list(zip(PHASE_LABELS.values(), colors)) if rows else [])
 
 

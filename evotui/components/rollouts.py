@@ -49,6 +49,7 @@ class RolloutsScreen(RunScreen):
         self.rows: list[dict] = []
         self.has_more = False
         self.new_waiting = False
+        self.fetched = False  # the first page for `filter` has arrived (False: searching)
         self.pending_label: str | None = None
 
     def compose_body(self):
@@ -69,7 +70,9 @@ class RolloutsScreen(RunScreen):
         if any(w.group == "rollouts" and w.is_running for w in self.workers):
             self.app.reader("rollouts").interrupt()  # the old filter's query is moot
         self.workers.cancel_group(self, "rollouts-older")
+        self.fetched = False
         self._fetch(self.filter, "top", None)
+        self._retitle()
 
     @work(thread=True, exclusive=True, group="rollouts", exit_on_error=False)
     def _fetch(self, flt: RolloutFilter, mode: str, key: int | None) -> None:
@@ -109,6 +112,7 @@ class RolloutsScreen(RunScreen):
             self.rows = message.rows + (self.rows if message.mode == "newer" else [])
             if message.mode == "top":
                 self.has_more = len(message.rows) >= PAGE
+                self.fetched = True
             self.new_waiting = False
             self._rebuild()
         self._retitle()
@@ -135,7 +139,7 @@ class RolloutsScreen(RunScreen):
         return "No rollouts yet: the first training step stores its rollouts here, newest first."
 
     def _retitle(self) -> None:
-        parts = [f"{len(self.rows)} loaded"]
+        parts = [f"{len(self.rows)} loaded" if self.fetched else "searching…"]
         if self.has_more:
             parts.append("more below")
         if self.new_waiting:
@@ -160,13 +164,16 @@ class RolloutsScreen(RunScreen):
         if near_end and self.has_more and not loading and self.rows:
             self._fetch_older(self.filter, self.rows[-1]["id"])
 
+    def _busy(self, group: str) -> bool:
+        return any(w.group == group and w.is_running for w in self.workers)
+
     def update_body(self, changed: set[str]) -> None:
-        if changed & {"versions", "rounds"}:
+        if changed & {"versions", "rounds"} and not self._busy("choices"):
             self._fetch_choices()
         if "rollouts" in changed and self.is_mounted:
             if self.query_one(DataTable).cursor_row <= 0 and self.rows:
                 self._fetch(self.filter, "newer", self.rows[0]["id"])
-            elif not self.rows:
+            elif not self.rows and not self._busy("rollouts"):  # the first page is already on its way
                 self._fetch_top()
             else:
                 self.new_waiting = True
