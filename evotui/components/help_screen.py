@@ -12,9 +12,10 @@ from textual.widgets import Static
 from evotui.components.screens import SCREEN_TITLES
 
 ABOUT = (
-    "evotui reads the run database and writes only commands. Approve / veto / pause / stop are "
-    "applied by the engine at its next step boundary; a command shows as pending until the engine "
-    "acknowledges it."
+    "evotui reads the run database and writes only commands, checked at once as the CLI checks "
+    "them. Pause and stop take effect at the engine's next checkpoint (a generation or evaluation "
+    "batch, a candidate); approve, veto and auto-promote between two steps. a, p, P and S ask first; "
+    "a command shows as pending until the engine acknowledges it."
 )
 
 
