@@ -159,7 +159,9 @@ class VLLMEngine:
             self.llm.wake_up()
             self.asleep = False
 
-    def generate(self, prompts, max_new_tokens, temperature=1.0, top_p=1.0) -> list[Generation]:
+    def generate(self, prompts, max_new_tokens, temperature=1.0, top_p=1.0, stop_at_eos: bool = True
+                 ) -> list[Generation]:
+        """Sample continuations; `stop_at_eos=False` decodes every row to the end (benchmarks)."""
         if not prompts:
             return []
         self._ready()
@@ -167,8 +169,9 @@ class VLLMEngine:
         # resumed run samples what the original would have.
         seed = int(torch.randint(0, 2**31 - len(prompts), (1,)))
         params = [self.vllm.SamplingParams(temperature=max(temperature, 0.0), top_p=top_p, top_k=0,
-                                           max_tokens=max_new_tokens, logprobs=0, stop_token_ids=self.eos_ids,
-                                           seed=seed + i) for i in range(len(prompts))]
+                                           max_tokens=max_new_tokens, logprobs=0, ignore_eos=not stop_at_eos,
+                                           stop_token_ids=self.eos_ids if stop_at_eos else [], seed=seed + i)
+                  for i in range(len(prompts))]
         outs = self.llm.generate([{"prompt_token_ids": list(p)} for p in prompts], params,
                                  lora_request=self.request, use_tqdm=False)
         gens = []
@@ -176,7 +179,7 @@ class VLLMEngine:
             c = o.outputs[0]
             ids = list(c.token_ids)
             lps = [d[t].logprob for t, d in zip(ids, c.logprobs or [])] or None
-            toks, finish = finish_at_eos(ids, self.eos_ids)
+            toks, finish = finish_at_eos(ids, self.eos_ids) if stop_at_eos else (ids, "length")
             if c.finish_reason == "stop" and finish == "length":
                 finish = "stop"
             gens.append(Generation(ids=toks, text=c.text, finish=finish, logprobs=lps[:len(toks)] if lps else None))
