@@ -90,7 +90,7 @@ def _parser() -> argparse.ArgumentParser:
     rep.add_argument("--include-incomplete", action="store_true",
                      help="count runs that did not finish all their steps in the means")
     exp = sub.add_parser("export", help="write a run's rollouts (with diagnoses and verdicts) as a dataset")
-    exp.add_argument("run_dir")
+    exp.add_argument("run_dir", help="the run directory")
     exp.add_argument("--format", choices=("jsonl", "parquet"), default="jsonl",
                      help="jsonl (needs nothing) or parquet (needs pyarrow); both load with `datasets`")
     exp.add_argument("--out", help="output file (default: RUN_DIR/export/rollouts.FORMAT)")
