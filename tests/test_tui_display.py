@@ -112,3 +112,31 @@ def test_an_empty_run_says_what_will_come(tmp_path):
 
 def test_content_is_plain_text_for_the_header():
     assert isinstance(fit_header(header_parts({}, EngineHealth()), 80), Content)
+
+
+def test_an_edit_of_the_draft_is_proposed_once(tmp_path):
+    from backend.harness import run_file
+
+    run_dir = build_run(tmp_path / "run")
+
+    async def go():
+        app = make_app(run_dir, mode="harness")
+        async with app.run_test(size=(80, 24)) as pilot:
+            await settle(pilot)
+            draft = run_file.start_draft(run_dir)  # what `e` opens: a copy of the active version
+            app.check_harness_edit()
+            await settle(pilot)
+            edited = draft.read_text() + '\nCURRICULUM["level"] = 2\n'
+            draft.write_text(edited)
+            app.check_harness_edit()
+            await settle(pilot)
+            app.check_harness_edit()  # the same text again: proposed once
+            await settle(pilot)
+            await press(pilot, "d", "d")  # the harness screen says where the draft is
+            assert "harness.draft.py" in str(app.screen.query_one("#h-head").render())
+        store = Store.open(run_dir / "run.db", readonly=True)
+        sent = store.rows("SELECT verb, arg_json FROM commands")
+        store.close()
+        assert [c["verb"] for c in sent] == ["propose_edit"] and "CURRICULUM" in sent[0]["arg_json"]
+        assert (run_dir / "harness.py").read_text() != edited  # harness.py is still the active version
+    asyncio.run(go())

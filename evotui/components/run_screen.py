@@ -11,10 +11,10 @@ from typing import TYPE_CHECKING, Iterable
 from textual.app import ComposeResult
 from textual.screen import Screen
 from textual.widget import Widget
-from textual.widgets import Footer
 from textual.worker import Worker
 
 from evotui.components.engine_banner import EngineBanner
+from evotui.components.key_footer import KeyFooter
 from evotui.components.run_state import TOPICS
 from evotui.components.status_bar import RunStatusBar
 
@@ -32,7 +32,7 @@ class RunScreen(Screen):
         yield RunStatusBar()
         yield EngineBanner()
         yield from self.compose_body()
-        yield Footer()
+        yield KeyFooter()
 
     def compose_body(self) -> Iterable[Widget]:
         return ()
