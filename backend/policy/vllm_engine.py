@@ -39,7 +39,7 @@ from backend.types import Generation
 
 LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)  # the ranks vLLM can be sized for
 IN_PROCESS_ENV = {"VLLM_ENABLE_V1_MULTIPROCESSING": "0", "VLLM_CPU_OMP_THREADS_BIND": "nobind",
-                  "VLLM_CPU_KVCACHE_SPACE": "1"}
+                  "VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_LOGGING_LEVEL": "WARNING"}  # each can be overridden
 
 
 def vllm_build() -> tuple[str, str] | None:

@@ -21,6 +21,10 @@ table at the end gives the ratio ours / baseline for each line:
          size, lengths and threads (`pip install 'evotui[bench]'`).
 - dtype  (CPU) why the CPU default is fp32: `generate` with long prompts in
          fp32 against bf16 (not in the default sections: `--only dtype`).
+- dist   each engine's next-token distribution against the policy's forward,
+         teacher-forced (max |dlogp|, KL per position; `--only dist`). The
+         `gen` section also times vLLM where it is installed. Both in
+         backend/tools/bench_engines.py.
 
     evotui bench --quick              # CPU-sized, a couple of minutes
     evotui bench --out /tmp/bench     # full sizes (a GPU); logs and rows.json there
@@ -45,7 +49,7 @@ from pathlib import Path
 
 import torch
 
-SECTIONS = ("gen", "train", "step", "trl", "dtype", "harness")
+SECTIONS = ("gen", "train", "step", "trl", "dtype", "harness", "dist")
 DEFAULT_SECTIONS = ("gen", "train", "step", "trl", "harness")
 
 
@@ -211,11 +215,27 @@ def bench_gen(b: Bench) -> None:
         except Exception as e:  # a variant that fails is a row, not a crash
             b.add(Row("gen", f"tok/s, {name}", f"{base_tps:,.0f}", "failed", "", f"{type(e).__name__}: {e}"[:120]))
         b.free()
+    bench_vllm(b, prompts, new, base_tps)
+    b.free()
     if best is not None:
         greedy_agreement(b, best[0], HFEngine(model, tok, dev, batch_size=B), prompts[:16 if b.cuda else 4],
                          best[2])
         if b.a.profile and b.cuda:
             profile_step(b, best[0], prompts)
+
+
+def bench_vllm(b: Bench, prompts, new: int, base_tps: float) -> None:
+    """vLLM's rows in `gen` (backend/tools/bench_engines.py), where it is installed."""
+    from backend.policy.vllm_engine import vllm_status
+
+    from .bench_engines import vllm_gen_rows
+
+    why = vllm_status(b.device)
+    if why:
+        return b.add(Row("gen", "tok/s, vLLM", f"{base_tps:,.0f}", "not run", "", why))
+    model, tok, dev, _ = load(b, lora=True)
+    for row in vllm_gen_rows(b, model, tok, dev, prompts, new, base_tps):
+        b.add(Row("gen", **row))
 
 
 def plain_generate_check(b: Bench, model, tok, prompts, new: int, hf_tps: float) -> float:
@@ -685,6 +705,12 @@ def main(argv: list[str] | None = None, quick: bool = False) -> int:
                 bench_trl(b, ours_step)
             elif sec == "dtype":
                 bench_dtype(b)
+            elif sec == "dist":
+                from .bench_engines import dist_rows
+
+                model, tok, dev, dtype = load(b, lora=True)
+                for row in dist_rows(b, model, tok, dev, dtype, math_prompts(tok, 4)):
+                    b.add(Row("dist", **row))
             elif sec == "harness":
                 from .bench_harness import boundary_rows
 
