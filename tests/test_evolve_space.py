@@ -59,6 +59,11 @@ def test_every_knob_is_reachable_by_a_single_factor_move_the_schema_accepts(name
         new = move.apply(code)
         assert changed_names(code, new) == [knob.constant]
         assert knob.value(new) == move.new != knob.value(code)
+        want = node = constant(code, knob.constant)  # one knob changed, the constant's other keys kept
+        for key in knob.path[:-1]:
+            node = node.setdefault(key, {})
+        node[knob.path[-1]] = move.new
+        assert constant(new, knob.constant) == want
         check_source(new)
         _validate(new)
 
