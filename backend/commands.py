@@ -38,8 +38,6 @@ LIVE_STATUSES = frozenset({"created", "running", "paused"})
 class CommandRefused(EvoError):
     """A command that cannot be carried out as stated; the message says why and what to do."""
 
-    kind = "refused"
-
 
 def stale_base(intervention: dict, active: int | None) -> str | None:
     """What approving a candidate built on an older harness would drop, or None when its base

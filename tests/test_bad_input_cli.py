@@ -47,11 +47,13 @@ def one_line_error(p: subprocess.CompletedProcess, *needles: str) -> str:
 
 
 def make_run(run_dir: Path) -> Path:
-    """A real run (real migrations, scored rollouts) with one waiting intervention."""
+    """A real run (real migrations, scored rollouts) with one intervention waiting for approval."""
     store = build_run(run_dir / "run.db", steps=2)
     code = default_harness_path("math").read_text()
-    iv.record(store, None, iv.Candidate(title="more format weight", code=code.replace('"format": 0.1', '"format": 0.2'),
-                                        parent_version=1, parent_code=code, proposer="test"))
+    iid = iv.record(store, None, iv.Candidate(title="more format weight", parent_version=1, parent_code=code,
+                                              code=code.replace('"format": 0.1', '"format": 0.2'), proposer="test"))
+    for status in ("backtesting", "passed"):  # waiting for the operator: an approval is a valid command
+        iv.transition(store, iid, status, "test")
     store.close()
     return run_dir
 

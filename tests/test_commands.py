@@ -186,7 +186,7 @@ def test_cli_refuses_at_once_what_the_engine_would_refuse(tui_run, capsys):
     assert main(["veto", str(tui_run), "3", "--reason", " "]) == 2
     assert "a veto needs a reason" in capsys.readouterr().err
     assert main(["approve", str(tui_run), "4"]) == 2  # #4 failed
-    assert "refused: intervention #4 is failed" in capsys.readouterr().err
+    assert "evotui: error: intervention #4 is failed" in capsys.readouterr().err
     assert main(["approve", str(tui_run), "6"]) == 2  # inconclusive, not explicit
     assert "--inconclusive" in capsys.readouterr().err
     assert _commands(tui_run) == []
