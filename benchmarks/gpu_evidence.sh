@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# The evidence runs of the README's Results, as run on the GPU machine (one call each).
+#
+#   bash benchmarks/gpu_evidence.sh NAME DEADLINE_S OUT_DIR -- COMPARE ARGS...
+#
+# Runs `evotui compare --profile gpu ... --out $COMPARES/NAME` in the background, and at
+# DEADLINE_S seconds (the device call's limit, less a margin) stops what is still running
+# (SIGTERM: runs stop at their next step boundary with state saved, so a later call with the
+# same arguments resumes them). Then writes the report of everything finished under that
+# folder (`evotui report`) and packs report.md, report.json, compare.json, the SVGs and the
+# log into OUT_DIR/NAME.tgz (the device returns at most a few files a call).
+# Several of these can run side by side in one call, each with its own NAME.
+set -uo pipefail
+name=$1; deadline=$2; outdir=$3; shift 4
+dir=${COMPARES:-/tmp/compares}/$name
+mkdir -p "$dir" "$outdir"
+python3 -m evotui compare --profile gpu --quiet --out "$dir" "$@" >"$dir/compare.stdout" 2>&1 &
+pid=$!
+t0=$SECONDS
+while kill -0 $pid 2>/dev/null && (( SECONDS - t0 < deadline )); do sleep 5; done
+if kill -0 $pid 2>/dev/null; then
+  echo "[$name] deadline ${deadline}s reached: stopping the runs still going (they resume on a re-run)"
+  pkill -TERM -f "evotui run --headless.*$dir" ; sleep 20; kill $pid 2>/dev/null
+fi
+wait $pid; echo "[$name] compare exit $? after $((SECONDS - t0)) s"
+tail -3 "$dir/compare.stdout"
+python3 -m evotui report "$dir" --out "$dir" --include-incomplete >"$dir/report.stdout" 2>&1 || tail -5 "$dir/report.stdout"
+(cd "$dir" && tar czf "$outdir/$name.tgz" --ignore-failed-read report.md report.json compare.json \
+   compare.stdout ./*.svg 2>/dev/null)
+du -sh "$dir" | tail -1
