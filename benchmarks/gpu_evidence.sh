@@ -24,7 +24,7 @@ if kill -0 $pid 2>/dev/null; then
 fi
 wait $pid; echo "[$name] compare exit $? after $((SECONDS - t0)) s"
 tail -3 "$dir/compare.stdout"
-python3 -m evotui report "$dir" --out "$dir" --include-incomplete >"$dir/report.stdout" 2>&1 || tail -5 "$dir/report.stdout"
+python3 -m evotui report "$dir" --out "$dir" >"$dir/report.stdout" 2>&1 || tail -5 "$dir/report.stdout"
 (cd "$dir" && tar czf "$outdir/$name.tgz" --ignore-failed-read report.md report.json compare.json \
    compare.stdout ./*.svg 2>/dev/null)
 du -sh "$dir" | tail -1
