@@ -34,6 +34,7 @@ import json
 import math
 import os
 import statistics
+import time
 from pathlib import Path
 
 from backend.store import loads
@@ -176,7 +177,9 @@ class TensorBoardSink:
     def __init__(self, run_dir: Path, run_name: str, config: dict):
         from tensorboardX import SummaryWriter
 
-        self.writer = SummaryWriter(logdir=str(run_dir / "tensorboard"), flush_secs=30)
+        # a unique suffix: a resume within the same second must not reuse (and truncate) a file name
+        self.writer = SummaryWriter(logdir=str(run_dir / "tensorboard"), flush_secs=30,
+                                    filename_suffix=f".{os.getpid()}.{time.time_ns()}")
         self.writer.add_text("config", "```\n" + json.dumps(config, indent=1) + "\n```", 0)
 
     def scalars(self, step: int, values: dict[str, float]) -> None:
@@ -196,8 +199,8 @@ class TensorBoardSink:
 class TrackerSink:
     """Trackio or W&B: both take `init(project, name, config)`, `log(dict, step=)`, `finish()`."""
 
-    def __init__(self, module, name: str, **init):
-        self.m, self.name = module, name
+    def __init__(self, module, sink: str, **init):
+        self.m, self.name = module, sink
         self.m.init(**init)
         self.notes: list[list] = []
 
@@ -231,21 +234,37 @@ def _wandb(run_dir: Path, run_name: str, config: dict) -> TrackerSink:
 _SINK_OPENERS = {"tensorboard": TensorBoardSink, "trackio": _trackio, "wandb": _wandb}
 
 
-def read_scalars(logdir: Path) -> dict[str, list[tuple[int, float]]]:
-    """Every scalar in the TensorBoard event files under `logdir`: {tag: [(step, value), ...]}.
-    Reads the TFRecord framing (length, CRC, payload, CRC) and tensorboardX's Event proto."""
+def _events(logdir: Path):
+    """The Event records of the TensorBoard files under `logdir`, file by file in name order.
+    Reads the TFRecord framing (length, its CRC, payload, its CRC) and tensorboardX's Event proto."""
     import struct
 
     from tensorboardX.proto.event_pb2 import Event
 
-    out: dict[str, list[tuple[int, float]]] = {}
     for f in sorted(Path(logdir).rglob("events.out.tfevents.*")):
         data, pos = f.read_bytes(), 0
         while pos + 12 <= len(data):
             (n,) = struct.unpack("<Q", data[pos:pos + 8])
-            ev = Event.FromString(data[pos + 12:pos + 12 + n])
+            yield Event.FromString(data[pos + 12:pos + 12 + n])
             pos += 12 + n + 4
-            for v in ev.summary.value:
-                if v.HasField("simple_value"):
-                    out.setdefault(v.tag, []).append((ev.step, v.simple_value))
+
+
+def read_scalars(logdir: Path) -> dict[str, list[tuple[int, float]]]:
+    """Every scalar in the TensorBoard event files under `logdir`: {tag: [(step, value), ...]}."""
+    out: dict[str, list[tuple[int, float]]] = {}
+    for ev in _events(logdir):
+        for v in ev.summary.value:
+            if v.HasField("simple_value"):
+                out.setdefault(v.tag, []).append((ev.step, v.simple_value))
+    return out
+
+
+def read_texts(logdir: Path) -> dict[str, list[tuple[int, str]]]:
+    """Every text summary (annotation) under `logdir`: {tag: [(step, text), ...]}."""
+    out: dict[str, list[tuple[int, str]]] = {}
+    for ev in _events(logdir):
+        for v in ev.summary.value:
+            if v.metadata.plugin_data.plugin_name == "text" and v.tensor.string_val:
+                tag = v.tag.removesuffix("/text_summary")
+                out.setdefault(tag, []).append((ev.step, v.tensor.string_val[0].decode("utf-8", "replace")))
     return out

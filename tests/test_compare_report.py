@@ -4,36 +4,58 @@ configs, the profiles and the report's statistics on made-up runs are in
 tests/test_compare_arms.py."""
 
 import json
+import os
+import signal
+import sqlite3
 import subprocess
 import sys
+import time
 
 
 def test_compare_then_report(tmp_path, tiny_overrides):
     out = tmp_path / "cmp"
     sets = [x for o in tiny_overrides for x in ("--set", o)]
     sets += ["--set", "evolve.every=2", "--set", "evolve.candidates=2", "--set", "evolve.probe_tasks=1"]
-    # the parallel path (arms as processes; the control waits for its seed's coevolve arm)
-    p = subprocess.run([sys.executable, "-m", "evotui", "compare", "--steps", "2", "--seeds", "0", "--out", str(out),
-                        "--jobs", "2", "--quiet", "--arms", "static,coevolve,control", "--profile", "cpu", *sets],
-                       capture_output=True, text=True, timeout=1200)
-    assert p.returncode == 0, p.stderr[-3000:]
-    assert "profile: cpu" in p.stdout
-    rows = json.loads((out / "compare.json").read_text())
-    assert all(r["status"] == "finished" for r in rows), rows
-    assert {r["arm"] for r in rows} == {"static", "coevolve", "control"}
-    # run again over the same folder, sequentially, with every arm: the finished arms are kept,
-    # not re-run; the expert arms run now and merge into compare.json and the report
-    steps_before = {a: _steps(out / f"{a}-s0") for a in ("static", "coevolve", "control")}
+    # the parallel path (arms as processes; the control waits for its seed's coevolve arm); the
+    # static arm is killed (-9) once its engine runs: compare must not pass it off as finished
+    proc = subprocess.Popen([sys.executable, "-m", "evotui", "compare", "--steps", "2", "--seeds", "0", "--out",
+                             str(out), "--jobs", "2", "--quiet", "--arms", "static,coevolve,control", "--profile",
+                             "cpu", *sets], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    _kill_when_running(out / "static-s0")
+    stdout, stderr = proc.communicate(timeout=1200)
+    assert proc.returncode == 1, stderr[-3000:]
+    assert "profile: cpu" in stdout
+    rows = {r["arm"]: r for r in json.loads((out / "compare.json").read_text())}
+    assert set(rows) == {"static", "coevolve", "control"}
+    killed = rows["static"]["steps_done"]
+    assert not rows["static"]["complete"] and killed < 2
+    assert f"arm static-s0: killed by signal 9 at step {killed} of 2" in stderr and "last log line:" in stderr
+    assert "the same command again resumes them" in stderr
+    assert all(rows[a]["complete"] and rows[a]["status"] == "finished" for a in ("coevolve", "control")), rows
+    report = (out / "report" / "report.md").read_text()
+    assert "| static (1 incomplete, not counted) | 0 |" in report  # marked, and no seed counted in its means
+    assert f"**static s0: crashed? at step {killed} of 2**" in report.split("## Incomplete runs")[1]
+    assert f"INCOMPLETE static s0: crashed? at step {killed} of 2 (not counted)" in stdout
+    from backend.tools.report import write_report
+
+    counted = write_report(sorted(d for d in out.iterdir() if (d / "run.db").is_file()), tmp_path / "r-all",
+                           include_incomplete=True)[0].read_text()
+    assert "| static (1 incomplete, counted) | 1 |" in counted
+    # run again over the same folder, sequentially, with every arm: the killed arm resumes and
+    # finishes, the finished arms are kept, not re-run; the expert arms run now and merge into
+    # compare.json and the report
+    steps_before = {a: _steps(out / f"{a}-s0") for a in ("coevolve", "control")}
     p = subprocess.run([sys.executable, "-m", "evotui", "compare", "--steps", "2", "--seeds", "0", "--out", str(out),
                         *sets], capture_output=True, text=True, timeout=900)
     assert p.returncode == 0, p.stderr[-3000:]
     assert {a: _steps(out / f"{a}-s0") for a in steps_before} == steps_before
+    assert _steps(out / "static-s0") == (2, 2)  # resumed after the kill, no step twice
     arms = ("static", "static-expert", "coevolve", "coevolve-expert", "control")
     rows = json.loads((out / "compare.json").read_text())
     assert [r["arm"] for r in rows] == list(arms) and all(r["status"] == "finished" for r in rows), rows
     for arm in arms:
         cfg = _config(out / f"{arm}-s0")
-        assert cfg["profile"] == ("cpu" if arm in steps_before else _auto())
+        assert cfg["profile"] == ("cpu" if arm in ("static", *steps_before) else _auto())
         assert cfg["harness"].endswith("math_expert.py") == arm.endswith("-expert")
         assert cfg["evolve"]["enabled"] == arm.startswith("coevolve")
     report = (out / "report" / "report.md").read_text()
@@ -62,6 +84,25 @@ def test_compare_then_report(tmp_path, tiny_overrides):
                        capture_output=True, text=True, timeout=300)
     assert q.returncode == 0, q.stderr
     assert (tmp_path / "r2" / "report.md").exists()
+
+
+def _kill_when_running(run_dir) -> None:
+    """SIGKILL an arm's engine as soon as its run row shows it running."""
+    deadline = time.time() + 900
+    while time.time() < deadline:
+        try:
+            db = sqlite3.connect(f"file:{run_dir / 'run.db'}?mode=ro", uri=True, timeout=1)
+            try:
+                pid, status = db.execute("SELECT pid, status FROM runs").fetchone()
+            finally:
+                db.close()
+        except (sqlite3.Error, TypeError):
+            pid, status = None, None
+        if pid and status == "running":
+            os.kill(pid, signal.SIGKILL)
+            return
+        time.sleep(0.05)
+    raise AssertionError("the static arm never started running")
 
 
 def _config(run_dir):

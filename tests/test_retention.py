@@ -12,6 +12,7 @@ from backend.config import load_config
 from backend.disk import room_problem, tree_bytes
 from backend.errors import RunStopped
 from backend.harness.loader import default_harness_path
+from backend.metrics_export import read_scalars
 from backend.policy import checkpoint as ckpt
 from backend.policy import retention
 from backend.store import Store
@@ -72,7 +73,8 @@ def test_thirty_steps_keep_the_latest_three_then_resume(tmp_path, tiny_model, sp
     from backend import runs
 
     run = tmp_path / "run"
-    _, s = runs.start(_cfg(tiny_model, spread_harness, "steps=30", "train.keep_checkpoints=3"), run, quiet=True)
+    _, s = runs.start(_cfg(tiny_model, spread_harness, "steps=30", "train.keep_checkpoints=3",
+                           "report_to=tensorboard"), run, quiet=True)
     assert s["status"] == "finished" and s["steps"] == 30
     store = Store.open(run, readonly=True)
     versions = _pv_steps(store)
@@ -84,12 +86,17 @@ def test_thirty_steps_keep_the_latest_three_then_resume(tmp_path, tiny_model, sp
     assert not list((run / "checkpoints").glob(".tmp-*"))  # no half-pruned leftovers
     assert (ckpt.checkpoint_dir(run, kept[-1]) / "adapter_model.safetensors").exists()
     store.close()
+    # the engine's metrics hook (tests/test_metrics_export.py has the rest): every step, every evaluation
+    sc = read_scalars(run / "tensorboard")
+    assert [s for s, _ in sc["reward/mean"]] == list(range(1, 31)) and "reward/spread/mean" in sc
+    assert [s for s, _ in sc["eval/val/acc"]] == [0, 10, 20, 30] and len(sc["time/gen_s"]) == 30
     # resume from the newest checkpoint: it loads, trains on, and retention still holds
     _, s = runs.resume(run, steps=33, quiet=True)
     assert s["status"] == "finished" and s["steps"] == 33
     store = Store.open(run, readonly=True)
     versions = _pv_steps(store)
     assert ckpt.saved_steps(run) == sorted(set(versions[-3:]) | _validation_best_before(store, versions[-1]))
+    assert [s for s, _ in read_scalars(run / "tensorboard")["reward/mean"]] == list(range(1, 34))  # none twice
     store.close()
 
 
