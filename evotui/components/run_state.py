@@ -108,7 +108,9 @@ class RunState:
         if not self.steps and not self.evals:
             return "first held-out eval at the start"
         every = max(1, int(self.setting("eval", "every", 10)))
-        return f"next held-out eval at step {(int(self.run.get('step') or 0) // every + 1) * every}"
+        step = (int(self.run.get("step") or 0) // every + 1) * every
+        last = self.run.get("steps_total")
+        return f"next held-out eval at step {min(step, last) if last else step}"  # and always at the end
 
     def waiting_for_round(self, what: str) -> str:
         """Why `what` is empty and when a round fills it (the empty screens say it)."""
