@@ -158,3 +158,26 @@ def test_a_batch_cut_short_by_a_pause_is_drawn_again_from_the_same_random_state(
     assert engine.engine.interrupted == 1 and paused == plain
     assert [c["verb"] for c in engine.store.rows("SELECT verb FROM commands WHERE status = 'applied'")] == \
         ["pause", "resume"]
+
+
+def test_transformers_generation_is_cut_short_when_asked_and_unchanged_otherwise():
+    """The CPU default engine (transformers generate) over a tiny random Llama: an `interrupt` that
+    never fires changes no sample; one that fires ends the batch within a token."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from backend.policy.generate import HFEngine
+
+    cfg = LlamaConfig(vocab_size=64, hidden_size=16, intermediate_size=32, num_hidden_layers=1, num_attention_heads=2,
+                      num_key_value_heads=2, eos_token_id=1, pad_token_id=0)
+    torch.manual_seed(0)
+    tok = SimpleNamespace(pad_token_id=0, eos_token_id=1, decode=lambda ids, skip_special_tokens=True: "")
+    hf = HFEngine(LlamaForCausalLM(cfg).eval(), tok, "cpu")
+    prompts = [[5, 6, 7], [8, 9]]
+    torch.manual_seed(1)
+    plain = [g.ids for g in hf.generate(prompts, 24, 1.0, 1.0)]
+    torch.manual_seed(1)
+    assert [g.ids for g in hf.generate(prompts, 24, 1.0, 1.0, interrupt=lambda: False)] == plain
+    asked = []
+    with pytest.raises(GenerationInterrupted):
+        hf.generate(prompts, 24, 1.0, 1.0, interrupt=lambda: asked.append(1) or len(asked) >= 3)
+    assert len(asked) == 3
