@@ -35,10 +35,7 @@ def setup():
     eng = make_engine("vllm", lm.model, lm.tokenizer, lm.device, log=said.append)
     prompts = [chat_ids(lm.tokenizer, [{"role": "user", "content": q}])
                for q in ("What is 17 + 25?", "Hi", "Name a color.")]
-    yield lm, eng, HFEngine(lm.model, lm.tokenizer, lm.device), prompts, said
-    import shutil
-
-    shutil.rmtree(eng.dir, ignore_errors=True)
+    return lm, eng, HFEngine(lm.model, lm.tokenizer, lm.device), prompts, said
 
 
 def set_adapter(model, std: float) -> None:

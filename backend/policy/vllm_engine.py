@@ -30,6 +30,7 @@ import importlib.metadata
 import os
 import shutil
 import tempfile
+import weakref
 from pathlib import Path
 
 import torch
@@ -111,7 +112,8 @@ class VLLMEngine:
         self.vllm = vllm
         self.model, self.tok, self.device, self.log = model, tokenizer, torch.device(device), log
         self.eos_ids = eos_ids(model, tokenizer)
-        self.dir = Path(tempfile.mkdtemp(prefix="evotui-vllm-"))
+        self.dir = Path(tempfile.mkdtemp(prefix="evotui-vllm-"))  # the adapters vLLM loads, two at a time
+        weakref.finalize(self, shutil.rmtree, self.dir, True)
         r = max([int(c.r) for c in getattr(model, "peft_config", {}).values()] or [16])
         self.can_sleep = current_platform.is_sleep_mode_available()
         kw = dict(gpu_memory_utilization=memory_fraction) if self.device.type == "cuda" else {}
