@@ -83,15 +83,15 @@ def step_metrics(row: dict) -> dict[str, float]:
     return {k: v for k, v in out.items() if v is not None}
 
 
-def harness_note(store, old: int | None, new: int, step: int) -> str:
-    """One line on a change of the active harness version at `step`."""
+def harness_note(store, old: int | None, new: int) -> str:
+    """One line on a change of the active harness version (a promotion or a rollback)."""
     row = store.harness_version(new) or {}
     before = store.harness_version(old) if old else None
     if before and before.get("status") == "rolled_back":
-        return f"step {step}: rolled back harness v{old} to v{new}"
+        return f"rolled back harness v{old} to v{new}"
     why = row.get("note") or ""
     by = f" (intervention #{row['intervention_id']})" if row.get("intervention_id") else ""
-    return f"step {step}: harness v{new} active, was v{old}{by}: {why}".rstrip(": ")
+    return f"harness v{new} active, was v{old}{by}: {why}".rstrip(": ")
 
 
 class MetricsExport:
@@ -133,10 +133,14 @@ class MetricsExport:
         version = self.cursor.get("harness_version")
         for row in self.store.window_steps(last_step + 1, 1 << 62):
             by_step.setdefault(row["step"], {}).update(step_metrics(row))
-            if version is not None and row["harness_version"] != version:
-                notes.append((row["step"], harness_note(self.store, version, row["harness_version"], row["step"])))
+            if version is not None and row["harness_version"] != version:  # history exported after the fact
+                notes.append((row["step"], harness_note(self.store, version, row["harness_version"])))
             version = row["harness_version"]
             last_step = row["step"]
+        current = self.store.run()["harness_version"]
+        if version is not None and current != version:  # promoted or rolled back after the last step
+            notes.append((last_step, harness_note(self.store, version, current)))
+            version = current
         for ev in self.store.evals_after(last_eval):
             if ev["split"] in EVAL_SPLITS and _number(ev["accuracy"]) is not None:
                 by_step.setdefault(ev["step"], {})[EVAL_SPLITS[ev["split"]]] = float(ev["accuracy"])

@@ -44,12 +44,17 @@ def test_tensorboard_scalars_and_notes_from_the_store(tmp_path):
     assert sc["eval/val/acc"] == [(0, 0.0), (4, 0.5)] and sc["eval/test/acc"] == [(4, 0.75)]
     assert [v for _, v in sc["harness/version"]] == [1, 1, 1, 1, 2, 2]
     notes = read_texts(run / "tensorboard")["harness"]
-    assert notes == [(5, "step 5: harness v2 active, was v1: lenient extraction")]
-    # a resumed engine: the cursor file says what was exported, so only the new step goes out
+    assert notes == [(5, "harness v2 active, was v1: lenient extraction")]
+    # a resumed engine: the cursor file says what was exported, so only the new step goes out; a
+    # rollback after its last step is annotated at that step, and once
     add_steps(store, 7, 7)
+    store.update("harness_versions", v2, {"status": "rolled_back"})
+    store.set_run(harness_version=1)
     exp = MetricsExport.open(run, ["tensorboard"], store)
+    exp.publish()
     exp.close()
     assert [s for s, _ in read_scalars(run / "tensorboard")["reward/mean"]] == list(range(1, 8))
+    assert read_texts(run / "tensorboard")["harness"][1:] == [(7, "rolled back harness v2 to v1")]
 
 
 def _f32(x: float) -> float:

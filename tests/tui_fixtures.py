@@ -412,12 +412,17 @@ def make_app(run_dir: Path, alive: bool = True, mode: str | None = None, **kwarg
 
 async def settle(pilot, rounds: int = 30) -> None:
     """Wait until no worker runs and their messages are handled (no sleeps)."""
+    from textual.worker import WorkerCancelled
+
     app = pilot.app
     quiet = 0
     for _ in range(rounds):
         busy = [w for w in app.workers if w.group != "watch"]  # the watchfiles loop never ends
         if busy:  # (an empty list would mean "all workers")
-            await app.workers.wait_for_complete(busy)
+            try:
+                await app.workers.wait_for_complete(busy)
+            except WorkerCancelled:
+                pass  # a newer request replaced it (exclusive workers): look again
         await pilot.pause()
         quiet = quiet + 1 if not any(w.is_running and w.group != "watch" for w in app.workers) else 0
         if quiet >= 3:

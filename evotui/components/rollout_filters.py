@@ -11,6 +11,7 @@ from textual.widgets import Input, Select
 from backend.store.views import FilterChoices, RolloutFilter
 
 SEARCH_DEBOUNCE_S = 0.4
+BUILD_LATEST_S = 0.5
 
 
 def parse_range(text: str) -> tuple[float | None, float | None]:
@@ -54,8 +55,38 @@ class RolloutFilterBar(Horizontal):
         super().__init__(**kwargs)
         self.flt = RolloutFilter()
         self._timer = None
+        self.built = False
+        self._building = False
+        self._pending: list = []  # calls that arrived before the controls were built
 
-    def compose(self) -> ComposeResult:
+    def on_mount(self) -> None:
+        # The controls (four Selects with their option lists) cost about a third of the screen's
+        # first frame: the screen builds them once its first page is painted (`build`), or
+        # after BUILD_LATEST_S whatever happens.
+        self.set_timer(BUILD_LATEST_S, self.build)
+
+    def build(self) -> None:
+        """Mount the controls (once), after the next refresh."""
+        if not self.built and not self._building:
+            self._building = True
+            self.call_after_refresh(self._build)
+
+    async def _build(self) -> None:
+        await self.mount_all(self._controls())
+        self.built = True
+        for call, args in self._pending:
+            call(*args)
+        self._pending.clear()
+
+    def _when_built(self, call, *args) -> bool:
+        """Run `call(*args)` now if the controls exist, else once they do; True when it ran now."""
+        if self.built:
+            return True
+        self._pending.append((call, args))
+        return False
+
+    @staticmethod
+    def _controls() -> ComposeResult:
         yield Select([], prompt="domain", id="f-domain", compact=True)
         yield Select([], prompt="label", id="f-label", compact=True)
         yield Select([], prompt="verdict", id="f-verdict", compact=True)
@@ -63,7 +94,14 @@ class RolloutFilterBar(Horizontal):
         yield Input(placeholder="reward a..b", id="f-reward", compact=True)
         yield Input(placeholder="/ search prompt, completion, task", id="f-text", compact=True)
 
+    def focus_control(self, selector: str) -> None:
+        """Focus one control (`#f-text`, `#f-domain`), now or as soon as it exists."""
+        if self._when_built(self.focus_control, selector):
+            self.query_one(selector).focus()
+
     def set_choices(self, choices: FilterChoices) -> None:
+        if not self._when_built(self.set_choices, choices):
+            return
         self._options("#f-domain", [(d, d) for d in choices.domains])
         self._options("#f-label", [(lbl, lbl) for lbl in choices.labels])
         self._options("#f-verdict", [(v, v) for v in choices.verdicts])
@@ -80,12 +118,16 @@ class RolloutFilterBar(Horizontal):
 
     def set_label(self, label: str) -> None:
         """Show only rollouts with `label` (from the Diagnoses screen)."""
+        if not self._when_built(self.set_label, label):
+            return
         select = self.query_one("#f-label", Select)
         if label not in [v for _, v in select._options]:
             self._options("#f-label", [*[o for o in select._options if o[1] != Select.NULL], (label, label)])
         select.value = label
 
     def clear(self) -> None:
+        if not self._when_built(self.clear):
+            return
         for select in self.query(Select):
             with select.prevent(Select.Changed):
                 select.clear()

@@ -113,6 +113,7 @@ class RolloutsScreen(RunScreen):
             if message.mode == "top":
                 self.has_more = len(message.rows) >= PAGE
                 self.fetched = True
+                self.query_one(RolloutFilterBar).build()  # the page first, the filter bar next
             self.new_waiting = False
             self._rebuild()
         self._retitle()
@@ -189,10 +190,10 @@ class RolloutsScreen(RunScreen):
 
     # ------------------------------------------------------------ actions
     def action_search(self) -> None:
-        self.query_one("#f-text").focus()
+        self.query_one(RolloutFilterBar).focus_control("#f-text")
 
     def action_focus_filters(self) -> None:
-        self.query_one("#f-domain").focus()
+        self.query_one(RolloutFilterBar).focus_control("#f-domain")
 
     def action_focus_table(self) -> None:
         self.query_one(DataTable).focus()
