@@ -56,6 +56,8 @@ class MetricPlot(PlotextPlot):
         self._draw = draw
         self._empty = empty
         self._message = ""
+        self._drawn = 0  # bumped by show(): the built figure is reused until the data or the size changes
+        self._built: tuple | None = None  # (drawn, size, renderable)
 
     def show(self, state: RunState) -> None:
         plt = self.plt
@@ -66,12 +68,20 @@ class MetricPlot(PlotextPlot):
         if drawn.xs:
             plt.xticks(int_ticks(drawn.xs))  # whole steps; also keeps plotext's tick choice deterministic
         self.border_subtitle = legend(drawn.legend)
+        self._drawn += 1
         self.refresh()
 
     def render(self):
+        if not self._drawn:  # not shown yet: nothing to build (the first poll fills it)
+            return Text("")
         if self._message:
             return Text(self._message, style="dim", justify="center")
-        return super().render()
+        # plotext builds the whole figure on every render (a layout pass renders each chart
+        # several times): build once per data and size
+        key = (self._drawn, self.size, self.app.theme)
+        if self._built is None or self._built[0] != key:
+            self._built = (key, super().render())
+        return self._built[1]
 
 
 def legend(items: list[tuple[str, tuple[int, int, int]]]) -> Content:

@@ -33,6 +33,7 @@ class RunState:
     log_lines: list[str] = field(default_factory=list)
     loaded: bool = False
     _config: tuple | None = field(default=None, repr=False)  # (config_json, parsed): parsed once per change
+    _series: dict = field(default_factory=dict, repr=False)  # column -> (steps read, xs, ys)
 
     def apply(self, delta: RunDelta) -> tuple[set[str], list[dict]]:
         """Fold a delta in; returns (changed topics, newly acknowledged commands)."""
@@ -133,14 +134,18 @@ class RunState:
         return [self.commands[k] for k in sorted(self.commands)[-n:]]
 
     def series(self, column: str) -> tuple[list[int], list[float]]:
-        """(steps, values) of a steps column, skipping missing values."""
-        xs, ys = [], []
-        for row in self.steps:
+        """(steps, values) of a steps column, skipping missing values. Kept per column and
+        extended with new steps only: a 15 000-step run is not walked again on every poll."""
+        done, xs, ys = self._series.get(column, (0, [], []))
+        if done > len(self.steps):  # the steps were replaced, not extended
+            done, xs, ys = 0, [], []
+        for row in self.steps[done:]:
             v = row.get(column)
             if v is not None:
                 xs.append(row["step"])
                 ys.append(float(v))
-        return xs, ys
+        self._series[column] = (len(self.steps), xs, ys)
+        return list(xs), list(ys)
 
     def held_out(self, split: str) -> tuple[list[int], list[float]]:
         """(steps, accuracy) of one held-out set: "validation" (the gate reads it) or "test"
