@@ -55,6 +55,10 @@ class LogScreen(RunScreen):
                 self.last_event = e["id"]
                 if not self.errors_only or e.get("level") in ("warning", "error", "critical"):
                     events.write(event_line(e))
+        if not self.app.state.events:
+            events.border_subtitle = "none yet: the engine records its start, evaluations, rounds and commands here"
+        else:
+            events.border_subtitle = ""
         if self.app.state.log_lines is not self.log_lines:
             self.log_lines = self.app.state.log_lines
             engine = self.query_one(Log)
