@@ -34,8 +34,8 @@ def render(run_dir: Path, out: Path) -> None:
                                                          t.endswith("/mean") and t != "reward/mean")
     cols = 4
     rows = -(-len(tags) // cols)
-    notes = [f"step {s}: {t.split(': ', 1)[-1]}" if t.startswith("step ") else t
-             for s, t in texts.get("harness", [])]
+    # older event files carry a "step N: " prefix in the text itself; TensorBoard shows the step anyway
+    notes = [f"step {s}: {t.split(': ', 1)[1] if t.startswith('step ') else t}" for s, t in texts.get("harness", [])]
     fig = plt.figure(figsize=(4 * cols, 2.6 * rows + 0.35 * (len(notes) + 2)), facecolor="white")
     grid = fig.add_gridspec(rows + 1, cols, height_ratios=[2.6] * rows + [0.35 * (len(notes) + 2)])
     for i, tag in enumerate(tags):
