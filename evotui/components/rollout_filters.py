@@ -92,7 +92,8 @@ class RolloutFilterBar(Horizontal):
         yield Select([], prompt="verdict", id="f-verdict", compact=True)
         yield Select([], prompt="H ver", id="f-version", compact=True)
         yield Input(placeholder="reward a..b", id="f-reward", compact=True)
-        yield Input(placeholder="/ search prompt, completion, task", id="f-text", compact=True)
+        yield Input(placeholder="/ search words in prompts, completions, tasks (need* for a prefix)", id="f-text",
+                    compact=True)
 
     def focus_control(self, selector: str) -> None:
         """Focus one control (`#f-text`, `#f-domain`), now or as soon as it exists."""
