@@ -190,9 +190,10 @@ class EvoApp(OperatorMixin, SyncMixin, App[int]):
         for binding in [*getattr(screen, "BINDINGS", []), *self.BINDINGS]:
             if not isinstance(binding, Binding) or not binding.description or binding.action.startswith("show("):
                 continue
-            if binding.action in seen or (binding.action == "resume_engine" and not self.health.resumable):
+            action = binding.action.removeprefix("app.")  # a screen's key for an app action: one entry
+            if action in seen or (action == "resume_engine" and not self.health.resumable):
                 continue
-            seen.add(binding.action)
+            seen.add(action)
             namespace = screen if binding in getattr(screen, "BINDINGS", []) else self
             yield SystemCommand(binding.description, binding.tooltip or f"key: {binding.key}",
                                 partial(self.run_action, binding.action, namespace))

@@ -60,6 +60,8 @@ def test_pressing_p_twice_leaves_auto_promote_off(tmp_path):
             assert [c[2] for c in commands(run_dir)] == ["superseded", "applied"]
             assert "auto-promote off" in app.screen.query_one(DataTable).border_title
             assert PALETTE <= palette(app)
+            titles = [c.title for c in app.get_system_commands(app.screen)]
+            assert titles.count("Auto-promote") == 1  # the screen's `p` and the app's are one entry
     asyncio.run(go())
 
 
