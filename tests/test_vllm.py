@@ -77,7 +77,7 @@ def test_a_lora_per_policy_version_never_merged(monkeypatch):
     eng.generate([[1, 2]], 3, 1.0)
     assert calls["lora"] == [1, 2] and calls["sleep"] == 1 and calls["wake"]
     assert (eng.dir / "v2" / "adapter_config.json").exists() and not (eng.dir / "v0").exists()
-    assert any("policy-v2" in line for line in said)  # each version is in the log
+    assert any("LoRA adapter 2 loaded" in line for line in said)  # each version is in the log
 
 
 def test_no_sleep_mode_means_sleep_is_a_no_op(monkeypatch):

@@ -56,7 +56,7 @@ def test_greedy_equals_hf_generate(setup, std):
     assert [g.ids for g in got] == [r.ids for r in ref]
     assert [g.finish for g in got] == [r.finish for r in ref]
     assert all(g.logprobs and len(g.logprobs) == len(g.ids) for g in got)
-    assert any(f"policy-v{eng.version}" in line for line in said)
+    assert any(f"LoRA adapter {eng.version} loaded" in line for line in said)
 
 
 def test_a_trained_adapter_changes_the_output(setup):
@@ -102,7 +102,7 @@ def test_sampled_first_tokens_follow_the_policy(setup):
     def counts(temperature):
         torch.manual_seed(0)
         c: dict[int, int] = {}
-        for g in eng.generate([prompt] * 1000, 1, temperature, stop_at_eos=False):
+        for g in eng.generate([prompt] * 600, 1, temperature, stop_at_eos=False):
             c[g.ids[0]] = c.get(g.ids[0], 0) + 1
         return c
 

@@ -5,7 +5,8 @@ adapter (an optimizer step, a rollback, a trial's restore) the adapter is saved
 and the next requests name it with a new `LoRARequest` id, so vLLM loads it
 through its LoRA support beside the base weights: never merged, and the
 training model keeps its own unmerged copy. Each version is logged
-("vLLM: LoRA adapter policy-v3 ...").
+("vLLM: LoRA adapter 3 loaded ..."; numbered per engine, so a resumed run counts
+from 1 again).
 
 Two builds, one adapter:
 - CUDA: `pip install vllm` (the `gpu` extra). Sleep mode frees vLLM's weights
@@ -143,10 +144,11 @@ class VLLMEngine:
         self.version += 1
         path = self.dir / f"v{self.version}"
         self.model.save_pretrained(str(path))
-        self.request = LoRARequest(f"policy-v{self.version}", self.version, str(path))
+        self.request = LoRARequest(f"evotui-adapter-{self.version}", self.version, str(path))
         shutil.rmtree(self.dir / f"v{self.version - 2}", ignore_errors=True)  # keep the one before, in use
         self._fp = self._fingerprint()
-        self.log(f"vLLM: LoRA adapter policy-v{self.version} (id {self.version}) for the next requests")
+        self.log(f"vLLM: LoRA adapter {self.version} loaded for the next requests (the policy's weights changed; "
+                 f"not merged)")
 
     def sleep(self) -> None:
         """Free vLLM's memory for training (CUDA); the next generate wakes it. No-op without sleep mode."""
