@@ -22,6 +22,7 @@ import textwrap
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -415,6 +416,7 @@ def test_engine_propose_edit_commands_end_failed_with_the_harness_unchanged(run,
     monkeypatch.setattr(evolve_hooks, "probe", lambda engine, h, n, step: probe(h, n))
     engine = Engine.__new__(Engine)  # the command handling only: no model
     engine.store, engine.run_dir, engine.quiet, engine.control = store, run_dir, True, Control(store)
+    engine.lm = SimpleNamespace(device="cpu")  # no model: evolve.trials auto is off on the CPU
     engine.cfg = _ctx(store).cfg
     engine.harness_version = store.run()["harness_version"]
     engine.harness = Harness.from_code(store.get("harness_versions", engine.harness_version)["code"])
