@@ -385,7 +385,7 @@ class Engine:
                 signal.signal(sig, handler)
             self.control.report(None)
             self.metrics.close()
-        self.store.set_run(status=final, pid=None)
+        self.store.set_run(status=final, pid=None, paused=0)  # --resume runs; it does not wait paused
         return {"status": final}
 
     def _eval_due(self, step: int) -> bool:

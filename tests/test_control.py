@@ -120,6 +120,14 @@ def test_sigterm_stops_at_the_next_batch_with_state_saved(engine):
     assert signal.getsignal(signal.SIGTERM) == before  # the engine's handler is gone with it
 
 
+def test_stop_while_paused_stops_and_a_resumed_run_is_not_left_paused(engine):
+    _later(0.3, lambda: _send(engine.store.path, "pause"))
+    _later(1.0, lambda: _send(engine.store.path, "stop"))
+    assert engine.run() == {"status": "stopped"}
+    run = engine.store.run()
+    assert run["status"] == "stopped" and run["paused"] == 0
+
+
 def test_pause_waits_mid_step_and_resume_goes_on(engine):
     seen = {}
 
