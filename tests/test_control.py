@@ -26,9 +26,9 @@ from backend.store import Store
 from backend.types import Generation
 from synthetic_run import add_eval, build_run, outcomes
 
-BATCH_S = 0.1  # one fake generation batch
-BATCHES = 25  # one fake step: 2.5 s of generation
-BOUND_S = 2.5  # generous: the next batch boundary is BATCH_S away
+BATCH_S = 0.05  # one fake generation batch
+BATCHES = 30  # one fake step: 1.5 s of generation
+BOUND_S = 2.5  # generous: the next batch boundary is BATCH_S away (0.05 s)
 
 
 class SlowEngine:
@@ -146,7 +146,7 @@ def test_pause_waits_mid_step_and_resume_goes_on(engine):
     sent = {"at": None}
     _later(0.3, lambda: sent.update(at=_send(engine.store.path, "pause")))
     watcher = _later(0.0, watch)
-    _later(1.3, lambda: _send(engine.store.path, "resume"))
+    _later(1.0, lambda: _send(engine.store.path, "resume"))
     out = engine.run()
     watcher.join()
     assert seen["paused_at"] - sent["at"] < BOUND_S and seen["activity"] == "paused"
@@ -156,12 +156,12 @@ def test_pause_waits_mid_step_and_resume_goes_on(engine):
 
 
 def test_a_batch_cut_short_by_a_pause_is_drawn_again_from_the_same_random_state(engine):
-    engine.engine = SlowEngine(interruptible=True, tokens=50, seconds=0.6)
+    engine.engine = SlowEngine(interruptible=True, tokens=50, seconds=0.5)
     torch.manual_seed(7)
     plain = [engine.generate_fn([[1]], 8, 1.0, 1.0)[0].ids for _ in range(2)]
     torch.manual_seed(7)
     _later(0.1, lambda: _send(engine.store.path, "pause"))  # inside the first batch
-    _later(0.9, lambda: _send(engine.store.path, "resume"))
+    _later(0.8, lambda: _send(engine.store.path, "resume"))
     paused = [engine.generate_fn([[1]], 8, 1.0, 1.0)[0].ids for _ in range(2)]
     assert engine.engine.interrupted == 1 and paused == plain
     assert [c["verb"] for c in engine.store.rows("SELECT verb FROM commands WHERE status = 'applied'")] == \
