@@ -92,7 +92,7 @@ class Engine:
         self.trainer = GRPOTrainer(self.lm.model, self.lm.tokenizer, cfg.train, self.lm.device)
         if adapter:
             ckpt.load_trainer_state(Path(adapter), self.trainer.opt)
-        self.metrics = MetricsExport.open(self.run_dir, cfg.report_to, store)
+        self.metrics = MetricsExport.open(self.run_dir, cfg.report_to, store, warn=lambda m: self.say(m, "warn"))
 
     # ------------------------------------------------------------ helpers
     def say(self, msg: str, level: str = "info", step: int | None = None) -> None:

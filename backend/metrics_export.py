@@ -103,25 +103,19 @@ class MetricsExport:
         self.cursor = (loads(self.cursor_file.read_text(), {}) if self.cursor_file.exists() else {}) or {}
 
     @classmethod
-    def open(cls, run_dir: Path, targets: list[str], store, warn=None) -> MetricsExport:
-        """Start the sinks named in `targets`; one that cannot start is reported and left out."""
-        def say(msg: str) -> None:
-            store.log("warn", msg, kind="metrics")
-            if warn is None:
-                print(f"[warn] {msg}", flush=True)
-            else:
-                warn(msg)
-
+    def open(cls, run_dir: Path, targets: list[str], store, warn=print) -> MetricsExport:
+        """Start the sinks named in `targets`; one that cannot start is reported through `warn`
+        (the engine passes its own, which records the line in the run's events) and left out."""
         run = store.run()
         sinks = []
         for name in targets:
             try:
                 sinks.append(_SINK_OPENERS[name](Path(run_dir), run["name"], loads(run["config_json"], {})))
             except ImportError as e:
-                say(f"report_to {name}: {e.name or name} is not installed (pip install 'evotui[{name}]'); skipped")
+                warn(f"report_to {name}: {e.name or name} is not installed (pip install 'evotui[{name}]'); skipped")
             except Exception as e:  # a tracker that needs a login or a server is not a reason to stop training
-                say(f"report_to {name}: could not start ({type(e).__name__}: {e}); skipped")
-        return cls(run_dir, store, sinks, say)
+                warn(f"report_to {name}: could not start ({type(e).__name__}: {e}); skipped")
+        return cls(run_dir, store, sinks, warn)
 
     def publish(self) -> None:
         """Hand every sink what the store gained since the last call, step by step."""
