@@ -112,5 +112,6 @@ def trials_enabled(engine) -> bool:
     """`evolve.trials`: on, off, or auto (on where a step is cheap: CUDA)."""
     mode = engine.cfg.evolve.trials
     if mode == "auto":
-        return str(getattr(engine.lm, "device", "cpu")).startswith("cuda")
+        lm = getattr(engine, "lm", None)  # a policy-less engine (tests, tools) has no device
+        return str(getattr(lm, "device", "cpu")).startswith("cuda")
     return mode == "on"
