@@ -153,3 +153,20 @@ def test_rounds_from_the_expert_harness_never_come_back_empty(tmp_path):
         knobs_by_round.append({iv.params(x).get("knob") for x in fresh} - {None})
     assert knobs_by_round[1] - knobs_by_round[0] and knobs_by_round[2] - knobs_by_round[1]
     store.close()
+
+
+def test_curriculum_knobs_follow_the_runs_datasets():
+    """A run on datasets the harness's mix does not name gets no weight knobs for them, and no
+    level knob when none of its datasets has levels (both would change nothing but cost trials)."""
+    from backend.evolve import space
+    from backend.harness.loader import default_harness_path
+
+    code = default_harness_path("math").read_text()
+    names = lambda ds: {k.name for k in space.knobs(code, "math", 256, ds)}  # noqa: E731
+    default = names(["basic_arithmetic", "chain_sum"])
+    assert {"CURRICULUM.level", "CURRICULUM.datasets.basic_arithmetic", "CURRICULUM.datasets.chain_sum"} <= default
+    other = names(["gcd", "decimal_chain_sum"])
+    assert not {n for n in other if n.startswith("CURRICULUM.")}
+    assert default - other == {"CURRICULUM.level", "CURRICULUM.datasets.basic_arithmetic",
+                               "CURRICULUM.datasets.chain_sum"}
+    assert names(None) == default  # unknown datasets: the harness's own mix

@@ -104,7 +104,8 @@ def _history(store: Store) -> list[JSON]:
 def _space(ctx: EvolveContext) -> list[JSON]:
     history = ctx.store.move_history()
     out = []
-    for k in space.knobs(ctx.harness.code, ctx.harness.domain, ctx.cfg.train.max_new_tokens_cap):
+    for k in space.knobs(ctx.harness.code, ctx.harness.domain, ctx.cfg.train.max_new_tokens_cap,
+                             ctx.cfg.math.datasets):
         steps = space.Steps.of(k, history.get(k.name, []))
         row = {"knob": k.name, "type": k.type, "value": k.value(ctx.harness.code), "targets": list(k.targets)}
         if k.type in ("float", "int"):
@@ -177,7 +178,8 @@ def candidate_from(item: JSON, ctx: EvolveContext, skill_names: list[str]) -> Ca
 def knob_move(ctx: EvolveContext, name: str, value: Any) -> space.Move:
     """The move an answer names; ValueError (its reason) for an unknown knob or a value outside
     the knob's type or range."""
-    ks = {k.name: k for k in space.knobs(ctx.harness.code, ctx.harness.domain, ctx.cfg.train.max_new_tokens_cap)}
+    ks = {k.name: k for k in space.knobs(ctx.harness.code, ctx.harness.domain, ctx.cfg.train.max_new_tokens_cap,
+                             ctx.cfg.math.datasets)}
     k = ks.get(name)
     if k is None:
         raise ValueError(f"no knob '{name}' in this harness's search space")

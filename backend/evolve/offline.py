@@ -59,7 +59,7 @@ def options(ctx: EvolveContext, table: list[JSON], metrics: JSON) -> list[tuple[
     opts += [(1.5 * sum(by_label.get(lbl, {}).get("share", 0.0) for lbl in c["trigger"].get("labels", [])),
               "skill:" + c["name"], c) for c in sk.retrieve(ctx.store, table, domain, k=4)]
     history = ctx.store.move_history()
-    for knob in space.knobs(ctx.harness.code, domain, ctx.cfg.train.max_new_tokens_cap):
+    for knob in space.knobs(ctx.harness.code, domain, ctx.cfg.train.max_new_tokens_cap, ctx.cfg.math.datasets):
         steps = space.Steps.of(knob, history.get(knob.name, []))
         opts.append((knob_score(knob, by_label, steps), space.PREFIX + knob.name, (knob, steps)))
     return sorted([o for o in opts if o[0] > 0], key=lambda o: (-o[0], o[1]))

@@ -234,13 +234,20 @@ def _filters() -> list[Knob]:
             for k in spec.FILTER_KEYS]
 
 
-def _curriculum(code: str, domain: str) -> list[Knob]:
+def _curriculum(code: str, domain: str, datasets: list[str] | None = None) -> list[Knob]:
+    """The level and each dataset's weight. `datasets`: what the run draws from (math), when
+    known: a weight for a dataset the run never draws, or a level its datasets ignore (math's
+    levels exist for the default datasets only), would change nothing but still cost a trial."""
     lo, hi = CURRICULUM_LEVELS.get(domain, (0, 3))
-    out = [Knob("CURRICULUM.level", "CURRICULUM", ("level",), "int", 1, *_narrow(spec.CURRICULUM_LEVEL, lo, hi),
-                step=1, min_step=1, targets=(DEAD,), prefer=_level_way,
-                hypothesis="Tasks at the wrong difficulty make whole groups tie (all right or all wrong).")]
+    out = []
+    if datasets is None or domain != "math" or any(d in MATH_LEVELS for d in datasets):
+        out.append(Knob("CURRICULUM.level", "CURRICULUM", ("level",), "int", 1,
+                        *_narrow(spec.CURRICULUM_LEVEL, lo, hi), step=1, min_step=1, targets=(DEAD,),
+                        prefer=_level_way,
+                        hypothesis="Tasks at the wrong difficulty make whole groups tie (all right or all wrong)."))
     mix = (constant(code, "CURRICULUM") or {}).get("datasets")
-    for name in sorted(mix) if isinstance(mix, dict) and len(mix) > 1 else []:
+    drawn = [d for d in mix if datasets is None or d in datasets] if isinstance(mix, dict) else []
+    for name in sorted(drawn) if len(drawn) > 1 else []:
         out.append(Knob(f"CURRICULUM.datasets.{name}", "CURRICULUM", ("datasets", name), "float", 1.0,
                         *_narrow(spec.DATASET_WEIGHT, 0.0, 4.0), step=math.log(2.0), min_step=math.log(1.2),
                         log=True, floor=0.25, targets=("wrong_value", DEAD),
@@ -266,10 +273,12 @@ def reward_names(code: str) -> set[str]:
     return {s.name[len("reward_"):] for s in body if isinstance(s, ast.FunctionDef) and s.name.startswith("reward_")}
 
 
-def knobs(code: str, domain: str, max_new_tokens_cap: int = 512) -> list[Knob]:
-    """Every knob of this harness whose constant is a literal dict (a computed one has none)."""
-    out = _sampling(max_new_tokens_cap) + _weights(code) + _advantage() + _filters() + _curriculum(code, domain) \
-        + _prompt(domain)
+def knobs(code: str, domain: str, max_new_tokens_cap: int = 512, datasets: list[str] | None = None) -> list[Knob]:
+    """Every knob of this harness whose constant is a literal dict (a computed one has none);
+    `datasets`: the run's math datasets, when known (see `_curriculum`; other domains ignore it)."""
+    datasets = datasets if domain == "math" else None
+    out = _sampling(max_new_tokens_cap) + _weights(code) + _advantage() + _filters() \
+        + _curriculum(code, domain, datasets) + _prompt(domain)
     return [k for k in out if k.value(code) is not None]
 
 
