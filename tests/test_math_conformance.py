@@ -35,7 +35,9 @@ ACCEPTED_FALSE_NEGATIVES = {
     "basic_arithmetic": set(STRICT),
     "chain_sum": set(STRICT),
     "products": set(STRICT),
-    "fraction_simplification": set(STRICT),
+    # "So maybe the answer is 3/4": a hedge word on a line with two numbers reads as a hedge
+    # (math_answer._hedged counts a fraction's two parts); consistent working does not save it
+    "fraction_simplification": set(STRICT) | {"working_right_then_maybe_same"},
     "decimal_arithmetic": set(STRICT),
     "decimal_chain_sum": set(STRICT),
     # no expression in the question, so no tag_with_equation case
@@ -46,7 +48,8 @@ ACCEPTED_FALSE_NEGATIVES = {
 }
 MUST_BE_WRONG = {"hedge_or_right_last", "hedge_or_right_first", "hedge_prose", "hedge_list", "tags_wrong_then_right",
                  "tags_right_then_wrong", "cues_wrong_then_right", "cues_right_then_wrong",
-                 "cue_then_tag_wrong_then_right", "lines_wrong_then_right", "expression_echo_tagged",
+                 "cue_then_tag_wrong_then_right", "lines_wrong_then_right", "working_wrong_then_maybe_right",
+                 "expression_echo_tagged",
                  "expression_echo_bare", "unevaluated_sum", "empty", "empty_tag", "tag_self_correction",
                  "boxed_wrong_then_right", "decimal_approx", "outside_tolerance"}
 

@@ -193,12 +193,33 @@ def _tags(text: str) -> tuple[list[str], str]:
 
 def _scan(completion: str) -> dict:
     tags, plain = _tags(completion or "")
-    cues = []
+    cues, leads = [], []
     for m in _CUE.finditer(plain):
         end = _SENTENCE_END.search(plain, m.end())
         cues.append(plain[m.end():end.start() if end else len(plain)].strip())
-    return {"tags": tags, "boxed": _boxed(plain), "cues": cues,
+        starts = [e.end() for e in _SENTENCE_END.finditer(plain, 0, m.start())]
+        start = starts[-1] if starts else 0
+        leads.append((plain[start:m.start()], plain[:start]))  # the cue's sentence so far, and before it
+    return {"tags": tags, "boxed": _boxed(plain), "cues": cues, "cue_leads": leads,
             "lines": [ln.strip() for ln in plain.splitlines() if ln.strip()]}
+
+
+_STATED = re.compile(rf"(?:=|\bis)\s*\$?\s*([+-]?(?:{_UNSIGNED})(?:\s*/\s*(?:{_UNSIGNED}))?)\s*\$?\s*(?:[.!?]|$)",
+                     re.M)
+"""A value stated in working: "... = 8", "the result is 8." (at the end of a sentence or line)."""
+
+
+def _hedged_cue(scan: dict, kind: str) -> bool:
+    """The final answer is an uncertain cue ("Or maybe the answer is 7") after the working
+    stated another value ("3 + 4 = 8"): a wrong value followed by another one is a hedge."""
+    if scan["tags"] or scan["boxed"] or not scan["cues"] or kind == "text":
+        return False
+    lead, before = scan["cue_leads"][-1]
+    if not _HEDGE_WORDS.search(lead + " " + scan["cues"][-1]):
+        return False
+    final = statement_value(scan["cues"][-1], kind)
+    stated = [value(m.group(1), kind) for m in _STATED.finditer(before)]
+    return final is not None and any(v is not None and v != final for v in stated[-1:])
 
 
 def _primary(scan: dict, kind: str) -> tuple[str | None, str | None]:
@@ -238,7 +259,7 @@ def _hedged(scan: dict, kind: str) -> bool:
         if (raw, statement) not in cache:
             cache[raw, statement] = _classify(raw, kind, statement)
         found.append(cache[raw, statement])
-    if any(cls == "hedge" for cls, _ in found):
+    if any(cls == "hedge" for cls, _ in found) or _hedged_cue(scan, kind):
         return True
     values = {v for cls, v in found if cls == "value"}
     n_tags = len(scan["tags"])

@@ -109,6 +109,8 @@ def kinds(dataset: str, question: str, entry: dict) -> list[tuple[str, str, str 
         ("cues_wrong_then_right", f"The answer is {w}. Actually, the answer is {r}.", None),
         ("cues_right_then_wrong", f"The answer is {r}. Actually, the answer is {w}.", None),
         ("cue_then_tag_wrong_then_right", f"The answer is {w}. No: <answer>{r}</answer>", None),
+        ("working_wrong_then_maybe_right", f"Adding them up, the total = {w}.\nOr maybe the answer is {r}.", None),
+        ("working_right_then_maybe_same", f"Adding them up, the total = {r}.\nSo maybe the answer is {r}.", r),
         ("lines_wrong_then_right", f"{w}\n{r}", None), ("empty", "", None), ("empty_tag", "<answer></answer>", None),
         ("tag_self_correction", f"<answer>{w}, no, {r}</answer>", None),
         ("boxed_wrong_then_right", f"$\\boxed{{{w}}}$, hmm, no: $\\boxed{{{r}}}$", None),
