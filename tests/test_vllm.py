@@ -68,9 +68,7 @@ def test_a_lora_per_policy_version_never_merged(monkeypatch):
     gens = eng.generate([[1, 2], [1, 2, 3]], 3, 1.0)
     assert [g.ids for g in gens] == [[7, 8, 2], [7, 8, 9]] and [g.finish for g in gens] == ["stop", "length"]
     assert gens[0].logprobs == [-0.5] * 3
-    assert [p["stop_token_ids"] for p in calls["params"]] == [[2], [2]]
-    seeds = [p["seed"] for p in calls["params"]]
-    assert seeds[1] == seeds[0] + 1  # one seed per request, drawn from torch's generator
+    assert calls["params"]["stop_token_ids"] == [2] and "seed" not in calls["params"]  # torch's generator
     with torch.no_grad():  # what an optimizer step does: the adapter changes in place
         next(p for n, p in model.named_parameters() if "lora_B" in n).add_(1.0)
     eng.sleep()

@@ -169,13 +169,12 @@ class VLLMEngine:
         if not prompts:
             return []
         self._ready()
-        # Per-request seeds drawn from torch's generator: the loop seeds it per step, so a
-        # resumed run samples what the original would have.
-        seed = int(torch.randint(0, 2**31 - len(prompts), (1,)))
-        params = [self.vllm.SamplingParams(temperature=max(temperature, 0.0), top_p=top_p, top_k=0,
-                                           max_tokens=max_new_tokens, logprobs=0, ignore_eos=not stop_at_eos,
-                                           stop_token_ids=self.eos_ids if stop_at_eos else [], seed=seed + i)
-                  for i in range(len(prompts))]
+        # No per-request seeds: vLLM samples with torch's default generator of this process, which
+        # the loop seeds per step (and the CPU build crashes when a seeded request's prefill is
+        # split over steps: "CPU Generator does not use offset").
+        params = self.vllm.SamplingParams(temperature=max(temperature, 0.0), top_p=top_p, top_k=0,
+                                          max_tokens=max_new_tokens, logprobs=0, ignore_eos=not stop_at_eos,
+                                          stop_token_ids=self.eos_ids if stop_at_eos else [])
         outs = self.llm.generate([{"prompt_token_ids": list(p)} for p in prompts], params,
                                  lora_request=self.request, use_tqdm=False)
         gens = []
