@@ -47,3 +47,17 @@ def test_the_evaluators_own_reading_passes_with_statistics(store):
     assert res["verdict"] == "passed", res["reason"]
     row = store.rows("SELECT * FROM backtests WHERE intervention_id = ?", (res["id"],))[0]
     assert row["metric"] == "recall" and row["ci_low"] > 0.02 and row["n"] > 0 and row["p_value"] < 0.05
+
+
+def test_gold_after_working_is_a_hedge_so_the_evaluators_reading_passes(tmp_path):
+    """Wrong rollouts that end in working ("the total = 15.") plus "Or maybe the answer is GOLD"
+    (the gold_after copies) are hedges to the evaluator and to its reading, so lenient extraction
+    is not blocked for paying them (seen on the GPU, where it was, before this rule)."""
+    import json
+
+    s = build_run(tmp_path / "run.db", steps=6)
+    for r in s.rows("SELECT id, task_json FROM rollouts WHERE correct = 0"):
+        gold = int(json.loads(r["task_json"])["answer"])
+        s.update("rollouts", r["id"], {"completion": f"Adding them up, the total = {gold + 3}.", "verdict": "wrong"})
+    res = submit(context(s), replace_name(DEFAULT, "extract_answer", HONEST), "honest lenient")
+    assert res["verdict"] == "passed", res["reason"]
