@@ -24,7 +24,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Callable
 
-from backend.commands import CONTROL_VERBS, CommandRefused, check
+from backend.commands import CONTROL_VERBS, CommandRefused, check, intervention_id
 from backend.store import Store, loads
 
 if TYPE_CHECKING:
@@ -135,8 +135,7 @@ def apply_one(control: Control, cmd: dict, ctx: "EvolveContext | None" = None) -
 
 def _apply(control: Control, ctx: "EvolveContext | None", verb: str, arg: dict) -> tuple[str, str]:
     store = control.store
-    iid = arg.get("id")
-    row = store.get("interventions", int(iid)) if verb in ("approve", "veto") and str(iid).isdigit() else None
+    row = store.get("interventions", intervention_id(arg)) if verb in ("approve", "veto") else None
     arg = check(verb, arg, store.run(), row)
     if verb == "pause":
         store.set_run(paused=1, status="paused")

@@ -150,7 +150,7 @@ def test_only_the_newest_value_of_a_setting_is_applied(run):
 def test_each_command_is_acknowledged_once_and_harness_verbs_wait_for_a_step_boundary(run):
     store, ctx = run
     lenient = _by_title(store, "Lenient")
-    store.send_command("approve", {"id": lenient["id"], "base": 1}, source="cli")
+    store.send_command("approve", {"id": f"#{lenient['id']}", "base": 1}, source="cli")  # "#3" names #3 too
     store.send_command("pause", {}, source="cli")
     control = Control(store)
     assert [c["verb"] for c in apply_pending(control)] == ["pause"]  # inside a step: control verbs only
