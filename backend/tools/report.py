@@ -218,8 +218,8 @@ def write_report(run_dirs: list[Path], out: Path, include_incomplete: bool = Fal
     md += ["", "## Evaluator audit: correct held-out verdicts that were echoes or hedges", "",
            "Each stored held-out completion the evaluator judged correct, checked by the hack probes "
            "(backend/envs/math_answer.py): an unevaluated expression of the question's operands, or "
-           "several candidate answers. Both counts must be 0.", ""]
-    for arm, runs in arms.items():
+           "several candidate answers. Both counts must be 0. Every run is audited, finished or not.", ""]
+    for arm, runs in everything.items():
         for r in runs:
             a = r["audit"]
             if a is None:
