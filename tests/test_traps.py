@@ -72,7 +72,8 @@ def plant(store, step: int) -> dict:
     """evolve_hooks.plant_trap on an engine stand-in over `store`; the trap's intervention and backtest."""
     said = []
     engine = SimpleNamespace(store=store, cfg=RunConfig(), harness_version=1, harness=Harness.from_code(
-        store.get("harness_versions", 1)["code"]), say=lambda msg, level="info", step=None: said.append(msg))
+        store.get("harness_versions", 1)["code"]), say=lambda msg, level="info", step=None: said.append(msg),
+        control=SimpleNamespace(checkpoint=lambda activity=None, context=None: None))  # no commands, no stop
     plant_trap(engine, step)
     iv = store.rows("SELECT * FROM interventions WHERE proposer = 'trap'")
     assert len(iv) == 1, said
