@@ -22,6 +22,15 @@ TOKEN_BOUND = 1e-4  # |log p| of a fed token, fp32
 ALPHA = 1e-3  # chi-square false-alarm rate
 
 
+@pytest.fixture(autouse=True)
+def _one_thread():
+    """Small matmuls: two OpenMP threads on a shared 2-core machine ran these 10x slower than one."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
 def continuations(eng, prompts, n: int):
     torch.manual_seed(0)
     return [g.ids for g in eng.generate(prompts, n, 1.0, stop_at_eos=False)]
