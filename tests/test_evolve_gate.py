@@ -129,6 +129,20 @@ def test_a_promotion_that_helps_becomes_a_skill(run):
     assert evidence["backtests"][0]["agreement_new"] > evidence["backtests"][0]["agreement_old"]
 
 
+def test_a_validation_rise_without_the_changes_own_paired_gain_teaches_nothing(run):
+    """Before/after validation is read steps apart: it also measures what the policy learned
+    meanwhile. A change whose own backtest showed no gain (a retired diagnostic, say) is no skill."""
+    store, ctx, out = run
+    iid = _lenient(store)["id"]
+    bt = store.rows("SELECT id FROM backtests WHERE intervention_id = ? ORDER BY id DESC", (iid,))[0]
+    store.update("backtests", bt["id"], {"ci_low": 0.0})  # its backtest: no gain beyond noise
+    promote(ctx, iid, "test")
+    ctx.step = 10
+    add_eval(store, 10, outcomes(40, 20))  # the same validation rise that teaches a skill above
+    assert after_eval(ctx, 0.5) is None
+    assert store.count("skills") == 0
+
+
 def test_a_gain_within_the_noise_teaches_nothing(run):
     store, ctx, out = run
     iid = _lenient(store)["id"]

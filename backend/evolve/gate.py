@@ -100,12 +100,17 @@ def rollback(ctx: EvolveContext, intervention_id: int, reason: str) -> JSON:
 def learn_skill(ctx: EvolveContext, row: Intervention, gain: stats.Effect) -> str | None:
     """Turn a promoted intervention whose validation gain has its 95% interval above zero
     into a skill card (or credit the cards that shaped it). Returns the card's name, or None
-    when the evidence does not show a gain."""
-    if not sk.evidence_shows_gain(gain):
-        return None
+    when the evidence does not show a gain.
+
+    Validation before and after a promotion is read some steps apart, so on its own it credits
+    the change with whatever the policy learned meanwhile (on 4 x H100 retiring a diagnostic
+    that never fired, which changes no reward, became a skill). The change's own paired
+    backtest must also show a gain on what it targets (`sk.backtest_shows_gain`)."""
     store = ctx.store
-    p = row.params
     bt = store.latest_backtest(row.id)
+    if not sk.evidence_shows_gain(gain) or not sk.backtest_shows_gain(bt.ci_low if bt else None):
+        return None
+    p = row.params
     m = bt.metrics if bt else {}
     summary = {k: m.get(k) for k in ("agreement_old", "agreement_new", "dead_frac_old", "dead_frac_new", "revived")
                if k in m} or m.get("deltas", {})

@@ -2,8 +2,10 @@
 
 "Helped" is a claim with evidence: the validation accuracy after the
 promotion, paired problem by problem with the evaluation before it, has its
-95% interval above zero (`evidence_shows_gain`). One lucky problem of 32 is
-not a skill. A skill card is plain JSON:
+95% interval above zero (`evidence_shows_gain`), and the change's own paired
+backtest showed a gain with its interval above zero (`backtest_shows_gain`:
+before and after are read steps apart, so alone they credit the change with
+what the policy learned meanwhile). One lucky problem of 32 is not a skill. A skill card is plain JSON:
 
     {"name": "lenient_extraction-no_answer_tag", "domain": "math",
      "trigger": {"labels": ["no_answer_tag"], "signature": "no_answer_tag 0.94, dead_groups 0.81"},
@@ -51,6 +53,13 @@ class SkillError(EvoError, ValueError):
 def evidence_shows_gain(gain: Effect | None) -> bool:
     """The one rule for learning a skill: a paired validation gain whose 95% interval is above zero."""
     return gain is not None and gain.n > 0 and gain.ci_low > 0
+
+
+def backtest_shows_gain(ci_low: float | None) -> bool:
+    """...and the change's own paired backtest (replay, probe or trial: the same policy, with and
+    without the change) measured a gain on its target metric with the interval above zero.
+    Changes judged without such a statistic (a diagnostic's retirement) never become skills."""
+    return ci_low is not None and ci_low > 0
 
 
 def gain_evidence(gain: Effect) -> JSON:
