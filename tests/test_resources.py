@@ -39,7 +39,9 @@ def test_disk_full_stops_cleanly(small_disk, tiny_overrides, tmp_path):
                         "--run-dir", str(run), *sets, "--set", "evolve.enabled=false"],
                        capture_output=True, text=True, timeout=600)
     assert p.returncode == 3, p.stderr[-3000:]
-    assert "disk full" in p.stderr and "Traceback" not in p.stderr
+    # the free-space check before each checkpoint (backend/disk.py) stops it before the write; a
+    # write that still fills the disk stops it as "disk full": either is a clean stop
+    assert ("disk nearly full" in p.stderr or "disk full" in p.stderr) and "Traceback" not in p.stderr
     assert integrity_ok(run / "run.db")
     s = Store.open(run, readonly=True)
     # nothing half-written: every stored rollout belongs to a committed step
