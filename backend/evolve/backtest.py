@@ -203,6 +203,12 @@ def trial_decision(old_arm: Any, new_arm: Any, min_gain: float, min_effect: floa
     return decide(effect, min_gain, min_effect=min_effect)
 
 
+def _arm_summary(arm: Any) -> JSON:
+    """What a backtest row keeps of one trial arm (`backend.trial.TrialArm`)."""
+    return {"accuracy": statistics.fmean(arm.correct) if arm.correct else 0.0, "n": len(arm.correct),
+            "rollouts": arm.rollouts, "seconds": round(arm.seconds, 2)}
+
+
 def _trial_one(ctx: EvolveContext, row: Intervention, cand: Harness, why: str, t0: float) -> JSON:
     """A paired trial (`backend.trial`): k training steps of a policy copy under the candidate
     and under the incumbent, judged on the validation set at fixed difficulty."""
@@ -215,11 +221,7 @@ def _trial_one(ctx: EvolveContext, row: Intervention, cand: Harness, why: str, t
                        {"evidence": "trial", "why_trial": why}, 0.0, t0)
     dec = trial_decision(old_arm, new_arm, ev.min_gain, ev.min_effect)
     m = {"evidence": "trial", "why_trial": why, "trial_steps": ev.trial_steps, "incumbent_version": ctx.harness_version,
-         "decision": dec.to_dict(),
-         "old": {"accuracy": statistics.fmean(old_arm.correct) if old_arm.correct else 0.0, "n": len(old_arm.correct),
-                 "rollouts": old_arm.rollouts, "seconds": round(old_arm.seconds, 2)},
-         "new": {"accuracy": statistics.fmean(new_arm.correct) if new_arm.correct else 0.0, "n": len(new_arm.correct),
-                 "rollouts": new_arm.rollouts, "seconds": round(new_arm.seconds, 2)}}
+         "decision": dec.to_dict(), "old": _arm_summary(old_arm), "new": _arm_summary(new_arm)}
     score = round(dec.effect, 4) if dec.status == "passed" else 0.0
     return _record(store, row.id, "trial", new_arm.rollouts, dec.status,
                    f"trial ({ev.trial_steps} steps, validation): {dec.reason}", m, score, t0)
