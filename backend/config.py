@@ -52,6 +52,10 @@ class ModelConfig:
     fast (our CUDA-graph decoder for Llama-shaped models), static (CUDA static cache), vllm."""
     threads: int = 0
     """CPU threads for torch (0 = torch's default)."""
+    gen_batch: int = 0
+    """Rows the generation engine decodes at once (0 = auto: 64 on the CPU; on CUDA the fast engine
+    sizes it from free GPU memory, so runs sharing a card take different paths). Fix it (the gpu
+    profile does) to make a run's arithmetic independent of its neighbours."""
 
 
 @dataclass
@@ -325,6 +329,8 @@ def validate(cfg: RunConfig) -> RunConfig:
     for d in cfg.domains or [""]:
         if d not in DOMAINS:
             bad(f"domain: unknown domain '{d}' (choose from {', '.join(DOMAINS)})")
+    if cfg.model.gen_batch < 0:
+        bad(f"model.gen_batch must be 0 (auto) or a positive row count, got {cfg.model.gen_batch}")
     t = cfg.train
     if t.group_size < 2:
         bad(f"train.group_size must be at least 2 for group-relative advantages, got {t.group_size}")

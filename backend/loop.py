@@ -88,6 +88,7 @@ class Engine:
         self.lm = lm if lm is not None and not adapter else load_fast_policy(cfg.model, adapter, seed=cfg.seed)
         store.log("info", f"LoRA trainer: {self.lm.trainer}; device {self.lm.device}, {self.lm.dtype}")
         self.engine = make_engine(cfg.model.engine, self.lm.model, self.lm.tokenizer, self.lm.device,
+                                  batch_size=cfg.model.gen_batch,
                                   log=self.say)  # auto's choice and vLLM's LoRA versions go to the run's log
         self.trainer = GRPOTrainer(self.lm.model, self.lm.tokenizer, cfg.train, self.lm.device)
         if adapter:

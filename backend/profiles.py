@@ -39,6 +39,11 @@ Where the numbers come from:
     600-row window of the CPU default left lenient extraction `underpowered` at
     4% accuracy on 4 x H100 (README, Results); replaying 8,192 rows costs about
     0.7 s a harness in the worker (bench row `harness`: 44 ms per 512).
+  - `model.gen_batch = 512`: a whole step's rollouts decoded at once, fixed. Left
+    to free memory (the fast engine's own choice), runs sharing a card decoded in
+    different batch shapes and drew different samples: on 4 x H100 two runs that
+    trained identically in principle (coevolve-expert, no training-relevant
+    promotion, and static-expert) ended 0.009 apart on the default suite.
 """
 
 from __future__ import annotations
@@ -56,6 +61,7 @@ PROFILES: dict[str, dict[str, object]] = {
         "eval.n_test": 500,
         "eval.every": 20,
         "evolve.replay_max_rows": 8192,
+        "model.gen_batch": 512,
     },
 }
 CHOICES = ("auto", *PROFILES)

@@ -25,6 +25,7 @@ def test_defaults_and_overrides(tmp_path):
     (["model.name=./no/such/model"], "no such model path"),
     (["domain=chess"], "unknown domain"),
     (["evolve.proposer=magic"], "offline' or 'llm"),
+    (["model.gen_batch=-8"], "gen_batch must be 0"),
 ])
 def test_bad_values(sets, msg):
     with pytest.raises(ConfigError, match=msg):

@@ -136,9 +136,10 @@ def auto_choice(st: dict[str, str | None], device) -> tuple[list[str], str]:
     return order, f"{order[0]} on CUDA" + (f" ({skipped})" if skipped else "")
 
 
-def make_engine(kind: str, model, tokenizer, device, batch_size: int = 64, log=print):
+def make_engine(kind: str, model, tokenizer, device, batch_size: int = 0, log=print):
     """Build the engine `kind`; `auto` takes vllm, then fast, on CUDA and plain generate on the CPU,
-    and says why through `log`. EVOTUI_ENGINE overrides `kind` (benchmarks and debugging)."""
+    and says why through `log`. EVOTUI_ENGINE overrides `kind` (benchmarks and debugging).
+    `batch_size`: rows decoded at once (0 = the engine's own choice: 64, or free memory for fast)."""
     kind = os.environ.get("EVOTUI_ENGINE") or kind
     if kind not in ENGINES:
         raise ValueError(f"unknown generation engine '{kind}' (choose from {', '.join(ENGINES)})")
@@ -153,14 +154,14 @@ def make_engine(kind: str, model, tokenizer, device, batch_size: int = 64, log=p
                 log(f"generation engine '{name}' failed to start ({type(e).__name__}: {e}); trying the next")
         kind = order[-1]
     if kind == "hf":
-        return HFEngine(model, tokenizer, device, batch_size)
+        return HFEngine(model, tokenizer, device, batch_size or 64)
     if kind == "fast" and (st["fast"] is None or torch.device(device).type == "cpu" and
                            st["fast"].startswith("runs on the CPU")):
         from backend.policy.fastgen import FastEngine
 
-        return FastEngine(model, tokenizer, device)
+        return FastEngine(model, tokenizer, device, max_batch=batch_size)
     if kind == "static" and st["static"] is None:
-        return HFEngine(model, tokenizer, device, batch_size, cache_implementation="static")
+        return HFEngine(model, tokenizer, device, batch_size or 64, cache_implementation="static")
     if kind == "vllm" and st["vllm"] is None:
         from backend.policy.vllm_engine import VLLMEngine
 
