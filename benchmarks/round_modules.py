@@ -1,0 +1,118 @@
+"""Count the modules whose code runs during one evolution round (issue 17's measure).
+
+What is counted: the files under `backend/` in which at least one function (or
+method, lambda, comprehension, generator) was entered, in this process, while
+`run_round` ran. Not counted:
+
+- loading: code that runs while a module body executes (an import inside the
+  round, and whatever that module body calls), so a lazy import costs nothing;
+- the stand-in policy: the test helper that plays the live policy's part
+  (`tests/synthetic_run.make_probe`, which writes and scores fresh rollouts) and
+  everything it calls, since in a real run that is the loop's generation, not
+  the round. Modules that only the stand-in reached are listed apart;
+- the harness worker: a separate process (the sandbox), which a profiler in
+  this process does not see.
+
+The round is a real one at tiny sizes: a synthetic run (real migrations, the
+real default harness scoring and diagnosing every rollout in the harness
+worker, the real math evaluator) of 6 steps of 4 groups x 4 rollouts, then one
+round in auto-promote mode whose candidates are replayed and probed and whose
+best one is promoted.
+
+    .venv/bin/python benchmarks/round_modules.py           # the list and the count
+    .venv/bin/python benchmarks/round_modules.py --json    # the same as JSON
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+BACKEND = str(ROOT / "backend") + "/"
+FIXTURES = str(ROOT / "tests") + "/"
+OLD_FIXTURE = "backend/evolve/synthetic.py"
+"""Where the synthetic run lived before issue 17 (so the script measures old commits too)."""
+sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
+
+
+class Tracer:
+    """A `sys.setprofile` hook that records backend files whose functions were entered,
+    outside module bodies and outside the stand-in policy."""
+
+    def __init__(self) -> None:
+        self.round: dict[str, set[str]] = {}
+        self.stand_in: dict[str, set[str]] = {}
+        self._loading = 0
+        self._fixture = 0
+
+    def __call__(self, frame: Any, event: str, arg: Any) -> None:
+        if event not in ("call", "return"):
+            return  # c_call and friends: C functions have no module file here
+        code = frame.f_code
+        path = code.co_filename
+        module_body = code.co_name == "<module>"
+        fixture = path.startswith(FIXTURES) or path.endswith(OLD_FIXTURE)
+        step = 1 if event == "call" else -1
+        if module_body:
+            self._loading += step
+        if fixture:
+            self._fixture += step
+        if event != "call" or module_body or self._loading or not path.startswith(BACKEND):
+            return
+        where = self.stand_in if self._fixture else self.round
+        where.setdefault(str(Path(path).relative_to(ROOT)), set()).add(code.co_name)
+
+
+def _synthetic() -> Any:
+    try:
+        import synthetic_run as syn
+    except ImportError:  # a commit from before issue 17
+        from backend.evolve import synthetic as syn
+    return syn
+
+
+def run_traced() -> Tracer:
+    syn = _synthetic()
+    from backend.evolve import run_round
+
+    store = syn.build_run(Path(tempfile.mkdtemp()) / "run.db", steps=6)
+    store.set_run(auto_promote=1)
+    ctx = syn.context(store, probe=syn.make_probe())
+    tracer = Tracer()
+    sys.setprofile(tracer)
+    try:
+        out = run_round(ctx)
+    finally:
+        sys.setprofile(None)
+    summary = getattr(out, "summary", out)
+    if summary.get("error") or not summary.get("promoted"):
+        raise SystemExit(f"the traced round did not run as intended: {summary}")
+    store.close()
+    return tracer
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--json", action="store_true", help="print the result as JSON")
+    args = ap.parse_args()
+    t = run_traced()
+    only_stand_in = sorted(set(t.stand_in) - set(t.round))
+    if args.json:
+        print(json.dumps({"round": {m: sorted(f) for m, f in sorted(t.round.items())},
+                          "only_stand_in": only_stand_in, "count": len(t.round)}, indent=2))
+        return
+    print(f"{'module':44} functions entered")
+    for m, funcs in sorted(t.round.items()):
+        print(f"{m:44} {len(funcs)}")
+    if only_stand_in:
+        print(f"reached only by the stand-in policy (not counted): {', '.join(only_stand_in)}")
+    print(f"modules run during one round: {len(t.round)}")
+
+
+if __name__ == "__main__":
+    main()
