@@ -72,6 +72,10 @@ def test_compare_then_report(tmp_path, tiny_overrides):
     assert int(row[5]) > 0 and int(row[7]) == int(row[5]) + int(row[6])  # probes counted as budget
     for svg in ("test.svg", "validation.svg", "dead_groups.svg", "agreement.svg"):
         assert (out / "report" / svg).read_text().startswith("<svg")
+    # evolving runs against their static twins, step by step (the static run was killed and resumed)
+    invariance = report.split("## Invariance")[1].split("##")[0]
+    assert "| coevolve-expert | static-expert | 0 | 2 | all steps | - | yes |" in invariance, invariance
+    assert "| coevolve | static | 0 | 2 |" in invariance and "**no**" not in invariance, invariance
     assert "## Repeated promotions (must be 0)\n\n- 0\n" in report
     assert "## Test accuracy against the static harness" in report and "## Decisions" in report
     # the planted exploitable reward was blocked by a validity diagnostic, with evidence

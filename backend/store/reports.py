@@ -59,8 +59,10 @@ class ReportReads(Queries):
         return self.rows("SELECT step, accuracy FROM evals WHERE split = 'test' ORDER BY id")
 
     def step_series(self) -> list[Row]:
-        """Per-step curves: step, dead_group_frac, agreement, reward_mean, total_ms."""
-        return self.rows("SELECT step, dead_group_frac, agreement, reward_mean, total_ms FROM steps ORDER BY step")
+        """Per-step curves: step, dead_group_frac, agreement, reward_mean, total_ms, and the training
+        record the invariance check compares (loss, grad_norm, entropy)."""
+        return self.rows("SELECT step, dead_group_frac, agreement, reward_mean, total_ms, loss, grad_norm, entropy "
+                         "FROM steps ORDER BY step")
 
     def train_rollout_count(self) -> int:
         return int(self.scalar("SELECT coalesce(sum(n_rollouts), 0) FROM steps") or 0)

@@ -26,6 +26,7 @@ from backend.envs.math_answer import audit
 from backend.store import Store, loads
 
 from .report_gate import gate_facts, gate_lines
+from .report_invariance import invariance_lines
 from .report_search import search_facts, search_lines
 from .report_stats import (arm_stats, budget_facts, incomplete_line, paired, progress_facts, stats_lines,
                            stats_text)
@@ -195,6 +196,7 @@ def write_report(run_dirs: list[Path], out: Path, include_incomplete: bool = Fal
     md += ["Profiles (backend/profiles.py): " + "; ".join(profiles), ""]
     md += ["![test](test.svg)", "", "![validation](validation.svg)", "", "![dead groups](dead_groups.svg)", "",
            "![agreement](agreement.svg)", ""]
+    md += invariance_lines(arms)
     md += gate_lines(arms)
     md += search_lines(arms)
     md += ["## Promoted interventions (lineage)", ""]
