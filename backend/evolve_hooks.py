@@ -1,27 +1,61 @@
-"""The loop's side of the evolution stage: a thin, crash-proof adapter.
+"""The loop's side of the evolution stage: the policy handle a round gets, and crash-proof calls.
 
-The loop calls these at step boundaries; each catches and records errors so
-a failing evolution round never kills training ("a crashing harness
-candidate is a row with a status, not an exception"). Operator commands are
-not here: `backend/dispatch.py` applies every verb.
+The loop calls `evolution_round` and `after_eval` at step boundaries; each
+returns the `Effects` the loop applies to itself (`Engine.apply`) and catches
+and records errors, so a failing evolution round never kills training ("a
+crashing harness candidate is a row with a status, not an exception").
+Operator commands are not here: `backend/dispatch.py` applies every verb,
+with a context from `context`.
 """
 
 from __future__ import annotations
 
 import traceback
 
+from backend.evolve import Effects, EvolveContext
+from backend.harness.loader import Harness
+from backend.trial import run_arm, trials_enabled
+from backend.types import JSON, TrialArm
 
-def context(engine, step: int):
-    """What evolution (a round, a command, the post-eval check) sees of the engine at `step`."""
-    from backend.evolve import EvolveContext
 
-    from backend.trial import trial, trials_enabled
+class EnginePolicy:
+    """The engine's live policy as evolution sees it at round `step` (`backend.evolve.Policy`):
+    probes generate with it, trials train copies of it. Made once per round, so the round's
+    probes share their prompts and seeds and its trials share the incumbent's arm."""
 
-    return EvolveContext(store=engine.store, cfg=engine.cfg, step=step,
-                         harness_version=engine.harness_version, harness=engine.harness,
-                         probe=lambda h, n: probe(engine, h, n, step),
-                         trial=trial(engine, step, {}) if trials_enabled(engine) else None,
-                         log=lambda lvl, msg: engine.say(msg, lvl, step), checkpoint=engine.control.checkpoint)
+    def __init__(self, engine, step: int) -> None:
+        self.engine, self.step = engine, step
+        self.trials = trials_enabled(engine)
+        self._incumbent: TrialArm | None = None
+
+    def generate(self, harness: Harness, n_tasks: int) -> list[JSON]:
+        """A batch from the current policy under `harness`, as rollout rows (not stored). Every arm
+        of a round's probes draws the same prompts with the same sampling seeds (one seed per step)."""
+        from backend.rollout import group_stats, rollout_row
+
+        engine = self.engine
+        rng = engine.seed_step(10_000_000 + self.step)
+        tasks = engine.env.sample_tasks(probe_size(engine, n_tasks), rng, harness.curriculum)
+        items, _ = engine.collect(tasks, harness, engine.cfg.train.group_size)
+        group_stats(items, harness)
+        mnt = int(harness.sampling.get("max_new_tokens", 128))
+        return [rollout_row(s, self.step, engine.harness_version, engine.policy_version, mnt) for s in items]
+
+    def trial(self, candidate: Harness) -> tuple[TrialArm, TrialArm]:
+        """(incumbent arm, candidate arm), the incumbent's computed once per round (`backend.trial`)."""
+        k = self.engine.cfg.evolve.trial_steps
+        if self._incumbent is None:
+            self._incumbent = run_arm(self.engine, self.engine.harness, self.step, k)
+        return self._incumbent, run_arm(self.engine, candidate, self.step, k)
+
+
+def context(engine, step: int, echo: bool = True) -> EvolveContext:
+    """What evolution (a round, a command, the post-eval check) sees of the engine at `step`.
+    `echo`: log lines go to the run's log at once (commands); a round's come back as effects."""
+    return EvolveContext(store=engine.store, cfg=engine.cfg, step=step, harness_version=engine.harness_version,
+                         harness=engine.harness, policy=EnginePolicy(engine, step),
+                         echo=(lambda lvl, msg: engine.say(msg, lvl, step)) if echo else None,
+                         checkpoint=engine.control.checkpoint)
 
 
 def probe_size(engine, n_tasks: int) -> int:
@@ -37,27 +71,14 @@ def probe_size(engine, n_tasks: int) -> int:
     return plan.tasks
 
 
-def probe(engine, harness, n_tasks: int, step: int) -> list[dict]:
-    """A batch from the current policy under `harness`, as rollout rows (not stored). Every arm
-    of a round's probes draws the same prompts with the same sampling seeds (one seed per step)."""
-    from backend.rollout import group_stats, rollout_row
-
-    rng = engine.seed_step(10_000_000 + step)
-    tasks = engine.env.sample_tasks(probe_size(engine, n_tasks), rng, harness.curriculum)
-    items, _ = engine.collect(tasks, harness, engine.cfg.train.group_size)
-    group_stats(items, harness)
-    mnt = int(harness.sampling.get("max_new_tokens", 128))
-    return [rollout_row(s, step, engine.harness_version, engine.policy_version, mnt) for s in items]
-
-
-def evolution_round(engine, step: int) -> dict | None:
+def evolution_round(engine, step: int) -> Effects | None:
     """One round (never raises, but for the loop's StopRequested, a BaseException)."""
     if getattr(engine.cfg.evolve, "plant_trap", False):
         plant_trap(engine, step)
     try:
         from backend.evolve import run_round
 
-        return run_round(context(engine, step))
+        return run_round(context(engine, step, echo=False))
     except Exception as e:
         engine.say(f"evolution round failed: {type(e).__name__}: {e}", "error", step)
         engine.store.log("error", traceback.format_exc(), kind="traceback", step=step)
@@ -87,14 +108,12 @@ def plant_trap(engine, step: int) -> None:
         engine.say(f"planting the trap failed: {type(e).__name__}: {e}", "error", step)
 
 
-def after_eval(engine, step: int, acc: float) -> None:
+def after_eval(engine, step: int, acc: float) -> Effects | None:
+    """The post-evaluation check (rollback or skill); its effects, or None when it failed."""
     try:
-        from backend.evolve import after_eval as hook
+        from backend.evolve import after_eval as judge_promotions
 
-        decision = hook(context(engine, step), acc)
+        return judge_promotions(context(engine, step, echo=False), acc)
     except Exception as e:
         engine.say(f"post-eval check failed: {type(e).__name__}: {e}", "error", step)
-        return
-    if decision and decision.get("restore_policy_step") is not None:
-        engine.restore_policy(int(decision["restore_policy_step"]))
-    engine.reload_harness()
+        return None

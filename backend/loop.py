@@ -28,6 +28,7 @@ from backend import evolve_hooks as hooks
 from backend.config import RunConfig
 from backend.dispatch import Control, StopRequested
 from backend.errors import EvoError
+from backend.evolve import Effects
 from backend.envs import held_out_sets, make_env
 from backend.harness.client import WorkerFailure
 from backend.harness.loader import Harness, HarnessError
@@ -370,8 +371,7 @@ class Engine:
                 row = self.train_step(step, progress.start(step))
                 progress.done(row)
                 if cfg.evolve.enabled and step % cfg.evolve.every == 0:
-                    hooks.evolution_round(self, step)
-                    self.reload_harness()
+                    self.apply(hooks.evolution_round(self, step), step)
                 if self._eval_due(step):
                     self._evaluate_and_judge(step)
                 self.metrics.publish()
@@ -396,4 +396,18 @@ class Engine:
         acc = self.evaluate(step)
         self.say(f"validation accuracy at {'start' if step == 0 else f'step {step}'}: {acc:.3f}", step=step)
         if step:
-            hooks.after_eval(self, step, acc)
+            self.apply(hooks.after_eval(self, step, acc), step)
+
+    def apply(self, effects: Effects | None, step: int) -> None:
+        """What evolution changed (`backend.evolve.Effects`), applied to the engine: its log lines,
+        the policy checkpoint a rollback restores, the new active harness."""
+        if effects is None:  # the round or check failed; evolve_hooks logged why
+            return
+        for level, message in effects.log:
+            self.say(message, level, step)
+        if effects.restore_policy_step is not None:
+            self.restore_policy(effects.restore_policy_step)
+        if effects.harness_version is not None and effects.harness is not None:
+            self.harness_version, self.harness = effects.harness_version, effects.harness
+            self.say(f"harness version {self.harness_version} is now active")
+            self.write_harness_file()

@@ -12,35 +12,23 @@ Afterwards the policy, its optimizer state and the generation engine are put
 back exactly as they were: trial rollouts are budget, never training, so a
 run whose trials promote nothing trains bit-identically to a run without them
 (the invariant of issue 15). The incumbent's arm is run once per round and
-reused for every candidate of that round.
+reused for every candidate of that round (`evolve_hooks.EnginePolicy.trial`).
 """
 
 from __future__ import annotations
 
 import copy
 import time
-from dataclasses import dataclass
 
 import torch
 
 from backend.envs import held_out_sets
 from backend.harness.loader import Harness
 from backend.rollout import group_stats
+from backend.types import TrialArm
 
 TRIAL_SEED = 30_000_000
 """Offset of the trial steps' seeds from the training steps' (`Engine.seed_step`)."""
-
-
-@dataclass(frozen=True)
-class TrialArm:
-    """One arm of a trial: the validation verdicts of a policy copy trained under `sha`."""
-
-    sha: str
-    task_ids: list[str]
-    correct: list[bool]
-    rollouts: int
-    """Training rollouts plus validation completions this arm generated (budget)."""
-    seconds: float
 
 
 class PolicySnapshot:
@@ -93,19 +81,6 @@ def run_arm(engine, harness: Harness, step: int, k: int) -> TrialArm:
     finally:
         snap.restore(engine)
     return TrialArm(harness.sha, ids, correct, made + len(ids), time.perf_counter() - t0)
-
-
-def trial(engine, step: int, cache: dict):
-    """The `EvolveContext.trial` callable for round `step`: `(candidate) -> (incumbent arm,
-    candidate arm)`; the incumbent's arm is computed once and kept in `cache`."""
-    k = engine.cfg.evolve.trial_steps
-
-    def run(candidate: Harness) -> tuple[TrialArm, TrialArm]:
-        if "incumbent" not in cache:
-            cache["incumbent"] = run_arm(engine, engine.harness, step, k)
-        return cache["incumbent"], run_arm(engine, candidate, step, k)
-
-    return run
 
 
 def trials_enabled(engine) -> bool:

@@ -3,7 +3,8 @@
 `Generation` is what a policy's generation engine returns and what an
 environment's multi-turn episodes consume, so it lives below both: `policy`
 and `envs` import it from here and never from each other. `Intervention` and
-`Backtest` are the evolution records the store returns and evolution reads.
+`Backtest` are the evolution records the store returns and evolution reads;
+`TrialArm` is what the loop's trials hand to evolution's judgement.
 """
 
 from __future__ import annotations
@@ -108,3 +109,16 @@ class Backtest:
     p_value: float | None = None
     n: int | None = None
     underpowered: bool = False
+
+
+@dataclass(frozen=True)
+class TrialArm:
+    """One arm of a paired trial: the validation verdicts of a policy copy trained under `sha`
+    (`backend.trial` makes them, `backend.evolve.backtest.trial_decision` pairs them)."""
+
+    sha: str
+    task_ids: list[str]
+    correct: list[bool]
+    rollouts: int
+    """Training rollouts plus validation completions this arm generated (budget)."""
+    seconds: float

@@ -111,13 +111,31 @@ def build_run(path, steps: int = 6, seed: int = 0, harness_code: str | None = No
     return store
 
 
+class StandIn:
+    """The live policy's part in a round (`backend.evolve.Policy`), played by a function
+    `probe(harness, n_tasks) -> rollout rows` (`make_probe`); no trials."""
+
+    trials = False
+
+    def __init__(self, probe) -> None:
+        self.probe = probe
+
+    def generate(self, harness: Harness, n_tasks: int) -> list[dict]:
+        return self.probe(harness, n_tasks)
+
+    def trial(self, candidate: Harness):
+        raise AssertionError("the stand-in policy runs no trials")
+
+
 def context(store: Store, step: int | None = None, cfg: RunConfig | None = None, probe=None) -> EvolveContext:
-    """An EvolveContext on the run's active harness whose log writes events."""
+    """An EvolveContext on the run's active harness, with `probe` as its policy's generation
+    (none: replay only), whose log lines are also written as events at once."""
     run = store.run()
     vid = run["harness_version"]
     return EvolveContext(store=store, cfg=cfg or RunConfig(), step=step if step is not None else run["step"],
                          harness_version=vid, harness=Harness.from_code(store.get("harness_versions", vid)["code"]),
-                         probe=probe, log=lambda level, msg: store.log(level, msg, kind="evolve"))
+                         policy=StandIn(probe) if probe is not None else None,
+                         echo=lambda level, msg: store.log(level, msg, kind="evolve"))
 
 
 def make_probe(seed: int = 0, groups: int = 2, group_size: int = 4):

@@ -56,7 +56,7 @@ def test_a_round_skips_repeats_before_their_backtest_and_logs_why(run, monkeypat
     dup = _cand(ctx, ctx.harness.code.replace("\n\n\n", "\n\n"), "Same thing again", template="noop")
     fresh = _cand(ctx, _prompt_change(ctx.harness.code, "Show the answer in tags."), "Prompt B")
     monkeypatch.setattr("backend.evolve.round.offline.propose", lambda *a, **k: [dup, fresh])
-    out = run_round(ctx)
+    out = run_round(ctx).summary
     titles = [run.get("interventions", i)["title"] for i in out["proposed"]]
     assert "Same thing again" not in titles and "Prompt B" in titles  # dropped before any backtest
     assert out["skipped"][0]["title"] == "Same thing again" and "same code" in out["skipped"][0]["reason"]

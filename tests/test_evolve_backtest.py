@@ -63,7 +63,7 @@ def test_honest_fix_passes_on_the_same_run(store):
 
 def test_regression_on_rollouts_an_earlier_promotion_fixed(store):
     store.set_run(auto_promote=1)
-    out = run_round(context(store, probe=make_probe()))
+    out = run_round(context(store, probe=make_probe())).summary
     assert out["harness_version"] == 2
     ctx = context(store)
     strict = replace_name(ctx.harness.code, "extract_answer",

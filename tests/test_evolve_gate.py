@@ -14,7 +14,7 @@ def run(tmp_path):
     s = build_run(tmp_path / "run.db", steps=6)
     add_eval(s, 5, outcomes(40, 12))  # validation 0.30
     ctx = context(s, probe=make_probe())
-    out = run_round(ctx)
+    out = run_round(ctx).summary
     yield s, ctx, out
     s.close()
 
@@ -27,6 +27,11 @@ def apply_command(ctx, cmd):
 def _cmd(store, verb, **arg):
     cid = store.send_command(verb, arg, source="test")
     return store.get("commands", cid)
+
+
+def _unchanged(effects):
+    """The post-eval check rolled nothing back: no harness or policy for the loop to restore."""
+    return effects.harness_version is None and effects.restore_policy_step is None
 
 
 def _lenient(store):
@@ -86,14 +91,16 @@ def test_held_out_drop_rolls_back_to_the_replaced_version(run):
     assert promote(ctx, iid, "test") == 2
     ctx.step = 10
     add_eval(store, 10, outcomes(40, 2))
-    decision = after_eval(ctx, 0.05)  # 0.30 -> 0.05 is beyond rollback_drop 0.1
-    assert decision == {"rollback_to_harness": 1, "restore_policy_step": 6}
+    effects = after_eval(ctx, 0.05)  # 0.30 -> 0.05 is beyond rollback_drop 0.1
+    assert (effects.harness_version, effects.restore_policy_step, effects.skills) == (1, 6, [])
+    assert effects.harness.code == store.get("harness_versions", 1)["code"]
+    assert any(level == "warning" and "rolled back intervention" in m for level, m in effects.log)
     assert store.run()["harness_version"] == 1 and ctx.harness_version == 1
     assert [v["status"] for v in store.rows("SELECT status FROM harness_versions ORDER BY id")] == \
         ["active", "rolled_back"]
     row = store.get("interventions", iid)
     assert row["status"] == "rolled_back" and "0.300 -> 0.050" in row["reason"]
-    assert after_eval(ctx, 0.05) is None  # judged once
+    assert _unchanged(after_eval(ctx, 0.05))  # judged once
     assert store.count("skills") == 0
 
 
@@ -101,10 +108,10 @@ def test_eval_at_the_promotion_step_only_refreshes_the_baseline(run):
     store, ctx, out = run
     promote(ctx, _lenient(store)["id"], "test")
     add_eval(store, 6, outcomes(40, 20))
-    assert after_eval(ctx, 0.5) is None  # same step: no training under v2 yet
+    assert _unchanged(after_eval(ctx, 0.5))  # same step: no training under v2 yet
     ctx.step = 10
     add_eval(store, 10, outcomes(40, 18))
-    assert after_eval(ctx, 0.45) is None  # 0.5 -> 0.45 is within rollback_drop, and not significant
+    assert _unchanged(after_eval(ctx, 0.45))  # 0.5 -> 0.45 is within rollback_drop, and not significant
     assert store.get("interventions", _lenient(store)["id"])["status"] == "promoted"
     assert store.count("skills") == 0
 
@@ -115,7 +122,8 @@ def test_a_promotion_that_helps_becomes_a_skill(run):
     promote(ctx, iid, "test")
     ctx.step = 10
     add_eval(store, 10, outcomes(40, 20))  # 12 -> 20 of the same 40 problems: 8 discordant, all gains
-    assert after_eval(ctx, 0.5) is None
+    effects = after_eval(ctx, 0.5)
+    assert _unchanged(effects) and effects.skills == ["lenient_extraction"]
     (card,) = store.rows("SELECT * FROM skills")
     assert card["name"] == "lenient_extraction" and card["helped"] == 1 and card["domain"] == "math"
     trigger, change, evidence = (loads(card[k]) for k in ("trigger_json", "change_json", "evidence_json"))
@@ -139,7 +147,7 @@ def test_a_validation_rise_without_the_changes_own_paired_gain_teaches_nothing(r
     promote(ctx, iid, "test")
     ctx.step = 10
     add_eval(store, 10, outcomes(40, 20))  # the same validation rise that teaches a skill above
-    assert after_eval(ctx, 0.5) is None
+    assert _unchanged(after_eval(ctx, 0.5))
     assert store.count("skills") == 0
 
 
@@ -149,7 +157,7 @@ def test_a_gain_within_the_noise_teaches_nothing(run):
     promote(ctx, iid, "test")
     ctx.step = 10
     add_eval(store, 10, outcomes(40, 13))  # one more problem of 40: the interval straddles zero
-    assert after_eval(ctx, 0.325) is None
+    assert _unchanged(after_eval(ctx, 0.325))
     assert store.count("skills") == 0
     gain = store.intervention(iid).gain
     assert gain["n"] == 40 and gain["ci_low"] < 0 < gain["ci_high"]
@@ -162,5 +170,5 @@ def test_only_the_validation_split_is_read(run):
     ctx.step = 10
     add_eval(store, 10, outcomes(40, 40), split="test")  # a perfect test score must not teach a skill
     add_eval(store, 10, outcomes(40, 12))
-    assert after_eval(ctx) is None and store.count("skills") == 0
+    assert _unchanged(after_eval(ctx)) and store.count("skills") == 0
     assert store.intervention(iid).judged_acc == pytest.approx(0.3)

@@ -124,7 +124,7 @@ def _llm_rows(store):
 
 def test_llm_proposals_are_recorded_and_backtested(server, store, monkeypatch):
     Stub.mode, Stub.requests[:] = "ok", []
-    out = run_round(_ctx(store, _url(server), monkeypatch))
+    out = run_round(_ctx(store, _url(server), monkeypatch)).summary
     assert out["error"] is None
     req = Stub.requests[-1]
     assert req["path"] == "/v1/chat/completions" and req["auth"] == "Bearer sk-test-123"
@@ -148,7 +148,7 @@ def test_llm_proposals_are_recorded_and_backtested(server, store, monkeypatch):
 ])
 def test_bad_answers_become_failed_proposals(server, store, monkeypatch, mode, reason):
     Stub.mode = mode
-    out = run_round(_ctx(store, _url(server), monkeypatch))
+    out = run_round(_ctx(store, _url(server), monkeypatch)).summary
     assert out["error"] is None
     rows = _llm_rows(store)
     assert rows and all(r["status"] == "failed" for r in rows)
@@ -164,7 +164,7 @@ def test_fenced_single_object_answer_is_accepted(server, store, monkeypatch):
 
 def test_timeout_and_unreachable_endpoints(server, store, monkeypatch):
     Stub.mode = "slow"
-    out = run_round(_ctx(store, _url(server), monkeypatch, timeout=0.3))
+    out = run_round(_ctx(store, _url(server), monkeypatch, timeout=0.3)).summary
     assert out["error"] is None
     assert "request failed: APITimeoutError" in _llm_rows(store)[-1]["reason"]
     free = ThreadingHTTPServer(("127.0.0.1", 0), Stub)
@@ -186,7 +186,7 @@ def test_agent_round_end_to_end_with_evidence_and_history(server, store, monkeyp
     carries the first round's proposals with their verdicts and reasons."""
     Stub.mode, Stub.requests[:] = "replay", []
     store.set_run(auto_promote=1)
-    out = run_round(_ctx(store, _url(server), monkeypatch))
+    out = run_round(_ctx(store, _url(server), monkeypatch)).summary
     assert out["error"] is None
     lenient, prompt, hot = _llm_rows(store)
     assert lenient["status"] == "promoted" and out["promoted"] == lenient["id"]
@@ -201,7 +201,7 @@ def test_agent_round_end_to_end_with_evidence_and_history(server, store, monkeyp
     add_steps(store, 7, 11)
     ctx = _ctx(store, _url(server), monkeypatch)
     ctx.step = 11
-    out = run_round(ctx)
+    out = run_round(ctx).summary
     assert out["error"] is None
     second = Stub.requests[1]["body"]["messages"][-1]["content"]
     history = second[second.index("Earlier proposals"):second.index("Skills that")]

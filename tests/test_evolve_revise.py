@@ -49,7 +49,7 @@ def test_written_diagnostics_load_and_fire_on_their_cluster(texts, contrast, lab
 
 def test_round_proposes_a_diagnostic_for_unlabeled_failures(tmp_path):
     store = build_run(tmp_path / "run.db", steps=6, harness_code=SPARSE)
-    out = run_round(context(store, probe=make_probe()))
+    out = run_round(context(store, probe=make_probe())).summary
     (new,) = [store.get("interventions", i) for i in out["proposed"]
               if store.get("interventions", i)["title"].startswith("New diagnostic")]
     assert new["kind"] == "diagnostic" and new["target"] == "(unlabeled)" and new["proposer"] == "revision"
@@ -63,7 +63,7 @@ def test_round_retires_a_diagnostic_that_disagrees_with_the_evaluator(tmp_path):
                        "    if same_answer(last_number(r.completion), r.answer):\n"
                        "        return 'looks too easy'\n")
     store = build_run(tmp_path / "run.db", steps=6, harness_code=add_definition(DEFAULT, flags_successes))
-    out = run_round(context(store, probe=make_probe()))
+    out = run_round(context(store, probe=make_probe())).summary
     titles = {store.get("interventions", i)["title"]: store.get("interventions", i) for i in out["proposed"]}
     retire = titles["Retire diagnostic 'suspicious'"]
     assert retire["status"] == "passed" and "evaluator-correct" in retire["reason"]

@@ -35,7 +35,7 @@ def test_failure_table_names_the_default_failure(store):
 
 def test_supervised_round_finds_the_lenient_fix_and_waits(store):
     ctx = context(store, probe=make_probe())
-    out = run_round(ctx)
+    out = run_round(ctx).summary
     assert out["error"] is None and out["promoted"] is None
     assert store.run()["harness_version"] == 1
     (lenient,) = _by_title(store, "Lenient")
@@ -55,7 +55,7 @@ def test_supervised_round_finds_the_lenient_fix_and_waits(store):
 def test_auto_round_promotes_the_best_candidate_and_lineage_explains_it(store):
     store.set_run(auto_promote=1)
     ctx = context(store, probe=make_probe())
-    out = run_round(ctx)
+    out = run_round(ctx).summary
     assert out["harness_version"] == 2 == store.run()["harness_version"] == ctx.harness_version
     promoted = store.get("interventions", out["promoted"])
     assert "Lenient" in promoted["title"] and promoted["promoted_step"] == 6
@@ -74,7 +74,7 @@ def test_next_round_builds_on_the_promotion_without_repeating_it(store):
     run_round(context(store, probe=make_probe()))
     add_steps(store, 7, 11)
     before = {r["code"] for r in store.rows("SELECT code FROM interventions")}
-    out = run_round(context(store, step=11, probe=make_probe()))
+    out = run_round(context(store, step=11, probe=make_probe())).summary
     assert out["error"] is None
     new = [store.get("interventions", i) for i in out["proposed"]]
     assert new and all(r["code"] not in before for r in new if r["code"])
@@ -88,7 +88,7 @@ def test_round_never_raises(store, monkeypatch):
     def boom(*a, **k):
         raise RuntimeError("proposer exploded")
     monkeypatch.setattr(offline, "propose", boom)
-    out = run_round(context(store))
+    out = run_round(context(store)).summary
     assert out["error"] == "RuntimeError: proposer exploded"
     assert store.get("rounds", out["round_id"])["summary"].startswith("error:")
     assert store.rows("SELECT * FROM events WHERE level = 'error'")
@@ -97,7 +97,7 @@ def test_round_never_raises(store, monkeypatch):
 def test_probe_failures_fail_only_their_candidate(store):
     def broken_probe(h, n):
         raise RuntimeError("GPU on fire")
-    out = run_round(context(store, probe=broken_probe))
+    out = run_round(context(store, probe=broken_probe)).summary
     assert out["error"] is None
     probed = [r for r in store.rows("SELECT * FROM interventions") if r["kind"] in ("prompt", "sampling", "curriculum")]
     assert probed and all(r["status"] == "failed" and "GPU on fire" in r["reason"] for r in probed)

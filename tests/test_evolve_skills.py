@@ -51,7 +51,7 @@ def test_a_new_run_proposes_from_an_imported_skill(learned, tmp_path):
     ops.import_skills(other, lib)
     assert [c["name"] for c in retrieve(other, [{"label": "no_answer_tag", "share": 0.9}], "math")] == \
         ["lenient_extraction"]
-    out = run_round(context(other, probe=make_probe()))
+    out = run_round(context(other, probe=make_probe())).summary
     shaped = [other.get("interventions", i) for i in out["proposed"]]
     shaped = [r for r in shaped if loads(r["skills_json"])]
     assert shaped and loads(shaped[0]["skills_json"]) == ["lenient_extraction"]

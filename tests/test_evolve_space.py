@@ -143,7 +143,7 @@ def test_rounds_from_the_expert_harness_never_come_back_empty(tmp_path):
         step = 3 * (r + 1)
         if r:
             add_steps(store, step - 2, step, seed=r)
-        out = run_round(context(store, step=step, cfg=cfg, probe=make_probe(seed=r)))
+        out = run_round(context(store, step=step, cfg=cfg, probe=make_probe(seed=r))).summary
         assert out["error"] is None
         fresh = [store.get("interventions", i) for i in out["proposed"]]
         assert len([x for x in fresh if x["code"]]) >= 3, f"round {r} proposed {fresh}"

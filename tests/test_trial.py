@@ -19,7 +19,7 @@ from backend.evolve.backtest import trial_decision
 from backend.loop import Engine
 from backend.progress import StepProgress
 from backend.runs import create_run, harness_code
-from backend.trial import TrialArm
+from backend.types import TrialArm
 
 from conftest import TINY, varying_reward_harness
 
@@ -81,10 +81,11 @@ def test_without_trials_a_curriculum_change_stays_inconclusive_and_says_why(tmp_
     from backend.evolve import EvolveContext
     from backend.harness.loader import Harness
     from backend.config import RunConfig
+    from synthetic_run import StandIn
 
     code = store.get("harness_versions", store.run()["harness_version"])["code"]
     ctx = EvolveContext(store=store, cfg=RunConfig(), step=2, harness_version=store.run()["harness_version"],
-                        harness=Harness.from_code(code), probe=lambda h, n: [])
+                        harness=Harness.from_code(code), policy=StandIn(lambda h, n: []))
     res = submit(ctx, code.replace('"level": 1}', '"level": 2}'), title="Harder curriculum level")
     assert res["verdict"] == "inconclusive"
     assert "needs a trial" in res["reason"] and "evolve.trials is off" in res["reason"]

@@ -1,20 +1,24 @@
 """Co-evolution of the harness: diagnose, revise, propose, backtest, gate, learn skills.
 
-What the loop calls (at step boundaries, in its own process):
+What the loop calls (at step boundaries, in its own process), with the policy
+handle as the one way back to the live policy (`context.py`):
 
-    ctx = EvolveContext(store, cfg, step, harness_version, harness, probe, log)
+    ctx = EvolveContext(store, cfg, step, harness_version, harness, policy)
     if cfg.evolve.enabled and step % cfg.evolve.every == 0:
-        run_round(ctx)                       # never raises; returns a summary dict
-    after_eval(ctx, accuracy)                # after each held-out eval: rollback / skill
+        effects = run_round(ctx)             # never raises; effects.summary says what it did
+    effects = after_eval(ctx, accuracy)      # after each held-out eval: rollback / skill
+
+The loop applies the returned `Effects` (new active harness, policy to restore,
+skills learned, log lines) to itself.
 
 Operator commands (approve, veto, auto-promote) are applied by the engine's one
 dispatcher, `backend/dispatch.py`, through `gate.approve`, `gate.veto` and
 `gate.set_auto_promote`.
 
-The loop reloads the harness whenever runs.harness_version changes.
+After a command the loop follows runs.harness_version (commands come through the database).
 """
 
-from .context import EvolveContext
+from .context import Effects, EvolveContext, Policy
 from .aggregate import failure_table, round_metrics
 from .gate import after_eval, approve, promote, rollback
 from .lineage import lineage
@@ -23,6 +27,6 @@ from .skills import SkillError, export_skills, import_skills
 
 
 __all__ = [
-    "EvolveContext", "run_round", "approve", "promote", "rollback", "after_eval", "lineage",
+    "EvolveContext", "Effects", "Policy", "run_round", "approve", "promote", "rollback", "after_eval", "lineage",
     "failure_table", "round_metrics", "submit", "export_skills", "import_skills", "SkillError",
 ]

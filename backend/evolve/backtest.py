@@ -3,9 +3,11 @@
 Changes that replay can judge (rewards, extraction helpers, filters, the
 advantage rule, diagnostics) are replayed over stored rollouts next to the
 incumbent (see `replay` and `judge`). Changes that only show in fresh
-generations (prompt, sampling, curriculum) get a short probe: the loop's
-`probe(harness, n_tasks)` generates a few groups with the current policy under
-the candidate and under the incumbent, and the two are compared.
+generations (prompt, sampling) get a short probe: the policy handle's
+`generate(harness, n_tasks)` (`context.Policy`) makes a few groups with the
+current policy under the candidate and under the incumbent, and the two are
+compared; changes a probe cannot judge (curriculum, token budget) get a
+paired trial through the same handle (`Policy.trial`).
 
 Every backtest is a `backtests` row (mode, metrics_json, verdict, reason) and
 moves its intervention from backtesting to passed or failed.
@@ -21,7 +23,7 @@ from typing import Any, TYPE_CHECKING
 from backend.harness.loader import Harness, HarnessError
 from backend.harness.semantics import is_dead
 from backend.store.rollouts import split_labels
-from backend.types import Intervention, JSON
+from backend.types import Intervention, JSON, TrialArm
 
 from . import adversarial
 from . import interventions as iv
@@ -162,10 +164,10 @@ def _probe_summary(rows: list[JSON], h: Harness) -> JSON:
 
 def _probe(ctx: EvolveContext, h: Harness) -> list[JSON]:
     """Rollout rows of `h` (the loop sizes the probe: `evolve_hooks.probe_size`)."""
-    assert ctx.probe is not None  # _probe_one fails the candidate first when there is none
+    assert ctx.policy is not None  # _probe_one fails the candidate first when there is none
     cache: dict[str, list[JSON]] = ctx.cache.setdefault("probe", {})
     if h.sha not in cache:  # the incumbent is probed once per round, not once per candidate
-        cache[h.sha] = list(ctx.probe(h, ctx.cfg.evolve.probe_tasks))
+        cache[h.sha] = list(ctx.policy.generate(h, ctx.cfg.evolve.probe_tasks))
     return cache[h.sha]
 
 
@@ -195,7 +197,7 @@ def probe_decision(old_rows: list[JSON], new_rows: list[JSON], min_gain: float, 
     return decide(effect, min_gain, min_effect=min_effect)
 
 
-def trial_decision(old_arm: Any, new_arm: Any, min_gain: float, min_effect: float) -> Decision:
+def trial_decision(old_arm: TrialArm, new_arm: TrialArm, min_gain: float, min_effect: float) -> Decision:
     """Validation verdicts of the two policy copies, paired by problem (exact McNemar test)."""
     if old_arm.task_ids != new_arm.task_ids:
         raise ValueError("the trial's arms were validated on different problems")
@@ -203,8 +205,8 @@ def trial_decision(old_arm: Any, new_arm: Any, min_gain: float, min_effect: floa
     return decide(effect, min_gain, min_effect=min_effect)
 
 
-def _arm_summary(arm: Any) -> JSON:
-    """What a backtest row keeps of one trial arm (`backend.trial.TrialArm`)."""
+def _arm_summary(arm: TrialArm) -> JSON:
+    """What a backtest row keeps of one trial arm."""
     return {"accuracy": statistics.fmean(arm.correct) if arm.correct else 0.0, "n": len(arm.correct),
             "rollouts": arm.rollouts, "seconds": round(arm.seconds, 2)}
 
@@ -213,9 +215,9 @@ def _trial_one(ctx: EvolveContext, row: Intervention, cand: Harness, why: str, t
     """A paired trial (`backend.trial`): k training steps of a policy copy under the candidate
     and under the incumbent, judged on the validation set at fixed difficulty."""
     store, ev = ctx.store, ctx.cfg.evolve
-    assert ctx.trial is not None  # _probe_one asks for a trial only where trials are on
+    assert ctx.policy is not None and ctx.policy.trials  # _probe_one asks for a trial only where trials are on
     try:
-        old_arm, new_arm = ctx.trial(cand)
+        old_arm, new_arm = ctx.policy.trial(cand)
     except Exception as e:  # a trial that crashes is a failed candidate, not a failed round
         return _record(store, row.id, "trial", 0, "failed", f"trial failed: {type(e).__name__}: {e}"[:300],
                        {"evidence": "trial", "why_trial": why}, 0.0, t0)
@@ -230,7 +232,7 @@ def _trial_one(ctx: EvolveContext, row: Intervention, cand: Harness, why: str, t
 def _probe_one(ctx: EvolveContext, row: Intervention) -> JSON:
     store, ev = ctx.store, ctx.cfg.evolve
     t0 = time.perf_counter()
-    if ctx.probe is None:
+    if ctx.policy is None:
         return _record(store, row.id, "probe", 0, "failed", "no probe available for a generation-side change",
                        {}, 0.0, t0)
     try:  # loading runs the candidate's top level in the harness worker, never here
@@ -238,7 +240,7 @@ def _probe_one(ctx: EvolveContext, row: Intervention) -> JSON:
     except HarnessError as e:
         return _record(store, row.id, "probe", 0, "failed", f"candidate does not load: {e}"[:300], {}, 0.0, t0)
     why = needs_trial(cand, ctx.harness)
-    if why and ctx.trial is not None:
+    if why and ctx.policy.trials:
         done = ctx.cache.setdefault("trials", 0)
         if done >= ev.max_trials:
             return _record(store, row.id, "probe", 0, "inconclusive",

@@ -1,21 +1,66 @@
-"""What the loop hands to an evolution round: the store, the config, where the run is.
+"""The protocol between the loop and evolution: what a round gets, and what it gives back.
 
-The loop owns the policy; evolution reaches it only through `probe`, which
-generates a few groups under a given harness and returns rollout rows (the
-same columns as the `rollouts` table, `id` optional), and through `trial`,
-which trains throwaway copies of the policy and returns their validation
-verdicts. `log(level, message)` writes an event; `checkpoint(activity)` is where a round may be paused or stopped.
+A round (and the post-evaluation check) gets an `EvolveContext`: the store, the
+config, the step, the active harness, and a `Policy` handle, the one way
+evolution reaches the live policy (fresh rollouts for a probe, policy copies for
+a trial). It gives back `Effects`: the new active harness, the policy checkpoint
+to restore, the skills learned and the log lines. The store has recorded all of
+it already (the database is the record, and the interface to the TUI); the loop
+applies the effects to itself from the return value, never by reading them back.
+
+    ctx = EvolveContext(store, cfg, step, harness_version, harness, policy)
+    effects = run_round(ctx)          # effects.summary: what the round did
+    engine.apply(effects, step)       # adopt the harness, restore the policy, write the log
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Callable, Protocol
 
 from backend.config import RunConfig
 from backend.harness.loader import Harness
 from backend.store import Store
-from backend.types import JSON
+from backend.types import JSON, TrialArm
+
+
+class Policy(Protocol):
+    """The live policy, as far as evolution may use it. The loop implements it
+    (`backend.evolve_hooks.EnginePolicy`); tests pass a stand-in."""
+
+    @property
+    def trials(self) -> bool:
+        """Whether `trial` may be called (`evolve.trials`; off on the CPU by default)."""
+        ...
+
+    def generate(self, harness: Harness, n_tasks: int) -> list[JSON]:
+        """Fresh rollouts of the current policy under `harness`, scored by it, as rollout rows
+        (not stored): `n_tasks` prompts (or more, where a power calculation asks for more) of a
+        group each. Every call of one round draws the same prompts with the same sampling seeds,
+        so the arms of a probe are paired."""
+        ...
+
+    def trial(self, candidate: Harness) -> tuple[TrialArm, TrialArm]:
+        """(incumbent arm, candidate arm): copies of the policy trained `evolve.trial_steps` steps
+        under each harness and validated; the live policy comes back unchanged."""
+        ...
+
+
+@dataclass
+class Effects:
+    """What evolution changed that the loop must apply to itself."""
+
+    harness_version: int | None = None
+    """The new active harness version (a promotion or a rollback); None: unchanged."""
+    harness: Harness | None = None
+    restore_policy_step: int | None = None
+    """A rollback: restore the policy checkpoint at or before this step."""
+    skills: list[str] = field(default_factory=list)
+    """Skill cards learned or credited."""
+    log: list[tuple[str, str]] = field(default_factory=list)
+    """(level, message) lines for the run's log."""
+    summary: JSON = field(default_factory=dict)
+    """What a round did (proposed, passed, promoted, ...), as stored on its `rounds` row."""
 
 
 @dataclass
@@ -25,16 +70,27 @@ class EvolveContext:
     step: int
     harness_version: int
     harness: Harness
-    probe: Callable[[Harness, int], list[JSON]] | None = None
-    trial: Callable[[Harness], tuple[Any, ...]] | None = None
-    """`(candidate) -> (incumbent arm, candidate arm)`: policy copies trained `evolve.trial_steps`
-    steps under each and validated (`backend.trial`); None where trials are off (the CPU default)."""
-    log: Callable[[str, str], None] = lambda level, message: None
+    policy: Policy | None = None
+    """None: no generation (replay only); a probe's candidate fails with the reason."""
+    echo: Callable[[str, str], None] | None = None
+    """Where log lines go at once as well (an operator command's context: they would be dropped
+    otherwise); a round's lines reach the loop as `effects.log`."""
     checkpoint: Callable[[str], None] = lambda activity: None
     """Say what the round is doing now ("round at step 5: backtesting 2/4") and let the engine honour
     a pause or a stop there (between candidates); may raise the loop's StopRequested."""
     cache: JSON = field(default_factory=dict)
-    """Per-round memo (the incumbent's probe rollouts); the loop may pass a fresh context each round."""
+    """Per-round memo (the incumbent's probe rollouts, trials spent)."""
+    effects: Effects = field(default_factory=Effects)
+
+    def log(self, level: str, message: str) -> None:
+        self.effects.log.append((level, message))
+        if self.echo is not None:
+            self.echo(level, message)
+
+    def adopt(self, version: int, harness: Harness) -> None:
+        """The active harness changed (promotion, rollback): the rest of the round and the loop follow."""
+        self.harness_version, self.harness = version, harness
+        self.effects.harness_version, self.effects.harness = version, harness
 
     def auto_promote(self) -> bool:
         return bool(self.store.run().get("auto_promote"))

@@ -33,6 +33,7 @@ from . import skills as sk
 from . import stats
 from .aggregate import failure_table
 from .backtest import backtest
+from .context import Effects
 from .edit import EditError, definition, reapply, unified_diff
 
 
@@ -62,7 +63,7 @@ def promote(ctx: EvolveContext, intervention_id: int, reason: str) -> int:
     base = _validation(store)  # what the next validation evaluation judges the promotion against
     vid = store.promote_version(row, sha(row.code), ctx.step, replaced, base.get("id"), base.get("accuracy"))
     iv.transition(store, intervention_id, "promoted", reason, version=vid, replaced=replaced, step=ctx.step)
-    ctx.harness_version, ctx.harness = vid, harness
+    ctx.adopt(vid, harness)
     ctx.log("info", f"promoted intervention #{intervention_id} as harness v{vid} ({reason})")
     return vid
 
@@ -81,8 +82,9 @@ def promote_best(ctx: EvolveContext, ids: list[int] | None = None) -> int | None
     return None
 
 
-def rollback(ctx: EvolveContext, intervention_id: int, reason: str) -> JSON:
-    """Return to the version a promotion replaced; record it. Returns the loop's instructions."""
+def rollback(ctx: EvolveContext, intervention_id: int, reason: str) -> int | None:
+    """Return to the version a promotion replaced; record it. The effects carry the harness and
+    the policy step to restore (the promotion's); returns that step."""
     store = ctx.store
     row = iv.get(store, intervention_id)
     back_to = row.replaced_version or row.parent_version
@@ -92,9 +94,10 @@ def rollback(ctx: EvolveContext, intervention_id: int, reason: str) -> JSON:
     store.roll_back_version(row.child_version, back_to)
     iv.transition(store, intervention_id, "rolled_back", reason, version=back_to,
                   restore_policy_step=row.promoted_step)
-    ctx.harness_version, ctx.harness = back_to, Harness.from_code(back["code"])
+    ctx.adopt(back_to, Harness.from_code(back["code"]))
+    ctx.effects.restore_policy_step = row.promoted_step
     ctx.log("warning", f"rolled back intervention #{intervention_id} to harness v{back_to}: {reason}")
-    return {"rollback_to_harness": back_to, "restore_policy_step": row.promoted_step}
+    return row.promoted_step
 
 
 def learn_skill(ctx: EvolveContext, row: Intervention, gain: stats.Effect) -> str | None:
@@ -121,6 +124,7 @@ def learn_skill(ctx: EvolveContext, row: Intervention, gain: stats.Effect) -> st
                                        (row.promoted_step or 1) + 1))
     if row.skills:  # it came from skills: credit them instead of writing a near-copy
         sk.bump(store, row.skills, helped=1, evidence=evidence)
+        ctx.effects.skills += row.skills
         ctx.log("info", f"skills {', '.join(row.skills)} helped again (validation {gain.text()})")
         return row.skills[0]
     name = p.get("name") or (row.names or [""])[0]
@@ -136,6 +140,7 @@ def learn_skill(ctx: EvolveContext, row: Intervention, gain: stats.Effect) -> st
             "change": change, "evidence": evidence, "uses": 0, "helped": 1}
     name, action = sk.upsert(store, card, source=f"run:{run_name}")
     sk.save_global(dict(card, name=name))
+    ctx.effects.skills.append(name)
     ctx.log("info", f"skill '{name}' {action} from intervention #{row.id} (validation {gain.text()})")
     return name
 
@@ -147,17 +152,20 @@ def validation_gain(store: Store, baseline_eval_id: int | None, current: JSON) -
     return stats.paired_binary(a, b, metric="validation_accuracy") if a else None
 
 
-def after_eval(ctx: EvolveContext, accuracy: float | None = None) -> JSON | None:
-    """Judge promotions made since the last evaluation against the latest validation evaluation.
+def after_eval(ctx: EvolveContext, accuracy: float | None = None) -> Effects:
+    """Judge promotions made since the last evaluation against the latest validation evaluation:
+    at most one rollback, skills for the gains. Returns the effects (the harness and policy to
+    restore after a rollback, the skills, the log lines).
     (`accuracy` is the loop's validation accuracy; the store's latest validation row is read for
     the paired comparison, and its accuracy is used when `accuracy` is not given.)"""
     store, cfg = ctx.store, ctx.cfg.evolve
+    ctx.effects = Effects()
     current = _validation(store)
     if accuracy is None:
         accuracy = current.get("accuracy")
     if accuracy is None:
-        return None
-    out = None
+        return ctx.effects
+    rolled_back = False
     for row in store.unjudged_promotions(ctx.step):
         if row.promoted_step == ctx.step:
             # evaluated before any training under the new harness: a fresher baseline, not a verdict
@@ -170,14 +178,15 @@ def after_eval(ctx: EvolveContext, accuracy: float | None = None) -> JSON | None
                          sk.gain_evidence(gain) if gain is not None else None)
         active = store.run()["harness_version"] == row.child_version
         dropped = delta is not None and -delta > cfg.rollback_drop
-        if (dropped or (gain is not None and gain.harmful)) and active and out is None:
+        if (dropped or (gain is not None and gain.harmful)) and active and not rolled_back:
             why = f"validation accuracy fell {base:.3f} -> {accuracy:.3f}" if base is not None else "validation fell"
             why += f" (more than rollback_drop {cfg.rollback_drop})" if dropped or gain is None \
                 else f" significantly ({gain.text()})"
-            out = rollback(ctx, row.id, why)
+            rollback(ctx, row.id, why)
+            rolled_back = True
         elif gain is not None:
             learn_skill(ctx, iv.get(store, row.id), gain)
-    return out
+    return ctx.effects
 
 
 def set_auto_promote(ctx: EvolveContext, on: bool) -> str:

@@ -10,14 +10,15 @@
                    and (in supervised mode) passed ones wait for the operator
 
 `run_round` never raises: an error is logged, stored on the round, and the
-summary says so. The loop keeps training either way.
+summary says so. The loop keeps training either way. It returns the round's
+`Effects` (`context.py`): the harness it promoted, the log lines, the summary.
 """
 
 from __future__ import annotations
 
 import time
 import traceback
-from typing import TYPE_CHECKING, Callable
+from typing import Callable
 
 from backend.types import JSON
 
@@ -27,26 +28,24 @@ from .churn import Rules, normalise
 from . import skills as sk
 from .aggregate import failure_table, round_metrics
 from .backtest import backtest
+from .context import Effects, EvolveContext
 from .gate import promote_best
-
-
-if TYPE_CHECKING:
-    from .context import EvolveContext
 
 
 def _window(ctx: EvolveContext) -> range:
     return range(max(1, ctx.step - ctx.cfg.evolve.window + 1), ctx.step + 1)
 
 
-def run_round(ctx: EvolveContext) -> JSON:
-    """Run a full round; returns a summary dict (also stored on the `rounds` row)."""
+def run_round(ctx: EvolveContext) -> Effects:
+    """Run a full round; returns its effects, with the summary (also stored on the `rounds` row)."""
     t0 = time.perf_counter()
     summary: JSON = {"step": ctx.step, "round_id": None, "proposed": [], "passed": [], "inconclusive": [], "failed": [],
-               "skipped": [], "promoted": None, "harness_version": ctx.harness_version, "error": None}
+                     "skipped": [], "promoted": None, "harness_version": ctx.harness_version, "error": None}
     ctx.cache.clear()
+    ctx.effects = Effects(summary=summary)
     if not ctx.cfg.evolve.enabled:
         summary["error"] = "evolution is disabled (evolve.enabled = false)"
-        return summary
+        return ctx.effects
     try:
         _round(ctx, summary)
     except Exception as e:
@@ -58,7 +57,7 @@ def run_round(ctx: EvolveContext) -> JSON:
             pass  # the store itself is the problem; the loop will notice
     summary["ms"] = round((time.perf_counter() - t0) * 1000, 1)
     _save(ctx, summary)
-    return summary
+    return ctx.effects
 
 
 def _save(ctx: EvolveContext, summary: JSON) -> None:
