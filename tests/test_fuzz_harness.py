@@ -413,7 +413,7 @@ def test_engine_propose_edit_commands_end_failed_with_the_harness_unchanged(run,
     sample = [c for cat in CATEGORIES for c in rng.sample([c for c in must_fail if c.category == cat], 2)]
     sample += rng.sample([c for c in must_fail if c.expect == "runtime"], 4)
     probe = make_probe()
-    monkeypatch.setattr(evolve_hooks, "probe", lambda engine, h, n, step: probe(h, n))
+    monkeypatch.setattr(evolve_hooks.EnginePolicy, "generate", lambda self, h, n: probe(h, n))
     engine = Engine.__new__(Engine)  # the command handling only: no model
     engine.store, engine.run_dir, engine.quiet, engine.control = store, run_dir, True, Control(store)
     engine.lm = SimpleNamespace(device="cpu")  # no model: evolve.trials auto is off on the CPU
