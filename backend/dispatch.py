@@ -7,9 +7,10 @@ it with `commands.check` against the state of that moment.
 Where commands are applied:
 
 - at a **checkpoint** (`Control.checkpoint`: between generation batches,
-  between held-out evaluation batches, between candidates of a round) only the
-  control verbs (pause, resume, stop): the harness of a step in flight never
-  changes under it;
+  between held-out evaluation batches, between candidates of a round, and,
+  through `Control.honour`, before every decoder layer of every forward and
+  backward pass of the policy) only the control verbs (pause, resume, stop):
+  the harness of a step in flight never changes under it;
 - at the **boundary between two steps** every verb (the loop passes an
   `EvolveContext`), and while the run is paused there, as they come.
 
@@ -77,6 +78,13 @@ class Control:
             self._polled = now
             self._waiting = any(c["verb"] in ("pause", "stop") for c in self.store.pending_commands())
         return self._waiting
+
+    def honour(self) -> None:
+        """Inside a long pass of the model (called before every decoder layer,
+        `backend/policy/interrupt.py`): nothing unless a stop was asked for or a pause or stop
+        command waits; then the checkpoint (wait out the pause in place, or raise StopRequested)."""
+        if self.interrupting():
+            self.checkpoint()
 
     def checkpoint(self, activity: str | None = None, context: Callable[[], "EvolveContext"] | None = None) -> None:
         """Apply waiting commands (control verbs only, or every verb given a `context`), wait here

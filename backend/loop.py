@@ -40,6 +40,7 @@ from backend.policy import checkpoint as ckpt
 from backend.policy import retention
 from backend.policy.generate import GenerationInterrupted, make_engine
 from backend.policy.grpo import GRPOTrainer, Sample
+from backend.policy.interrupt import watch as watch_layers
 from backend.policy.load import load_fast_policy
 from backend.policy.model import chat_ids
 from backend.rollout import (Scored, agreement, diagnosis_rows, from_episode, group_stats,
@@ -92,6 +93,7 @@ class Engine:
                                   batch_size=cfg.model.gen_batch,
                                   log=self.say)  # auto's choice and vLLM's LoRA versions go to the run's log
         self.trainer = GRPOTrainer(self.lm.model, self.lm.tokenizer, cfg.train, self.lm.device)
+        watch_layers(self.lm.model, self.control.honour)  # a pause or a stop is honoured inside any pass
         if adapter:
             ckpt.load_trainer_state(Path(adapter), self.trainer.opt)
         self.metrics = MetricsExport.open(self.run_dir, cfg.report_to, store, warn=lambda m: self.say(m, "warn"))
@@ -125,9 +127,11 @@ class Engine:
         return min(int(self.harness.sampling.get("max_new_tokens", 128)), self.cfg.train.max_new_tokens_cap)
 
     def generate_fn(self, prompts, max_new_tokens, temperature, top_p):
-        """Generate one batch, honouring a pause or a stop before it and, where the engine can be
-        interrupted (transformers generate), during it: a batch cut short is drawn again after the
-        checkpoint from the same random state, so a pause changes no sample."""
+        """Generate one batch, honouring a pause or a stop before it and during it: inside the
+        model's layers (transformers generate; the engine's layer watch), or, where an engine with
+        its own kernels can be interrupted (the fast engine), by cutting the batch short; such a
+        batch is drawn again after the checkpoint from the same random state, so a pause changes
+        no sample."""
         while True:
             self.control.checkpoint()
             state = _rng_state()

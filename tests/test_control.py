@@ -18,10 +18,11 @@ import pytest
 import torch
 
 from backend.config import RunConfig
-from backend.dispatch import Control
+from backend.dispatch import Control, StopRequested
 from backend.harness.loader import Harness
 from backend.loop import Engine
 from backend.policy.generate import GenerationInterrupted
+from backend.policy.interrupt import between_layers
 from backend.store import Store
 from backend.types import Generation
 from synthetic_run import add_eval, build_run, outcomes
@@ -168,24 +169,120 @@ def test_a_batch_cut_short_by_a_pause_is_drawn_again_from_the_same_random_state(
         ["pause", "resume"]
 
 
-def test_transformers_generation_is_cut_short_when_asked_and_unchanged_otherwise():
-    """The CPU default engine (transformers generate) over a tiny random Llama: an `interrupt` that
-    never fires changes no sample; one that fires ends the batch within a token."""
+def _tiny_llama(layers: int = 2):
     from transformers import LlamaConfig, LlamaForCausalLM
 
+    cfg = LlamaConfig(vocab_size=64, hidden_size=16, intermediate_size=32, num_hidden_layers=layers,
+                      num_attention_heads=2, num_key_value_heads=2, eos_token_id=1, pad_token_id=0)
+    torch.manual_seed(0)
+    return LlamaForCausalLM(cfg).eval()
+
+
+class _StopAt:
+    """A layer check that raises StopRequested at its n-th call (counting every call)."""
+
+    def __init__(self, n: int | None) -> None:
+        self.n, self.calls = n, 0
+
+    def __call__(self) -> None:
+        self.calls += 1
+        if self.n is not None and self.calls >= self.n:
+            raise StopRequested()
+
+
+def test_a_stop_inside_transformers_generate_is_raised_between_two_layers_of_the_prefill():
+    """The CPU default engine (transformers generate) over a tiny random Llama: the layer watch
+    changes no sample when it never fires, and a stop asked for inside the prompt's prefill (the
+    longest pass there is) leaves before the next decoder layer runs."""
     from backend.policy.generate import HFEngine
 
-    cfg = LlamaConfig(vocab_size=64, hidden_size=16, intermediate_size=32, num_hidden_layers=1, num_attention_heads=2,
-                      num_key_value_heads=2, eos_token_id=1, pad_token_id=0)
-    torch.manual_seed(0)
+    model = _tiny_llama(layers=2)
     tok = SimpleNamespace(pad_token_id=0, eos_token_id=1, decode=lambda ids, skip_special_tokens=True: "")
-    hf = HFEngine(LlamaForCausalLM(cfg).eval(), tok, "cpu")
+    hf = HFEngine(model, tok, "cpu")
     prompts = [[5, 6, 7], [8, 9]]
     torch.manual_seed(1)
     plain = [g.ids for g in hf.generate(prompts, 24, 1.0, 1.0)]
+    never = _StopAt(None)
+    with between_layers(model, never):
+        torch.manual_seed(1)
+        assert [g.ids for g in hf.generate(prompts, 24, 1.0, 1.0)] == plain
+    assert never.calls >= 2 * 2  # both layers, the prefill and at least one decode step
+    stop = _StopAt(2)  # before the prefill's second layer
+    with between_layers(model, stop), pytest.raises(StopRequested):
+        hf.generate(prompts, 24, 1.0, 1.0)
+    assert stop.calls == 2
+    hf.generate(prompts, 4, 1.0, 1.0)  # the hooks left with the block
+    assert stop.calls == 2
+
+
+def test_a_stop_inside_a_training_backward_leaves_the_policy_as_it_was():
+    """The trainer's micro-batch: 2 layers forward (2 checks), then the backward pass reaches the
+    layers' outputs; a stop raised there drops the update (the optimizer never stepped)."""
+    from backend.config import TrainConfig
+    from backend.policy.grpo import GRPOTrainer, Sample
+
+    model = _tiny_llama(layers=2)
+    cfg = TrainConfig(lr=0.1, micro_batch=4, logprob_chunk=4, auto_micro_batch=False)
+    trainer = GRPOTrainer(model, SimpleNamespace(pad_token_id=0), cfg, "cpu")
+    samples = [Sample([5, 6, 7], [8, 9, 10], [1, 1, 1], 1.0), Sample([5, 6], [11, 12], [1, 1], -1.0)]
+    before = {n: p.detach().clone() for n, p in model.named_parameters()}
+    stop = _StopAt(3)  # the forward asks twice; the third ask is the backward's
+    with between_layers(model, stop), pytest.raises(StopRequested):
+        trainer.step(samples)
+    assert stop.calls == 3
+    assert all(torch.equal(p, before[n]) for n, p in model.named_parameters())
+    assert not trainer.opt.state  # no optimizer step was taken
+    counted = _StopAt(None)
+    with between_layers(model, counted):
+        trainer.step(samples)  # uninterrupted, the same update trains
+    assert counted.calls == 4 and not all(torch.equal(p, before[n]) for n, p in model.named_parameters())
+
+
+def test_inside_a_pass_a_pause_waits_in_place_and_a_stop_raises(tmp_path):
+    """`Control.honour`, what the engine's layer watch calls: nothing while no command waits; with
+    a pause it waits where it is (the run paused, the activity "paused") until resumed."""
+    store = build_run(tmp_path / "run.db", steps=1)
+    store.set_run(status="running")
+    control = Control(store)
+    control.report("step 2/3: train")
+    t0 = time.monotonic()
+    control.honour()
+    assert time.monotonic() - t0 < 0.5
+    _send(store.path, "pause")
+    control._polled = 0.0  # the next ask reads the table now (it reads at most every POLL_S)
+    seen = {}
+
+    def resume_later():
+        time.sleep(0.6)
+        s = Store.open(store.path, readonly=True)
+        seen["run"] = s.run()
+        s.close()
+        _send(store.path, "resume")
+
+    t = _later(0.0, resume_later)
+    t0 = time.monotonic()
+    control.honour()
+    t.join()
+    assert time.monotonic() - t0 >= 0.6
+    assert seen["run"]["status"] == "paused" and seen["run"]["activity"] == "paused"
+    assert store.run()["activity"] == "step 2/3: train" and store.run()["status"] == "running"
+    _send(store.path, "stop")
+    control._polled = 0.0
+    with pytest.raises(StopRequested):
+        control.honour()
+
+
+def test_the_fast_engine_is_cut_short_between_decode_steps_and_unchanged_otherwise():
+    from backend.policy.fastgen import FastEngine
+    from test_fastgen import Tok, tiny
+
+    eng = FastEngine(tiny(lora=False), Tok(), "cpu")
+    prompts = [[5, 6, 7], [8, 9]]
     torch.manual_seed(1)
-    assert [g.ids for g in hf.generate(prompts, 24, 1.0, 1.0, interrupt=lambda: False)] == plain
+    plain = [g.ids for g in eng.generate(prompts, 16, 1.0, stop_at_eos=False)]
+    torch.manual_seed(1)
+    assert [g.ids for g in eng.generate(prompts, 16, 1.0, stop_at_eos=False, interrupt=lambda: False)] == plain
     asked = []
     with pytest.raises(GenerationInterrupted):
-        hf.generate(prompts, 24, 1.0, 1.0, interrupt=lambda: asked.append(1) or len(asked) >= 3)
-    assert len(asked) == 3
+        eng.generate(prompts, 16, 1.0, stop_at_eos=False, interrupt=lambda: asked.append(1) or len(asked) >= 3)
+    assert len(asked) == 3  # the prefill's chunk, then two decode steps

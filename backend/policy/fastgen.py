@@ -43,6 +43,7 @@ import os
 import torch
 import torch.nn.functional as F
 
+from backend.policy.interrupt import GenerationInterrupted
 from backend.policy.shape import Spec, unwrap
 from backend.policy.stops import eos_ids
 from backend.types import Generation
@@ -171,6 +172,8 @@ class FastEngine:
     """Prefill + CUDA-graph decode for Llama-shaped models; same interface as HFEngine."""
 
     name = "fast"
+    interruptible = True
+    """`generate(..., interrupt=)` is asked between prefill chunks and between decode steps."""
 
     def __init__(self, model, tokenizer, device, max_batch: int = 0, use_graphs: bool | None = None,
                  compile: bool = False, kernels: str = "auto", sampler: str = "auto",
@@ -435,8 +438,10 @@ class FastEngine:
 
     @torch.no_grad()
     def generate(self, prompts: list[list[int]], max_new_tokens: int, temperature: float = 1.0,
-                 top_p: float = 1.0, stop_at_eos: bool = True) -> list[Generation]:
-        """Sample continuations; `stop_at_eos=False` decodes every row to the end (benchmarks)."""
+                 top_p: float = 1.0, stop_at_eos: bool = True, interrupt=None) -> list[Generation]:
+        """Sample continuations; `stop_at_eos=False` decodes every row to the end (benchmarks).
+        `interrupt`: a cheap callable; once it says yes the batch is dropped and
+        `GenerationInterrupted` raised (the loop honours a pause or a stop, then draws it again)."""
         if not prompts:
             return []
         if self._fingerprint() != self._fp:  # an optimizer step or adapter load since the last merge
@@ -445,7 +450,8 @@ class FastEngine:
         cap = self._batch_cap(width, max_new_tokens)
         out: list[Generation] = []
         for i in range(0, len(prompts), cap):
-            out.extend(self._generate(prompts[i:i + cap], max_new_tokens, temperature, top_p, stop_at_eos))
+            out.extend(self._generate(prompts[i:i + cap], max_new_tokens, temperature, top_p, stop_at_eos,
+                                      interrupt or _never))
         return out
 
     def _load_prompts(self, prompts, max_new: int) -> tuple[Workspace, torch.Tensor, torch.Tensor]:
@@ -477,7 +483,7 @@ class FastEngine:
             rows = slice(r0, min(B, r0 + chunk))
             yield rows, self._prefill(ws, ids[rows], pad[rows], rows)
 
-    def _generate(self, prompts, max_new, temperature, top_p, stop_at_eos) -> list[Generation]:
+    def _generate(self, prompts, max_new, temperature, top_p, stop_at_eos, interrupt) -> list[Generation]:
         n, P = len(prompts), max(len(p) for p in prompts)
         ws, ids, pad = self._load_prompts(prompts, max_new)
         B = ws.B
@@ -491,11 +497,13 @@ class FastEngine:
         tok0 = torch.empty(B, dtype=torch.long, device=self.device)
         lp0 = torch.empty(B, dtype=torch.float32, device=self.device)
         for rows, logits in self._prefill_rows(ws, ids, pad):
+            _cut_if(interrupt)
             tok0[rows], lp0[rows] = sample(logits, ws.temp, ws.top_p, mode)
         ws.col.fill_(P - 1)  # _record advances it to P, the first decode column
         self._record(ws, tok0, lp0)
         steps = 1
         for k in range(max_new - 1):
+            _cut_if(interrupt)
             bucket = self._bucket(ws, P + k)
             self._run_step(ws, bucket, mode)
             steps += 1
@@ -554,6 +562,16 @@ class FastEngine:
             text = self.tok.decode([t for t in ids if t not in self.eos_ids], skip_special_tokens=True)
             gens.append(Generation(ids=ids, text=text, finish=finish, logprobs=lrow[:cut]))
         return gens
+
+
+def _never() -> bool:
+    return False
+
+
+def _cut_if(interrupt) -> None:
+    """Drop the batch in flight when `interrupt()` says yes (a pause or a stop waits)."""
+    if interrupt():
+        raise GenerationInterrupted()
 
 
 def _round_batch(n: int) -> int:

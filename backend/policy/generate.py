@@ -15,10 +15,14 @@ Engines, chosen by `model.engine` (auto picks the first that works here):
 - `hf`: plain transformers `generate` (works everywhere; the CPU default).
 
 Engines return token ids (and, where they have them, per-token log-probs)
-so the trainer never re-tokenizes text. An engine with `interruptible = True`
-also takes `interrupt=`, a cheap callable asked once per generated token: when
-it says yes, the batch is cut short and `GenerationInterrupted` raised (the
-loop then honours a pause or a stop and draws the batch again).
+so the trainer never re-tokenizes text. Engines that run the model's own
+modules (`hf`, `static`) are paused and stopped from inside, before any decoder
+layer of any forward (the loop's `backend/policy/interrupt.py` watch; a pause
+waits there, in place). An engine with its own kernels and
+`interruptible = True` (`fast`) also takes `interrupt=`, a cheap callable asked
+between prefill chunks and decode steps: when it says yes, the batch is cut
+short and `GenerationInterrupted` raised (the loop then honours a pause or a
+stop and draws the batch again from the same random state).
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ import os
 
 import torch
 
+from backend.policy.interrupt import GenerationInterrupted as GenerationInterrupted  # the loop catches it
 from backend.policy.stops import eos_ids, finish_at_eos
 from backend.types import Generation
 
@@ -44,27 +49,10 @@ def left_pad(prompts: list[list[int]], pad: int) -> tuple[torch.Tensor, torch.Te
     return ids, mask
 
 
-class GenerationInterrupted(Exception):
-    """`interrupt()` said yes during a batch; its partial completions are dropped."""
-
-
-class _Interrupt:
-    """A transformers stopping criterion that ends every sequence once `ask()` says yes."""
-
-    def __init__(self, ask) -> None:
-        self.ask = ask
-        self.fired = False
-
-    def __call__(self, input_ids, scores, **kwargs) -> torch.BoolTensor:
-        self.fired = self.fired or bool(self.ask())
-        return torch.full((input_ids.shape[0],), self.fired, dtype=torch.bool, device=input_ids.device)
-
-
 class HFEngine:
     """Batched sampling with transformers `generate` (left padding)."""
 
     name = "hf"
-    interruptible = True
 
     def __init__(self, model, tokenizer, device, batch_size: int = 64, **generate_kw):
         self.model = model
@@ -82,13 +70,13 @@ class HFEngine:
 
     @torch.no_grad()
     def generate(self, prompts: list[list[int]], max_new_tokens: int, temperature: float = 1.0,
-                 top_p: float = 1.0, interrupt=None) -> list[Generation]:
+                 top_p: float = 1.0) -> list[Generation]:
         out: list[Generation] = []
         for i in range(0, len(prompts), self.batch_size):
-            out.extend(self._batch(prompts[i:i + self.batch_size], max_new_tokens, temperature, top_p, interrupt))
+            out.extend(self._batch(prompts[i:i + self.batch_size], max_new_tokens, temperature, top_p))
         return out
 
-    def _batch(self, prompts, max_new_tokens, temperature, top_p, interrupt=None) -> list[Generation]:
+    def _batch(self, prompts, max_new_tokens, temperature, top_p) -> list[Generation]:
         pad = self.tok.pad_token_id
         ids, mask = left_pad(prompts, pad)
         width = ids.shape[1]
@@ -97,14 +85,7 @@ class HFEngine:
                   eos_token_id=self.eos_ids, **self.generate_kw)
         if not greedy:
             kw.update(temperature=temperature, top_p=top_p, top_k=0)
-        stop = _Interrupt(interrupt) if interrupt is not None else None
-        if stop is not None:
-            from transformers import StoppingCriteriaList
-
-            kw["stopping_criteria"] = StoppingCriteriaList([stop])
         seqs = self.model.generate(input_ids=ids.to(self.device), attention_mask=mask.to(self.device), **kw)
-        if stop is not None and stop.fired:
-            raise GenerationInterrupted()
         gens = []
         for row in seqs[:, width:].tolist():  # (B, <= max_new_tokens)
             toks, finish = finish_at_eos(row, self.eos_ids)
