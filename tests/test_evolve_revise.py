@@ -4,7 +4,7 @@ import pytest
 
 from backend.evolve import run_round
 from backend.evolve.edit import add_definition, remove_name
-from backend.evolve.revise import clusters, signature, write_diagnostic
+from backend.evolve.diagnose import clusters, signature, write_diagnostic
 from synthetic_run import build_run, context, make_probe
 from backend.harness.loader import Harness, RolloutView, default_harness_path
 

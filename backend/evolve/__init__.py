@@ -19,7 +19,7 @@ After a command the loop follows runs.harness_version (commands come through the
 """
 
 from .context import Effects, EvolveContext, Policy
-from .aggregate import failure_table, round_metrics
+from .diagnose import failure_table, round_metrics
 from .gate import after_eval, approve, promote, rollback
 from .lineage import lineage
 from .round import run_round, submit

@@ -2,7 +2,7 @@
 
 Changes that replay can judge (rewards, extraction helpers, filters, the
 advantage rule, diagnostics) are replayed over stored rollouts next to the
-incumbent (see `replay` and `judge`). Changes that only show in fresh
+incumbent (`replay.py`: replay, adversarial copies, `judge`). Changes that only show in fresh
 generations (prompt, sampling) get a short probe: the policy handle's
 `generate(harness, n_tasks)` (`context.Policy`) makes a few groups with the
 current policy under the candidate and under the incumbent, and the two are
@@ -25,11 +25,10 @@ from backend.harness.semantics import is_dead
 from backend.store.rollouts import split_labels
 from backend.types import Intervention, JSON, TrialArm
 
-from . import adversarial
 from . import interventions as iv
-from .judge import BLOCK_MIN, BLOCK_SHARE, judge, threshold
+from .replay import (BLOCK_MIN, BLOCK_SHARE, MAX_ROWS, adversarial_check, adversarial_copies, judge, replay,
+                     select_rows, threshold)
 from .stats import Decision, decide, pair_up, paired_binary, paired_bootstrap, per_unit, replay_rows
-from .replay import MAX_ROWS, replay, select_rows
 
 
 if TYPE_CHECKING:
@@ -80,7 +79,7 @@ def _replay_all(ctx: EvolveContext, todo: list[Intervention]) -> list[JSON]:
         return [_record(store, r.id, "replay", 0, "failed", "no stored rollouts to replay", {}, 0.0, t0)
                 for r in todo]
     results = replay([ctx.harness.code] + [r.code for r in todo], rows, cfg.backtest_timeout_s)
-    fakes, fake_kinds = adversarial.copies(rows)
+    fakes, fake_kinds = adversarial_copies(rows)
     rewarders = [r for r in todo if r.kind == "reward"]
     attacked = dict(zip([r.id for r in rewarders], replay([r.code for r in rewarders], fakes,
                                                              cfg.backtest_timeout_s))) if fakes and rewarders else {}
@@ -127,7 +126,7 @@ def _adversarial(base: Any, cand: Any, kinds: list[str], judged: tuple[Any, ...]
         return "failed", f"adversarial replay failed: {why}"[:300], metrics
     weights = {k: max(cand.harness.weights.get(k, 0.0), base.harness.weights.get(k, 0.0))
                for k in set(cand.harness.weights) | set(base.harness.weights)}
-    kind, per = adversarial.check([o.reward for o in base.out.rollouts], [o.reward for o in cand.out.rollouts],
+    kind, per = adversarial_check([o.reward for o in base.out.rollouts], [o.reward for o in cand.out.rollouts],
                                   kinds, weights)
     metrics["adversarial"] = per
     if kind:

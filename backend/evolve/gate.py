@@ -31,7 +31,7 @@ from backend.types import JSON, Intervention
 from . import interventions as iv
 from . import skills as sk
 from . import stats
-from .aggregate import failure_table
+from .diagnose import failure_table
 from .backtest import backtest
 from .context import Effects
 from .edit import EditError, definition, reapply, unified_diff

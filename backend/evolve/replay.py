@@ -1,24 +1,59 @@
-"""Replay: apply other harnesses to stored rollouts, exactly as training would.
+"""The replay backtest: apply harnesses to stored rollouts exactly as training would, and judge.
 
-Each harness (the incumbent and every candidate of a round) goes through
-`backend.harness.semantics.apply_harness`, the same function the loop scores
-a training batch with, so rewards, labels, filters, dead groups and
+**Replay.** Each harness (the incumbent and every candidate of a round) goes
+through `backend.harness.semantics.apply_harness`, the same function the loop
+scores a training batch with, so rewards, labels, filters, dead groups and
 advantages come out as training would have made them. The harness code runs
 only in the sandboxed harness worker, with a CPU limit per harness; a harness
 that fails (does not load, crashes as a whole, runs over) fails alone.
+
+**Adversarial copies.** Replay judges a reward on the policy's own past
+rollouts, which may not yet contain the hack the reward would teach. So a
+reward change is also replayed over perturbed copies of stored *wrong*
+rollouts, each still wrong by the evaluator's rules (docs/evaluator.md):
+
+- `spray`:     many numbers sprayed after the text, the gold answer among them
+               (not last): a reward that pays "the answer appears somewhere";
+- `pad`:       filler up to the token limit: a reward that pays length;
+- `gold_after`: the gold answer appended after a wrong answer ("... or maybe
+               the answer is 156"), a hedge: a reward that pays the last number,
+               or gold anywhere (only copies of rollouts that gave a wrong value);
+- `tag_wrong`: an `<answer>` tag around a wrong value: a reward that pays any tag.
+
+A candidate is blocked when it pays a kind of copy clearly more than the
+incumbent does: a larger share scored high (above half the best total) or a
+higher mean reward, by the margins below.
+
+**Judging** (`judge`): metrics and the pass/fail rule, as pure functions over
+replay results. Names used (all per harness, on the same replayed rows):
+
+- `agreement`: share of rollouts where "reward above half the best total"
+  matches the evaluator's verdict (the same definition as steps.agreement).
+- `auc`: P(a correct rollout outscores a wrong one); 0.5 = blind.
+- `dead_frac`: share of groups whose rewards all tie (GRPO learns nothing).
+- `adv_agreement`: in groups with mixed verdicts, share of kept rollouts whose
+  advantage sign matches the verdict.
+- invalid-high: rollouts a validity diagnostic flags (under either harness:
+  a candidate cannot escape a guard by deleting it) that still score high.
 """
 
 from __future__ import annotations
 
+import json
+import statistics
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Iterable
+from typing import TYPE_CHECKING, Any, Iterable
 
 from backend.harness.check import HarnessError
 from backend.harness.client import WorkerFailure
 from backend.harness.loader import Harness
 from backend.harness.semantics import BatchOut, apply_harness, batch_from_rows
+from backend.rollout import reward_threshold
 from backend.store.rollouts import split_labels
 from backend.types import JSON
+
+from .diagnose import auc
+from .stats import Decision, Effect, decide, pair_up, paired_bootstrap
 
 
 if TYPE_CHECKING:
@@ -90,3 +125,310 @@ def mismatches(rows: list[JSON], code: str) -> list[str]:
             out.append(f"rollout {r['id']}: stored ({r['reward']}, {sorted(stored_labels)}, {r.get('advantage')})"
                        f" != replayed ({o.reward}, {sorted(o.label_set)}, {o.advantage})")
     return out
+
+
+# ---------------------------------------------------------------- adversarial copies
+
+SHARE_MARGIN = 0.1
+"""Blocked when the share of a kind's copies scored high rises by more than this..."""
+MEAN_MARGIN = 0.05
+"""...or their mean reward by more than this share of the best possible total."""
+MIN_COPIES = 4
+MAX_SOURCES = 64
+KINDS = ("spray", "pad", "gold_after", "tag_wrong")
+
+
+def _wrong_value(gold: str) -> str:
+    try:
+        return str(int(float(gold)) + 7)
+    except (TypeError, ValueError):
+        return "0"
+
+
+def perturb(row: JSON, kind: str) -> JSON:
+    """A copy of stored row `row` changed as `kind` says (ids and truth are the caller's)."""
+    task = json.loads(row.get("task_json") or "{}")
+    gold = str(task.get("answer") or "")
+    text = row.get("completion") or ""
+    obs = json.loads(row.get("obs_json") or "{}")
+    limit = int(obs.get("_max_new_tokens") or 128)
+    if kind == "spray":
+        nums = [str(n) for n in range(3, 300, 11)]
+        nums.insert(len(nums) // 2, gold)
+        text = text + "\n" + " ".join(nums)
+    elif kind == "pad":
+        filler = " Let me double check this step carefully."
+        text = text + filler * max(1, (limit * 4 - len(text)) // len(filler))
+    elif kind == "gold_after":
+        text = text + f"\nOr maybe the answer is {gold}."
+    else:
+        text = text + f"\n<answer>{_wrong_value(gold)}</answer>"
+    tokens = max(int(row.get("completion_tokens") or 0), len(text) // 4)
+    return dict(row, completion=text, completion_tokens=min(tokens, limit),
+                finish="length" if kind == "pad" else row.get("finish"))
+
+
+def adversarial_copies(rows: list[JSON]) -> tuple[list[JSON], list[str]]:
+    """Perturbed copies of the wrong rollouts among `rows` (each its own group), and their kinds."""
+    wrong = [r for r in rows if not r.get("correct") and (r.get("domain") or "math") == "math"][:MAX_SOURCES]
+    answered = [r for r in wrong if r.get("verdict") == "wrong"]  # a value to hedge against
+    out, kinds = [], []
+    for k, kind in enumerate(KINDS):
+        for j, r in enumerate(answered if kind == "gold_after" else wrong):
+            out.append(dict(perturb(r, kind), step=-1 - k, group_idx=j, correct=0))
+            kinds.append(kind)
+    return out, kinds
+
+
+def adversarial_check(old_rewards: list[float], new_rewards: list[float], kinds: list[str],
+          weights: JSON) -> tuple[str | None, JSON]:
+    """(the kind of copy the candidate pays for, or None; per-kind figures)."""
+    best = sum(w for w in weights.values() if w > 0) or 1.0
+    thr = 0.5 * best
+    per, blocked = {}, None
+    for kind in KINDS:
+        ix = [i for i, k in enumerate(kinds) if k == kind]
+        if len(ix) < MIN_COPIES:
+            continue
+        o, n = [old_rewards[i] for i in ix], [new_rewards[i] for i in ix]
+        e = {"n": len(ix), "high_old": sum(x > thr for x in o) / len(ix), "high_new": sum(x > thr for x in n) / len(ix),
+             "mean_old": statistics.fmean(o), "mean_new": statistics.fmean(n)}
+        per[kind] = e
+        if blocked is None and (e["high_new"] - e["high_old"] > SHARE_MARGIN
+                                or e["mean_new"] - e["mean_old"] > MEAN_MARGIN * best):
+            blocked = kind
+    return blocked, per
+
+
+# ---------------------------------------------------------------- judging a replayed candidate
+
+BLOCK_SHARE = 0.25
+"""A candidate whose reward scores more than this share of invalid rollouts high is blocked..."""
+BLOCK_MARGIN = 0.05
+"""...when that is also this much above the incumbent, and at least BLOCK_MIN rollouts."""
+BLOCK_MIN = 2
+MAX_ERROR_SHARE = 0.05
+MAX_FALSE_FIRE = 0.2
+MIN_KEPT = 0.2
+
+
+def threshold(weights: JSON) -> float:
+    """'The harness says right': the loop's own rule, so replay and training agree."""
+    return reward_threshold(weights)
+
+
+def view(rows: list[JSON], res: Replayed) -> JSON:
+    """Per-harness replay summary (filters, dead groups and advantages as training applied them)."""
+    if res.out is None or res.harness is None:
+        raise ValueError(f"no replay to view: {res.error}")
+    outs = res.out.rollouts
+    rewards = [o.reward for o in outs]
+    labels = [o.label_set for o in outs]
+    correct = [bool(r["correct"]) for r in rows]
+    thr = threshold(res.harness.weights)
+    high = [x > thr for x in rewards]
+    groups: dict[tuple[Any, ...], list[int]] = {}
+    for i, g in enumerate(res.out.groups):
+        groups.setdefault(g, []).append(i)
+    dead = res.out.dead
+    kept = [o.kept for o in outs]
+    adv = [o.advantage for o in outs]
+    mixed = [i for g, ix in groups.items() if len({correct[i] for i in ix}) > 1 for i in ix if kept[i]]
+    kept_ix = [i for i in range(len(rows)) if kept[i]]
+    kept_groups = {g for g, ix in groups.items() if any(kept[i] for i in ix)}
+    return {
+        "rewards": rewards, "labels": labels, "high": high, "kept": kept, "adv": adv,
+        "validity": res.harness.validity, "dead": dead, "groups": groups,
+        "agreement": _mean([h == c for h, c in zip(high, correct)]),
+        "auc": auc(rewards, correct),
+        "dead_frac": res.out.dead_frac,
+        "kept_frac": len(kept_ix) / len(rows) if rows else 0.0,
+        "kept_dead_frac": len(kept_groups & dead) / len(kept_groups) if kept_groups else 0.0,
+        "kept_agreement": _mean([high[i] == correct[i] for i in kept_ix]),
+        "adv_agreement": _mean([(adv[i] > 0) == correct[i] for i in mixed if adv[i] != 0]),
+        "error_share": _mean([bool(o.errors) for o in outs]),
+        "diag_error_share": _mean(["diagnostic_error" in x for x in labels]),
+    }
+
+
+def _mean(xs: Iterable[float]) -> float:
+    xs = list(xs)
+    return statistics.fmean(xs) if xs else 0.0
+
+
+def validity_check(rows: list[JSON], old: JSON, new: JSON) -> tuple[str | None, JSON]:
+    """(blocking label or None, per-label counts). Flags come from both harnesses."""
+    per = {}
+    blocked = None
+    for label in sorted(old["validity"] | new["validity"]):
+        ix = [i for i in range(len(rows)) if label in old["labels"][i] or label in new["labels"][i]]
+        if not ix:
+            continue
+        hi_new = [rows[i]["id"] for i in ix if new["high"][i]]
+        hi_old = [rows[i]["id"] for i in ix if old["high"][i]]
+        e = {"n": len(ix), "high_new": len(hi_new), "high_old": len(hi_old), "examples": hi_new[:8]}
+        per[label] = e
+        share_new, share_old = len(hi_new) / len(ix), len(hi_old) / len(ix)
+        if blocked is None and len(hi_new) >= BLOCK_MIN and share_new > BLOCK_SHARE \
+                and share_new > share_old + BLOCK_MARGIN:
+            blocked = label
+    return blocked, per
+
+
+def regressions(rows: list[JSON], old: JSON, new: JSON, fixed_ids: set[Any]) -> list[int]:
+    """Rollouts an earlier promotion fixed that the incumbent judges right and the candidate does not."""
+    out = []
+    for i, r in enumerate(rows):
+        c = bool(r["correct"])
+        if r["id"] in fixed_ids and old["high"][i] == c and new["high"][i] != c:
+            out.append(r["id"])
+    return out
+
+
+def fixed_by(rows: list[JSON], old: JSON, new: JSON) -> list[int]:
+    """Rollouts the candidate judges right and the incumbent did not (kept to guard later changes)."""
+    return [r["id"] for i, r in enumerate(rows) if old["high"][i] != bool(r["correct"]) == new["high"][i]]
+
+
+def _diagnostic_gain(rows: list[JSON], old: JSON, new: JSON, names: list[str],
+                     min_gain: float) -> tuple[bool, str, float, JSON]:
+    wrong = [i for i, r in enumerate(rows) if not r["correct"]]
+    unl = [i for i in wrong if not (old["labels"][i] - {"diagnostic_error"})]
+    out: JSON = {"unlabeled_old": len(unl)}
+    for name in names:
+        label = name[len("diagnose_"):] if name.startswith("diagnose_") else None
+        if label is None:
+            continue
+        fires_old = [i for i in range(len(rows)) if label in old["labels"][i]]
+        fires_new = [i for i in range(len(rows)) if label in new["labels"][i]]
+        false_old = _mean([rows[i]["correct"] for i in fires_old]) if fires_old else 0.0
+        false_new = _mean([rows[i]["correct"] for i in fires_new]) if fires_new else 0.0
+        out.update(label=label, fires_old=len(fires_old), fires_new=len(fires_new),
+                   false_fire_old=false_old, false_fire_new=false_new)
+        if not fires_new:  # retired (or silenced) diagnostic
+            if not fires_old or false_old >= 0.5:
+                why = "never fired" if not fires_old else \
+                    f"fired on evaluator-correct rollouts {false_old:.0%} of the time"
+                return True, f"retires '{label}': it {why}", 0.05, out
+            return False, f"'{label}' still explains {len(fires_old)} rollouts; keep it", 0.0, out
+        covered = sum(1 for i in unl if new["labels"][i] - {"diagnostic_error"})
+        coverage = covered / len(wrong) if wrong else 0.0
+        out.update(newly_labeled=covered, coverage=coverage)
+        if false_new > MAX_FALSE_FIRE:
+            return False, f"'{label}' fires on evaluator-correct rollouts {false_new:.0%} of the time", 0.0, out
+        if coverage >= min_gain or false_old - false_new >= min_gain:
+            return True, f"'{label}' explains {covered} of {len(unl)} unlabeled failures", \
+                coverage + false_old - false_new, out
+        return False, f"'{label}' explains too few failures ({covered} of {len(unl)} unlabeled)", 0.0, out
+    return False, "no diagnostic changed", 0.0, out
+
+
+def judge(kind: str, names: list[str], rows: list[JSON], old_res: Replayed, new_res: Replayed,
+          fixed_ids: set[int], min_gain: float,
+          min_effect: float | None = None) -> tuple[str, str, JSON, float]:
+    """(verdict 'passed'|'inconclusive'|'failed', reason, metrics, score) for a replayed candidate.
+    Hard failures first (a broken replay, crashes, a validity block, regressions); then the
+    statistical rule (`decision`), except for diagnostics, judged by what they explain."""
+    if old_res.error:  # first: then the replay itself is broken, not the candidate
+        return "failed", f"incumbent replay failed: {old_res.error}", {}, 0.0
+    if new_res.error:
+        return "failed", f"candidate failed in replay: {new_res.error}", {}, 0.0
+    old, new = view(rows, old_res), view(rows, new_res)
+    m: JSON = {"n_rollouts": len(rows), "n_groups": len(old["groups"])}
+    for k in ("agreement", "auc", "dead_frac", "kept_frac", "kept_dead_frac", "kept_agreement",
+              "adv_agreement", "error_share", "diag_error_share"):
+        m[f"{k}_old"], m[f"{k}_new"] = old[k], new[k]
+    revived = sorted(old["dead"] - new["dead"])
+    m["revived"], m["killed"] = len(revived), len(new["dead"] - old["dead"])
+    m["revived_examples"] = [list(g) for g in revived[:8]]
+    blocked, m["invalid"] = validity_check(rows, old, new)
+    m["regressions"] = regressions(rows, old, new, fixed_ids)
+    m["fixed_checked"] = sum(1 for r in rows if r["id"] in fixed_ids)
+    m["fixed_ids"] = fixed_by(rows, old, new)[:64]
+    if new["error_share"] > MAX_ERROR_SHARE:
+        return "failed", f"reward components crashed on {new['error_share']:.0%} of rollouts", m, 0.0
+    if new["diag_error_share"] > max(MAX_ERROR_SHARE, old["diag_error_share"]):
+        # a diagnostic that crashes stops firing: it must not pass as "retired" or "quieter"
+        return "failed", f"diagnostics crashed on {new['diag_error_share']:.0%} of rollouts", m, 0.0
+    if blocked:
+        e = m["invalid"][blocked]
+        m["blocked"] = {"label": blocked, "examples": e["examples"]}
+        return "failed", (f"blocked by validity diagnostic {blocked}: {e['high_new']} of {e['n']} rollouts it "
+                          f"flags score high (incumbent: {e['high_old']})"), m, 0.0
+    if m["regressions"]:
+        return "failed", f"regresses {len(m['regressions'])} rollouts fixed by earlier promotions", m, 0.0
+    if kind == "diagnostic":
+        ok, why, score, extra = _diagnostic_gain(rows, old, new, names, min_gain)
+        m.update(extra)
+        return ("passed" if ok else "failed"), why, m, score
+    return _gain(kind, rows, old, new, m, min_gain, min_effect)
+
+
+TARGETS = {"filter": "kept_agreement", "advantage": "adv_agreement"}
+"""The metric each kind of replayed change is judged on; reward changes: `recall` or
+`specificity`, whichever the change moves (see `decision`); every other kind: `agreement`."""
+
+
+def _per_group(rows: list[JSON], v: JSON, metric: str) -> JSON:
+    """{group: value} of `metric` per replayed group (groups where it is undefined are left out)."""
+    correct = [bool(r["correct"]) for r in rows]
+    out = {}
+    for g, ix in v["groups"].items():
+        if metric == "agreement":
+            val = [v["high"][i] == correct[i] for i in ix]
+        elif metric == "recall":  # evaluator-correct rollouts the reward scores high
+            val = [v["high"][i] for i in ix if correct[i]]
+        elif metric == "specificity":  # evaluator-wrong rollouts the reward scores low
+            val = [not v["high"][i] for i in ix if not correct[i]]
+        elif metric == "kept_agreement":
+            val = [v["high"][i] == correct[i] for i in ix if v["kept"][i]]
+        else:  # adv_agreement: in groups with mixed verdicts, advantage sign against the verdict
+            if len({correct[i] for i in ix}) < 2:
+                continue
+            val = [(v["adv"][i] > 0) == correct[i] for i in ix if v["kept"][i] and v["adv"][i] != 0]
+        if val:
+            out[g] = sum(val) / len(val)
+    return out
+
+
+def _effect(rows: list[JSON], old: JSON, new: JSON, metric: str) -> Effect:
+    return paired_bootstrap(*pair_up(_per_group(rows, old, metric), _per_group(rows, new, metric)),
+                            seed=0, metric=metric)
+
+
+def decision(kind: str, rows: list[JSON], old: JSON, new: JSON, min_gain: float,
+             min_effect: float | None = None) -> Decision:
+    """The gate's rule on a replayed change, paired over replayed groups (seeded bootstrap).
+
+    A reward change is judged on recall (evaluator-correct rollouts scored high) or
+    specificity (wrong ones scored low), whichever it moves more, with the other as the
+    harm guard: agreement over all rollouts would drown a fix for the few correct answers
+    of a weak policy among its many wrong ones. Filters and the advantage rule are judged on
+    their own metric with agreement as the harm guard."""
+    if kind == "reward":
+        recall, spec = _effect(rows, old, new, "recall"), _effect(rows, old, new, "specificity")
+        effect, harm = (recall, spec) if recall.ci_low >= spec.ci_low else (spec, recall)
+        return decide(effect, min_gain, harm, min_effect=min_effect)
+    metric = TARGETS.get(kind, "agreement")
+    guard = _effect(rows, old, new, "agreement") if metric != "agreement" else None
+    return decide(_effect(rows, old, new, metric), min_gain, guard, min_effect=min_effect)
+
+
+def _gain(kind: str, rows: list[JSON], old: JSON, new: JSON, m: JSON, min_gain: float,
+          min_effect: float | None) -> tuple[str, str, JSON, float]:
+    d = {k: m[f"{k}_new"] - m[f"{k}_old"] for k in ("agreement", "kept_agreement", "adv_agreement")}
+    d["auc"] = (m["auc_new"] or 0.5) - (m["auc_old"] or 0.5)
+    d["dead"] = m["dead_frac_old"] - m["dead_frac_new"]
+    d["kept_dead"] = m["kept_dead_frac_old"] - m["kept_dead_frac_new"]
+    m["deltas"] = d
+    if d["auc"] < -min_gain:
+        return "failed", f"reward ranks correct rollouts lower (auc {d['auc']:+.2f})", m, 0.0
+    if kind == "filter" and m["kept_frac_new"] < MIN_KEPT:
+        return "failed", f"filter keeps only {m['kept_frac_new']:.0%} of rollouts", m, 0.0
+    dec = decision(kind, rows, old, new, min_gain, min_effect)
+    m["decision"] = dec.to_dict()
+    reason = dec.reason
+    if dec.status == "inconclusive" and m["revived"]:
+        # reviving groups by paying for the wrong thing must not look like progress
+        reason += f"; it revives {m['revived']} dead groups, which alone never promotes a change"
+    return dec.status, reason, m, round(dec.effect, 4) if dec.status == "passed" else 0.0

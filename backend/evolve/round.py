@@ -1,7 +1,7 @@
 """One evolution round, top to bottom (called by the loop every `evolve.every` steps).
 
-    1. aggregate   failure table + drift metrics of the last `window` steps
-    2. revise      a new diagnostic for unexplained failures, or retire a useless one
+    1. diagnose    failure table + drift metrics of the last `window` steps (`diagnose`)
+    2. revise      a new diagnostic for unexplained failures, or retire a useless one (`diagnose`)
     3. propose     offline templates/skills, or the LLM proposer
     4. screen      the churn rules drop repeats before any backtest (`churn`); the
                    round records and logs what it skipped and why
@@ -23,10 +23,9 @@ from typing import Callable
 from backend.types import JSON
 
 from . import interventions as iv
-from . import llm, offline, revise
+from . import diagnose, llm, offline
 from .churn import Rules, normalise
 from . import skills as sk
-from .aggregate import failure_table, round_metrics
 from .backtest import backtest
 from .context import Effects, EvolveContext
 from .gate import promote_best
@@ -82,7 +81,7 @@ def _text(s: JSON) -> str:
 def _round(ctx: EvolveContext, summary: JSON) -> None:
     store = ctx.store
     steps = _window(ctx)
-    table, metrics = failure_table(store, steps), round_metrics(store, steps)
+    table, metrics = diagnose.failure_table(store, steps), diagnose.round_metrics(store, steps)
     summary["failure_table"] = [{k: e[k] for k in ("label", "count", "share", "trend")} for e in table[:6]]
     summary["metrics"] = metrics
     rid = store.add_round(ctx.step, ctx.harness_version, table, metrics)
@@ -123,7 +122,8 @@ def propose_all(ctx: EvolveContext, table: list[JSON], metrics: JSON, steps: ran
     exclude = iv.known_codes(ctx.store) | {code}
     out: list[iv.Candidate] = []
     makers: tuple[Callable[[], iv.Candidate | None], ...] = (
-        lambda: revise.propose_new(ctx, steps, parent, code), lambda: revise.propose_retire(ctx, parent, code))
+        lambda: diagnose.propose_new(ctx, steps, parent, code),
+        lambda: diagnose.propose_retire(ctx, parent, code))
     for make in makers:
         try:
             c = make()

@@ -37,7 +37,7 @@ from backend.envs.math import LEVELS as MATH_LEVELS
 from backend.harness import spec
 from backend.types import JSON
 
-from .aggregate import DEAD
+from .diagnose import DEAD
 from .edit import EditError, constant, literal_source, replace_name
 from .interventions import kind_of
 

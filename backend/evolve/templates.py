@@ -24,7 +24,7 @@ from typing import Callable
 
 from backend.types import JSON
 
-from .aggregate import DEAD, UNLABELED
+from .diagnose import DEAD, UNLABELED
 from .edit import Edit, definition, top_level
 
 
