@@ -94,6 +94,10 @@ class TrainConfig:
     before a checkpoint would pass it. 0: no budget."""
     min_free_gb: float = 1.0
     """The run stops cleanly before a checkpoint would leave less free space on its disk."""
+    gpus: int = 1
+    """Processes the run is data-parallel over (backend/ddp): N GPUs of this host, one rank each
+    (nccl), or N CPU processes (gloo); 0 = every visible GPU (`--gpus auto`; 1 on the CPU). Each
+    rank generates its share of a step's rollouts; rank 0 scores, stores and checkpoints."""
 
 
 @dataclass
@@ -350,6 +354,8 @@ def validate(cfg: RunConfig) -> RunConfig:
     unknown = [x for x in cfg.report_to if x not in REPORT_TO]
     if unknown:
         bad(f"report_to: unknown target(s) {', '.join(unknown)} (choose from {', '.join(REPORT_TO)})")
+    if t.gpus < 0:
+        bad(f"train.gpus must be 0 (auto: every visible GPU) or a process count, got {t.gpus}")
     if t.keep_checkpoints < 0 or t.disk_budget_gb < 0 or t.min_free_gb < 0:
         bad("train.keep_checkpoints, train.disk_budget_gb and train.min_free_gb must be >= 0")
     if cfg.steps < 0:

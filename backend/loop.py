@@ -73,7 +73,7 @@ class ResourceExhausted(EvoError, RuntimeError):
 class Engine:
     """Owns the model, the environment, the harness and the store for one run."""
 
-    def __init__(self, run_dir: Path, cfg: RunConfig, store: Store, quiet: bool = False, lm=None):
+    def __init__(self, run_dir: Path, cfg: RunConfig, store: Store, quiet: bool = False, lm=None, dist=None):
         self.run_dir = Path(run_dir)
         self.cfg = cfg
         self.store = store
@@ -97,6 +97,9 @@ class Engine:
         if adapter:
             ckpt.load_trainer_state(Path(adapter), self.trainer.opt)
         self.metrics = MetricsExport.open(self.run_dir, cfg.report_to, store, warn=lambda m: self.say(m, "warn"))
+        self.dist = dist  # rank 0 of a data-parallel run (backend/ddp), or None: one process
+        if dist is not None:
+            dist.attach(self)
 
     # ------------------------------------------------------------ helpers
     def say(self, msg: str, level: str = "info", step: int | None = None) -> None:
@@ -171,8 +174,9 @@ class Engine:
 
     # ------------------------------------------------------------ rollouts
     def collect(self, tasks, harness: Harness, group_size: int, greedy: bool = False,
-                max_new_tokens: int | None = None) -> tuple[list[Scored], dict]:
-        """Generate `group_size` rollouts per task and score them under `harness`."""
+                max_new_tokens: int | None = None, generate=None) -> tuple[list[Scored], dict]:
+        """Generate `group_size` rollouts per task and score them under `harness`.
+        `generate`: single-turn generation in place of `generate_fn` (a data-parallel step's)."""
         s = harness.sampling
         temp = 0.0 if greedy else float(s.get("temperature", 1.0))
         top_p = float(s.get("top_p", 1.0))
@@ -194,7 +198,7 @@ class Engine:
                 pids = self.chat_ids_fn(harness.messages(task))
                 text = self.lm.tokenizer.decode(pids)
                 prompts += [(g, i, task, text, pids) for i in range(group_size)]
-            gens = self.generate_fn([p[4] for p in prompts], mnt, temp, top_p)
+            gens = (generate or self.generate_fn)([p[4] for p in prompts], mnt, temp, top_p)
             for (g, i, task, text, pids), gen in zip(prompts, gens):
                 items.append(Scored(task=task, group=g, idx=i, prompt_text=text, prompt_ids=pids,
                                     completion=gen.text, completion_ids=gen.ids, loss_mask=[1] * len(gen.ids),
@@ -218,12 +222,13 @@ class Engine:
         rng = self.seed_step(step)
         tasks = self.env.sample_tasks(self.cfg.train.tasks_per_step, rng, self.harness.curriculum)
         progress.phase("generate")
-        items, times = self.collect(tasks, self.harness, self.cfg.train.group_size)
+        items, times = self.collect(tasks, self.harness, self.cfg.train.group_size,
+                                    generate=self.dist.generate if self.dist else None)
         progress.phase("filter")
         gstats = group_stats(items, self.harness)
         progress.phase("train")
         t0 = time.perf_counter()
-        samples, tstats = self.update_policy(items)
+        samples, tstats = self.update_policy(items, dist=self.dist)
         train_ms = (time.perf_counter() - t0) * 1000
         progress.phase("checkpoint")
         t0 = time.perf_counter()
@@ -274,14 +279,17 @@ class Engine:
             self.say(msg, "error")
             raise ResourceExhausted(msg)
 
-    def update_policy(self, items: list[Scored]) -> tuple[list[Sample], dict]:
-        """One GRPO update on the rollouts the harness trains on (training steps and trials)."""
-        samples = [Sample(s.prompt_ids, s.completion_ids, s.loss_mask, s.advantage)
-                   for s in items if is_trained(s.kept, s.advantage) and s.completion_ids]
+    def update_policy(self, items: list[Scored], dist=None) -> tuple[list[Sample], dict]:
+        """One GRPO update on the rollouts the harness trains on (training steps and trials).
+        `dist`: the data-parallel ranks that generated `items` (a training step's), or None."""
+        trained = [s for s in items if is_trained(s.kept, s.advantage) and s.completion_ids]
+        samples = [Sample(s.prompt_ids, s.completion_ids, s.loss_mask, s.advantage) for s in trained]
         if getattr(self.engine, "name", "") == "vllm":
             self.engine.sleep()  # give vLLM's memory back to training
         # "batch": TRL's dapo normaliser, every rollout's tokens; "live" (default): the tokens trained on
         denom = float(sum(sum(s.loss_mask) for s in items)) if self.cfg.train.loss_denominator == "batch" else None
+        if dist is not None:  # every rank trains on its own rollouts; gradients summed
+            return samples, dist.update(items, trained, samples, denom)
         return samples, self.with_oom_retry(lambda: self.trainer.step(samples, denom), self.cfg.train, "micro_batch")
 
     def restore_policy(self, step: int) -> None:

@@ -79,6 +79,8 @@ def create_run(run_dir: Path, cfg: RunConfig, code: str) -> Store:
 
 def start(cfg: RunConfig, run_dir: Path | None, quiet: bool = False) -> tuple[Path, dict]:
     """Create a run and train it to the end. Returns (run_dir, summary)."""
+    from backend.ddp.launch import check as check_ranks
+    from backend.ddp.launch import ranks, world_size
     from backend.loop import Engine
     from backend.policy.load import load_fast_policy
 
@@ -87,12 +89,14 @@ def start(cfg: RunConfig, run_dir: Path | None, quiet: bool = False) -> tuple[Pa
 
     make_env(cfg)  # surfaces bad domain settings before anything is written
     check_proposer(cfg)
+    check_ranks(cfg, world_size(cfg))  # a data-parallel setting it cannot honour, before anything is written
     lm = load_fast_policy(cfg.model, seed=cfg.seed)  # Unsloth where it can train here, else peft
     run_dir = Path(run_dir) if run_dir else new_run_dir(cfg)
     store = create_run(run_dir, cfg, code)
     if not quiet:
         print(f"run dir: {run_dir}", flush=True)
-    return run_dir, _drive(Engine(run_dir, cfg, store, quiet=quiet, lm=lm), store, quiet)
+    with ranks(cfg, adapter=None) as dist:  # None: one process
+        return run_dir, _drive(Engine(run_dir, cfg, store, quiet=quiet, lm=lm, dist=dist), store, quiet)
 
 
 LIVE_SETTINGS = {"evolve.auto_promote": "auto_promote"}
@@ -122,6 +126,7 @@ def resume(run_dir: Path, steps: int | None = None, overrides: list[str] | None 
 
     Settings in `overrides` that an operator may change while a run lives (LIVE_SETTINGS, e.g.
     `--auto-promote`) are written to the `runs` row, where the engine reads them."""
+    from backend.ddp.launch import ranks
     from backend.loop import Engine
 
     store = Store.open(run_dir, create=False)
@@ -140,7 +145,9 @@ def resume(run_dir: Path, steps: int | None = None, overrides: list[str] | None 
     store.set_run(steps_total=cfg.steps, **live_settings(cfg, overrides))
     if not quiet:
         print(f"resuming {run_dir} after step {store.last_step()}", flush=True)
-    return Path(run_dir), _drive(Engine(Path(run_dir), cfg, store, quiet=quiet), store, quiet)
+    pv = store.latest_policy_version()
+    with ranks(cfg, adapter=pv["checkpoint"] if pv and pv["checkpoint"] else None) as dist:
+        return Path(run_dir), _drive(Engine(Path(run_dir), cfg, store, quiet=quiet, dist=dist), store, quiet)
 
 
 def check_proposer(cfg: RunConfig) -> None:

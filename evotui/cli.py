@@ -41,6 +41,8 @@ def _parser() -> argparse.ArgumentParser:
     mode.add_argument("--auto-promote", action="store_true", help="promote passed interventions automatically")
     mode.add_argument("--supervised", action="store_true", help="hold passed interventions for the operator")
     r.add_argument("--quiet", action="store_true", help="no progress bar or per-step lines")
+    r.add_argument("--gpus", metavar="N|auto", help="data-parallel over N GPUs of this host, or every visible "
+                   "one (auto); on the CPU N gloo processes (config key train.gpus; 0 = auto)")
     _report_to_arg(r)
     _profile_arg(r)
     o = sub.add_parser("open", help="open a run in the TUI")
@@ -108,6 +110,16 @@ def _report_to_arg(p: argparse.ArgumentParser) -> None:
 
 def _report_to_sets(args) -> list[str]:
     return [f"report_to={args.report_to}"] if getattr(args, "report_to", None) else []
+
+
+def _gpus_sets(args) -> list[str]:
+    """`--gpus N|auto` as the override `train.gpus=N` (auto: 0)."""
+    g = getattr(args, "gpus", None)
+    if g is None:
+        return []
+    if g != "auto" and not (g.isdigit() and int(g) >= 1):
+        raise UsageError(f"--gpus expects a positive count or auto, got '{g}'")
+    return [f"train.gpus={0 if g == 'auto' else int(g)}"]
 
 
 def _profile_arg(p: argparse.ArgumentParser) -> None:
@@ -212,12 +224,12 @@ def _run(args) -> int:
     from backend import runs
 
     if args.resume:
-        sets = list(args.sets) + _report_to_sets(args)
+        sets = list(args.sets) + _report_to_sets(args) + _gpus_sets(args)
         if args.auto_promote or args.supervised:
             sets.append(f"evolve.auto_promote={'true' if args.auto_promote else 'false'}")
         run_dir, s = runs.resume(_run_dir(args.resume), args.steps, sets or None, quiet=args.quiet)
     else:
-        sets = list(args.sets) + _report_to_sets(args)
+        sets = list(args.sets) + _report_to_sets(args) + _gpus_sets(args)
         # Headless runs are autonomous unless told otherwise; the TUI starts them supervised.
         sets.append(f"evolve.auto_promote={'false' if args.supervised else 'true'}")
         cfg = runs.load_cli_config(args.config, sets + _profile_sets(args), args.steps, args.seed)

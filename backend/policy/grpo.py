@@ -201,7 +201,7 @@ class GRPOTrainer:
                     refs.append(token_logprobs(self.model, ids, att, self.cfg.logprob_chunk)[0])
         return olds, refs, ent_sum / max(ent_n, 1.0)
 
-    def step(self, samples: list[Sample], denom_tokens: float | None = None) -> dict:
+    def step(self, samples: list[Sample], denom_tokens: float | None = None, sync_grads=None) -> dict:
         """One GRPO update over `samples`; returns metrics.
 
         The loss is divided by `denom_tokens` when given (the "batch" convention: the
@@ -209,8 +209,13 @@ class GRPOTrainer:
         else by the trained tokens of `samples` ("live"). A zero-advantage row adds
         nothing to the sum (with kl_coef 0), so the "batch" gradient is the "live" one
         times live / batch tokens, and equals TRL's `dapo` over the whole batch.
+
+        `sync_grads(params)`, when given, runs once per epoch after the backward passes and
+        before clipping: data-parallel training sums every rank's gradients there
+        (backend/ddp/comm.py), each rank's loss divided by the whole batch's `denom_tokens`.
+        A rank with no samples then still takes the (synchronised) optimizer step.
         """
-        if not samples:
+        if not samples and sync_grads is None:
             return {"loss": 0.0, "kl": 0.0, "clip_frac": 0.0, "grad_norm": 0.0, "entropy": float("nan"), "tokens": 0}
         self._pick_micro_batch(samples)
         with_ref = self.cfg.kl_coef > 0
@@ -240,6 +245,8 @@ class GRPOTrainer:
                 stats["clip_frac"] += st["clip_frac"]
                 n_mb += 1
             params = [p for p in self.model.parameters() if p.requires_grad]
+            if sync_grads is not None:
+                sync_grads(params)
             gn = torch.nn.utils.clip_grad_norm_(params, self.cfg.max_grad_norm)
             self.opt.step()
         self.model.eval()
@@ -253,7 +260,7 @@ class GRPOTrainer:
 
     def _pick_micro_batch(self, samples: list[Sample]) -> None:
         """On CUDA, the largest micro-batch that fits, from a memory estimate (not by trial and OOM)."""
-        if torch.device(self.device).type != "cuda" or not getattr(self.cfg, "auto_micro_batch", False):
+        if not samples or torch.device(self.device).type != "cuda" or not getattr(self.cfg, "auto_micro_batch", False):
             return
         from backend.policy import memory
 

@@ -1,0 +1,151 @@
+"""What the ranks of a data-parallel run exchange, and how.
+
+`Channel`: numbered messages from rank 0 and one reply per rank, pickled into
+the rendezvous TCPStore. Waiting polls `check` (a blocked `wait` would need a
+timeout, and a rank may wait for as long as rank 0 is paused). A rank that
+dies is noticed while waiting (`alive` says so), never by a hang.
+
+`sum_grads` and `broadcast_params` are the two tensor collectives.
+"""
+
+from __future__ import annotations
+
+import pickle
+import time
+from datetime import timedelta
+from typing import Callable
+
+import torch
+import torch.distributed as dist
+
+from backend.errors import EvoError
+
+
+COLLECTIVE_TIMEOUT = timedelta(minutes=10)
+"""Longest one all-reduce or broadcast may wait for a rank: they only run while every rank
+is inside the same step (waiting between steps goes through the store, without a timeout)."""
+
+
+def device_type(cfg) -> str:
+    """cuda or cpu: where `model.device` puts the policy here."""
+    d = cfg.model.device
+    if d == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    return torch.device(d).type
+
+
+class DistributedError(EvoError, RuntimeError):
+    """A rank of a data-parallel run failed or cannot start; the message names it and why."""
+
+
+class Channel:
+    """Rank 0 sends message `seq` to each rank; each rank answers it once.
+
+    >>> ch = Channel(store, rank=0, world=2)       # doctest: +SKIP
+    >>> ch.send("generate", [payload_for_rank1])    # doctest: +SKIP
+    >>> ch.replies()                               # doctest: +SKIP
+    """
+
+    def __init__(self, store, rank: int, world: int, alive: Callable[[int], str | None] = lambda r: None):
+        self.store = store
+        self.rank = rank
+        self.world = world
+        self.alive = alive  # rank -> None, or why that rank is gone
+        self.seq = 0
+
+    def _poll(self, key: str, who: int | None) -> bytes:
+        pause = 0.001
+        while not self.store.check([key]):
+            if who is not None:
+                err = f"err/{who}"
+                if self.store.check([err]):
+                    raise DistributedError(f"rank {who} failed: {self.store.get(err).decode()}")
+                gone = self.alive(who)
+                if gone:
+                    raise DistributedError(f"rank {who} {gone}")
+            time.sleep(pause)
+            pause = min(pause * 2, 0.05)
+        return self.store.get(key)
+
+    # ---------------------------------------------------------------- rank 0
+    def wait_started(self) -> None:
+        """Until every rank has said it is up (it then joins the process group)."""
+        for r in range(1, self.world):
+            self._poll(f"up/{r}", r)
+
+    def send(self, kind: str, payloads: list) -> None:
+        """Message `kind` with one payload per rank 1..N-1."""
+        self.seq += 1
+        for r, payload in enumerate(payloads, start=1):
+            self.store.set(f"msg/{self.seq}/{r}", pickle.dumps((kind, payload), protocol=pickle.HIGHEST_PROTOCOL))
+
+    def replies(self) -> list:
+        """Every rank's reply to the last message, ranks 1..N-1 in order."""
+        out = []
+        for r in range(1, self.world):
+            out.append(pickle.loads(self._poll(f"out/{self.seq}/{r}", r)))
+            self.store.delete_key(f"out/{self.seq}/{r}")
+            self.store.delete_key(f"msg/{self.seq}/{r}")
+        return out
+
+    # ---------------------------------------------------------------- ranks 1..N-1
+    def started(self) -> None:
+        self.store.set(f"up/{self.rank}", b"1")
+
+    def receive(self) -> tuple[str, object]:
+        self.seq += 1
+        return pickle.loads(self._poll(f"msg/{self.seq}/{self.rank}", None))
+
+    def reply(self, value) -> None:
+        self.store.set(f"out/{self.seq}/{self.rank}", pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL))
+
+    def fail(self, why: str) -> None:
+        self.store.set(f"err/{self.rank}", why.encode())
+
+
+def split(n: int, world: int) -> list[tuple[int, int]]:
+    """Contiguous [start, end) shares of n items, sizes differing by at most one.
+
+    >>> split(5, 2)
+    [(0, 3), (3, 5)]
+    """
+    base, extra = divmod(n, world)
+    out, start = [], 0
+    for r in range(world):
+        end = start + base + (r < extra)
+        out.append((start, end))
+        start = end
+    return out
+
+
+def sum_grads(params: list[torch.Tensor]) -> None:
+    """All-reduce (sum) the gradients of `params` in one flat buffer; a missing gradient counts as zero.
+
+    Each rank's loss is already divided by the whole batch's token count, so the sum is the
+    one-process gradient of the whole batch."""
+    grads = [p.grad if p.grad is not None else torch.zeros_like(p) for p in params]
+    flat = torch.cat([g.reshape(-1) for g in grads])
+    dist.all_reduce(flat, op=dist.ReduceOp.SUM)
+    start = 0
+    for p, g in zip(params, grads):
+        n = g.numel()
+        p.grad = flat[start:start + n].view_as(p).to(p.dtype)
+        start += n
+
+
+def broadcast_params(params: list[torch.Tensor]) -> bool:
+    """Make every rank's `params` rank 0's; returns whether this rank's values changed."""
+    with torch.no_grad():
+        flat = torch.cat([p.detach().reshape(-1) for p in params])
+        dist.broadcast(flat, src=0)
+        if dist.get_rank() == 0:
+            return False
+        start, changed = 0, False
+        for p in params:
+            n = p.numel()
+            new = flat[start:start + n].view_as(p)
+            if not torch.equal(p.data, new):
+                p.data.copy_(new)
+                changed = True
+            start += n
+        return changed

@@ -1,0 +1,125 @@
+"""Ranks 1..N-1 of a data-parallel run: a child process that generates and trains when rank 0 asks.
+
+It loads the policy on its own device (cuda:r, or the CPU), from the checkpoint
+rank 0 resumes from when there is one (weights and optimizer state), then
+answers rank 0's messages until "end":
+
+- generate: take rank 0's LoRA weights (broadcast), seed, generate this
+  rank's share of the prompts, reply with the completions;
+- train: build the samples of the rollouts it generated from the advantages
+  rank 0 computed, take the GRPO update with the gradients summed over ranks,
+  reply with the metrics.
+
+It never opens the run database and writes nothing to the run directory.
+It exits when rank 0 does: its parent's pid changes (kill -9 of the run), or
+the store rank 0 serves goes away.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+import traceback
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+
+from backend.config import config_from_dict
+from backend.ddp.comm import COLLECTIVE_TIMEOUT, Channel, broadcast_params, device_type, sum_grads
+from backend.ddp.leader import trainable
+
+
+def main(rank: int, world: int, port: int, cfg_dict: dict, adapter: str | None, parent: int) -> None:
+    """Entry point of rank `rank` (multiprocessing spawn target)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole group; rank 0 decides
+    _exit_with(parent)
+    store = dist.TCPStore("127.0.0.1", port, world, False, timeout=COLLECTIVE_TIMEOUT)
+    channel = Channel(store, rank, world)
+    try:
+        cfg = config_from_dict(cfg_dict)
+        cuda = device_type(cfg) == "cuda"
+        if cuda:
+            torch.cuda.set_device(rank)
+            cfg.model.device = f"cuda:{rank}"
+        elif not cfg.model.threads:
+            torch.set_num_threads(max(1, (os.cpu_count() or 1) // world))
+        channel.started()
+        dist.init_process_group("nccl" if cuda else "gloo", store=dist.PrefixStore("pg", store), rank=rank,
+                                world_size=world, timeout=COLLECTIVE_TIMEOUT)
+        Follower(cfg, adapter).serve(channel)
+    except Exception as e:
+        traceback.print_exc()
+        try:
+            channel.fail(f"{type(e).__name__}: {e}"[:1000])
+        finally:
+            os._exit(1)
+    if dist.is_initialized():
+        dist.destroy_process_group()
+
+
+def _exit_with(parent: int) -> None:
+    """End this process once rank 0 (its parent) is gone, even if it died by kill -9."""
+    def watch():
+        while os.getppid() == parent:
+            time.sleep(1.0)
+        os._exit(3)
+
+    threading.Thread(target=watch, name="watch-rank0", daemon=True).start()
+
+
+class Follower:
+    def __init__(self, cfg, adapter: str | None):
+        from backend.policy import checkpoint as ckpt
+        from backend.policy.generate import make_engine
+        from backend.policy.grpo import GRPOTrainer
+        from backend.policy.load import load_fast_policy
+
+        self.lm = load_fast_policy(cfg.model, adapter, seed=cfg.seed)
+        self.engine = make_engine(cfg.model.engine, self.lm.model, self.lm.tokenizer, self.lm.device,
+                                  log=lambda msg: None)  # rank 0's log says which engine
+        self.trainer = GRPOTrainer(self.lm.model, self.lm.tokenizer, cfg.train, self.lm.device)
+        if adapter:
+            ckpt.load_trainer_state(Path(adapter), self.trainer.opt)
+        self.params = trainable(self.lm.model)
+        self.prompts: list[list[int]] = []
+        self.gens: list = []
+
+    def serve(self, channel: Channel) -> None:
+        while True:
+            kind, msg = channel.receive()
+            if kind == "end":
+                return
+            if kind == "generate":
+                channel.reply(self.generate(msg))
+            elif kind == "train":
+                channel.reply(self.train(msg))
+            else:
+                raise ValueError(f"unknown message {kind!r} from rank 0")
+
+    def generate(self, msg: dict) -> list:
+        if broadcast_params(self.params) and hasattr(self.engine, "refresh"):
+            self.engine.refresh()  # weights set in place (a rollback on rank 0): engines re-read them
+        torch.manual_seed(msg["seed"])
+        self.prompts = msg["prompts"]
+        while True:
+            try:
+                self.gens = self.engine.generate(self.prompts, msg["max_new_tokens"], msg["temperature"],
+                                                 msg["top_p"])
+                return self.gens
+            except torch.cuda.OutOfMemoryError:  # as rank 0's loop does: halve the batch, retry
+                torch.cuda.empty_cache()
+                size = int(getattr(self.engine, "batch_size", 1) or 1)
+                if size <= 1:
+                    raise
+                self.engine.batch_size = size // 2
+
+    def train(self, msg: dict) -> dict:
+        from backend.policy.grpo import Sample
+
+        samples = [Sample(self.prompts[k], self.gens[k].ids, mask, adv) for k, adv, mask in msg["plan"]]
+        if getattr(self.engine, "name", "") == "vllm":
+            self.engine.sleep()  # give vLLM's memory back to training, as rank 0 does
+        return self.trainer.step(samples, msg["denom"], sync_grads=sum_grads)

@@ -1,0 +1,161 @@
+"""Data-parallel runs (backend/ddp) on the CPU: 2 gloo processes of this machine.
+
+A tiny random Llama (the default model's tokenizer, 2 layers of width 32) keeps
+each rank's start and step to a few seconds; the ranks, the messages, the
+collectives and the loop are the real ones."""
+
+from __future__ import annotations
+
+import multiprocessing
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from backend.config import load_config
+from backend.ddp.comm import DistributedError, split
+from backend.ddp.launch import check, ranks, world_size
+from backend.harness.loader import default_harness_path
+from backend.store import Store
+
+
+@pytest.fixture(scope="module")
+def tiny_model(tmp_path_factory):
+    """A 2-layer Llama of width 32 with SmolLM2's tokenizer, saved as a local model folder."""
+    from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
+
+    from backend.policy.model import embedded_gguf
+
+    path = tmp_path_factory.mktemp("tiny-llama")
+    folder, gguf = embedded_gguf()
+    tok = AutoTokenizer.from_pretrained(folder, gguf_file=gguf)
+    tok.save_pretrained(path)
+    torch.manual_seed(0)
+    cfg = LlamaConfig(vocab_size=len(tok), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                      num_attention_heads=4, num_key_value_heads=2, eos_token_id=2, bos_token_id=1, pad_token_id=2)
+    LlamaForCausalLM(cfg).save_pretrained(path)
+    return str(path)
+
+
+@pytest.fixture(scope="module")
+def spread_harness(tmp_path_factory):
+    """The default math harness plus a reward that differs between completions: every step trains."""
+    code = default_harness_path("math").read_text().replace(
+        'REWARD_WEIGHTS = {"correct": 1.0, "format": 0.1}',
+        'REWARD_WEIGHTS = {"correct": 1.0, "format": 0.1, "spread": 1.0}')
+    code += "\n\ndef reward_spread(r):\n    return len(set(r.completion)) / 10 + len(r.completion) / 1000\n"
+    path = tmp_path_factory.mktemp("harness") / "spread.py"
+    path.write_text(code)
+    return str(path)
+
+
+def _cfg(model: str, *extra: str):
+    return load_config(None, [f"model.name={model}", "model.device=cpu", "model.threads=1", "model.engine=hf",
+                              "train.gpus=2", "train.micro_batch=4", "train.lr=1e-3", *extra])
+
+
+def _lora(model) -> dict[str, torch.Tensor]:
+    return {n: p.detach().clone() for n, p in model.named_parameters() if p.requires_grad}
+
+
+def test_two_ranks_take_the_one_process_update(tiny_model):
+    """Two updates through rank 0's Leader (2 gloo ranks) against GRPOTrainer.step on the whole
+    batch in one process, from the same initial adapter.
+
+    Tolerance: the ranks sum partial gradients in another order (two micro-batches of 3 against
+    4 + 2 here), so the gradients differ by float32 rounding (~1e-7 relative); Adam's first step
+    divides by |g|, which keeps that relative size. 1e-6 absolute on weights that moved by up to
+    lr = 1e-3 passes rounding and fails any real difference (a rank's gradient missing, averaged
+    instead of summed, or a wrong denominator moves weights by ~1e-3)."""
+    from backend.policy.generate import make_engine
+    from backend.policy.grpo import GRPOTrainer, Sample
+    from backend.policy.load import load_fast_policy
+
+    cfg = _cfg(tiny_model)
+    prompts = [[1, 100 + k, 200 + k, 300 + 2 * k] for k in range(6)]
+    with ranks(cfg, adapter=None) as leader:
+        lm = load_fast_policy(cfg.model, None, seed=cfg.seed)
+        start = _lora(lm.model)
+        leader.attach(SimpleNamespace(lm=lm, trainer=GRPOTrainer(lm.model, lm.tokenizer, cfg.train, lm.device),
+                                      control=SimpleNamespace(checkpoint=lambda *a, **k: None),
+                                      generate_fn=make_engine("hf", lm.model, lm.tokenizer, lm.device).generate))
+        torch.manual_seed(1)
+        gens = leader.generate(prompts, 5, 1.0, 1.0)
+        assert leader.shares == [(0, 3), (3, 6)] and len(gens) == 6
+        items = [SimpleNamespace(prompt_ids=p, completion_ids=g.ids, loss_mask=[1] * len(g.ids))
+                 for p, g in zip(prompts, gens)]
+        updates = [  # (advantage per item, trained items): the second leaves rank 1 nothing to train
+            ([0.9, -0.4, 0.0, 1.2, -0.7, 0.3], [0, 1, 3, 4, 5]),
+            ([0.5, -1.0, 0.8, 0.0, 0.0, 0.0], [0, 1, 2]),
+        ]
+        got = []
+        for adv, chosen in updates:
+            trained = [items[k] for k in chosen]
+            samples = [Sample(items[k].prompt_ids, items[k].completion_ids, items[k].loss_mask, adv[k])
+                       for k in chosen]
+            got.append(leader.update(items, trained, samples, None))
+        after = _lora(lm.model)
+
+    ref = load_fast_policy(cfg.model, None, seed=cfg.seed)
+    assert all(torch.equal(ref_p, start[n]) for n, ref_p in _lora(ref.model).items())
+    trainer = GRPOTrainer(ref.model, ref.tokenizer, cfg.train, ref.device)
+    want = []
+    for adv, chosen in updates:
+        want.append(trainer.step([Sample(items[k].prompt_ids, items[k].completion_ids, items[k].loss_mask, adv[k])
+                                  for k in chosen]))
+    moved = max(float((after[n] - start[n]).abs().max()) for n in after)
+    assert moved > 1e-4  # the updates did something
+    for n, p in _lora(ref.model).items():
+        assert torch.allclose(after[n], p, rtol=0, atol=1e-6), n
+    for g, w in zip(got, want):
+        assert g["loss"] == pytest.approx(w["loss"], abs=1e-6)
+        assert g["grad_norm"] == pytest.approx(w["grad_norm"], rel=1e-5)
+        assert g["tokens"] == w["tokens"]
+
+
+def test_a_run_on_two_ranks_stores_once_and_resumes(tmp_path, tiny_model, spread_harness):
+    """The real loop on 2 ranks: rank 0 writes each rollout once; a resume loads the other rank
+    from rank 0's checkpoint; no rank is left behind."""
+    from backend import runs
+
+    extra = (f"harness={spread_harness}", "train.tasks_per_step=3", "train.group_size=2",
+             "train.max_new_tokens_cap=4", "eval.n_val=2", "eval.n_test=2", "eval.max_new_tokens=4",
+             "eval.every=10", "evolve.enabled=false")
+    run = tmp_path / "run"
+    _, s = runs.start(_cfg(tiny_model, "steps=1", *extra), run, quiet=True)
+    assert s["status"] == "finished"
+    _, s = runs.resume(run, steps=2, quiet=True)
+    assert s["status"] == "finished"
+    assert not multiprocessing.active_children()
+    store = Store.open(run, create=False)
+    try:
+        rows = store.rows("SELECT step, group_idx, idx FROM rollouts")
+        assert len(rows) == 2 * 3 * 2  # steps x tasks x group: written once, by rank 0
+        assert len({(r["step"], r["group_idx"], r["idx"]) for r in rows}) == len(rows)
+        steps = store.rows("SELECT step, n_groups, kept_groups FROM steps ORDER BY step")
+        assert [r["step"] for r in steps] == [1, 2] and all(r["n_groups"] == 3 for r in steps)
+        assert store.latest_policy_version()["step"] == 2
+    finally:
+        store.close()
+
+
+def test_settings_a_data_parallel_run_cannot_honour(tiny_model):
+    cfg = _cfg(tiny_model)
+    assert world_size(cfg) == 2
+    with pytest.raises(DistributedError, match="tasks_per_step"):
+        check(_cfg(tiny_model, "train.tasks_per_step=1"), 2)
+    with pytest.raises(DistributedError, match="swe"):
+        check(_cfg(tiny_model, "domain=swe"), 2)
+    check(_cfg(tiny_model, "domain=swe"), 1)  # one process: anything goes
+
+
+def test_gpus_flag_rejects_nonsense(capsys):
+    from evotui.cli import main
+
+    assert main(["run", "--headless", "--gpus", "two", "--steps", "1"]) == 2
+    assert "--gpus expects a positive count or auto" in capsys.readouterr().err
+
+
+def test_shares_are_contiguous_and_balanced():
+    assert split(7, 3) == [(0, 3), (3, 5), (5, 7)]
+    assert split(2, 2) == [(0, 1), (1, 2)]
