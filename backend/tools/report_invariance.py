@@ -5,9 +5,12 @@ and `static`, `coevolve-expert` and `static-expert`). For every seed both ran,
 their per-step training records (loss, gradient norm, mean reward, entropy)
 are compared exactly, step by step. Probes, trials and replays happen between
 steps and must not touch the next step, so the two runs must be identical up
-to the first step trained under a promoted change. The check says, per seed,
-how far they agree and whether a divergence has a promotion before it; a
-divergence with nothing promoted before it breaks the invariant (issue 15).
+to the first step trained under a promoted change that can alter training. A
+`diagnostic` change only relabels rollouts (it alters training only through a
+filter that drops invalid rollouts, which the shipped harnesses leave off), so
+it does not explain a divergence. The check says, per seed, how far the two
+agree and what was promoted before they split; a divergence with no
+training-relevant promotion before it breaks the invariant (issue 15).
 
     >>> first_divergence([{"step": 1, "loss": 0.5}, {"step": 2, "loss": 0.4}],
     ...                  [{"step": 1, "loss": 0.5}, {"step": 2, "loss": 0.3}])
@@ -17,6 +20,8 @@ divergence with nothing promoted before it breaks the invariant (issue 15).
 from __future__ import annotations
 
 TWINS = {"coevolve": "static", "coevolve-expert": "static-expert"}
+LABELS_ONLY = {"diagnostic"}
+"""Intervention kinds that change labels, not what is trained (see the module docstring)."""
 COMPARED = ("loss", "grad_norm", "reward_mean", "entropy")
 
 
@@ -32,7 +37,7 @@ def first_divergence(a: list[dict], b: list[dict]) -> int | None:
 
 
 def invariance_rows(arms: dict[str, list[dict]]) -> list[dict]:
-    """Per evolving run with a same-seed twin: {arm, twin, seed, steps, diverged, promoted_before}."""
+    """Per evolving run with a same-seed twin: {arm, twin, seed, steps, diverged, promoted_before, holds}."""
     out = []
     for arm, twin in TWINS.items():
         twins = {r["seed"]: r for r in arms.get(twin, [])}
@@ -43,7 +48,8 @@ def invariance_rows(arms: dict[str, list[dict]]) -> list[dict]:
             d = first_divergence(r["steps"], t["steps"])
             before = [p for p in r["promoted"] if d is not None and (p["promoted_step"] or 0) < d]
             out.append({"arm": arm, "twin": twin, "seed": r["seed"], "steps": len(r["steps"]), "diverged": d,
-                        "promoted_before": [f"#{p['id']} {p['kind']} (step {p['promoted_step']})" for p in before]})
+                        "promoted_before": [f"#{p['id']} {p['kind']} (step {p['promoted_step']})" for p in before],
+                        "holds": d is None or any(p["kind"] not in LABELS_ONLY for p in before)})
     return out
 
 
@@ -54,12 +60,13 @@ def invariance_lines(arms: dict[str, list[dict]]) -> list[str]:
         return []
     md = ["## Invariance: evolving runs against their static twins", "",
           f"Per-step {', '.join(COMPARED)} compared exactly, seed by seed. A run may leave its twin only "
-          "after a promotion; a divergence with nothing promoted before it breaks the invariant.", "",
+          "after promoting a change that alters training; diagnostic changes only relabel rollouts. A "
+          "divergence with no such promotion before it breaks the invariant.", "",
           "| arm | twin | seed | steps | identical through | promoted before the divergence | holds |",
           "|---|---|---|---|---|---|---|"]
     for x in rows:
         same = "all steps" if x["diverged"] is None else f"step {x['diverged'] - 1}"
-        holds = "yes" if x["diverged"] is None or x["promoted_before"] else "**no**"
+        holds = "yes" if x["holds"] else "**no**"
         md.append(f"| {x['arm']} | {x['twin']} | {x['seed']} | {x['steps']} | {same} | "
                   f"{'; '.join(x['promoted_before']) or '-'} | {holds} |")
     return md + [""]
