@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Callable, Iterable
 
 from textual.app import App, SystemCommand
+from textual import work
 from textual.binding import Binding
 from textual.screen import ModalScreen, Screen
 
@@ -26,7 +27,7 @@ from backend.store.views import loads
 from evotui.components.run_screen import RunScreen
 from evotui.components.operator import OperatorMixin
 from evotui.components.run_state import RunState
-from evotui.components.screens import MODES, SCREEN_TITLES
+from evotui.components.screens import MODES, SCREEN_TITLES, preload
 from evotui.components.sync import SyncMixin
 from evotui.engine_process import EngineHealth, EngineProbe, resume_engine
 from evotui.messages import CommandAcknowledged, CommandSent, LabelChosen, RunUpdated
@@ -70,6 +71,7 @@ class EvoApp(OperatorMixin, SyncMixin, App[int]):
         self.stop_requested = False
         self.engine_dead_on_exit = False
         self._resume_proc = None
+        self._preloaded = False
         self._init_sync()
         self._init_operator()
 
@@ -95,6 +97,13 @@ class EvoApp(OperatorMixin, SyncMixin, App[int]):
             self._log_size, self.state.log_lines = message.log_lines
             changed.add("log")
         self._push(changed)
+        if not self._preloaded and self.state.loaded:
+            self._preloaded = True
+            self.call_after_refresh(self._preload_screens)  # once the first data is on screen
+
+    @work(thread=True, group="preload", exit_on_error=False)
+    def _preload_screens(self) -> None:
+        preload()
 
     def _push(self, changed: set[str]) -> None:
         for screen in self.screen_stack:

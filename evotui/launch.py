@@ -29,7 +29,7 @@ def open_tui(run_dir: Path, owns_engine: bool = False) -> int:
     app = EvoApp(Path(run_dir), owns_engine=owns_engine)
     app.run()
     if app.stop_requested:
-        print(f"stop requested; the engine stops after its current step ({run_dir})", file=sys.stderr)
+        print(f"stop requested; the engine stops at its next checkpoint, state saved ({run_dir})", file=sys.stderr)
     elif owns_engine and not app.engine_dead_on_exit:
         print(f"the run goes on in the background; attach with: evotui open {run_dir}", file=sys.stderr)
     return app.return_code or 0

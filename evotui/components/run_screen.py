@@ -28,6 +28,16 @@ class RunScreen(Screen):
     TOPICS: frozenset[str] = TOPICS
     app: "EvoApp"
 
+    def __init__(self) -> None:
+        super().__init__()
+        # Textual refreshes the whole app's CSS (a reparse of every source and a restyle of every
+        # node: 100-300 ms on a busy 2-core machine) when a screen first shows, because a new
+        # screen's stamp (-1) differs from the app's. Once a first screen is up, the stylesheet is
+        # current and this screen's widgets are styled from it as they are registered, so the
+        # stamp says so; a real change (a theme) still bumps the app's count and refreshes all.
+        if _app_shows_a_screen(self.app):
+            self._css_update_count = self.app._css_update_count
+
     def compose(self) -> ComposeResult:
         yield RunStatusBar()
         yield EngineBanner()
@@ -54,3 +64,10 @@ class RunScreen(Screen):
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         self.app.report_worker_error(event)
+
+
+def _app_shows_a_screen(app) -> bool:
+    try:
+        return app.screen.is_mounted
+    except Exception:  # no screen yet: the app's first screen, styled by Textual's first refresh
+        return False
