@@ -24,11 +24,15 @@ def tiny_model(tmp_path_factory):
     """A 2-layer Llama of width 32 with SmolLM2's tokenizer, saved as a local model folder."""
     from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
 
-    from backend.policy.model import embedded_gguf
+    from backend.policy.model import _gguf_cache_dir, embedded_gguf
 
     path = tmp_path_factory.mktemp("tiny-llama")
     folder, gguf = embedded_gguf()
-    tok = AutoTokenizer.from_pretrained(folder, gguf_file=gguf)
+    cache = _gguf_cache_dir(folder, gguf, torch.float32)  # dequantized by an earlier test: seconds faster
+    if cache is not None and (cache / "tokenizer.json").is_file():
+        tok = AutoTokenizer.from_pretrained(cache)
+    else:
+        tok = AutoTokenizer.from_pretrained(folder, gguf_file=gguf)
     tok.save_pretrained(path)
     torch.manual_seed(0)
     cfg = LlamaConfig(vocab_size=len(tok), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
@@ -159,3 +163,22 @@ def test_gpus_flag_rejects_nonsense(capsys):
 def test_shares_are_contiguous_and_balanced():
     assert split(7, 3) == [(0, 3), (3, 5), (5, 7)]
     assert split(2, 2) == [(0, 1), (1, 2)]
+
+
+def test_bench_ddp_runs_one_and_two_ranks(tiny_model, capsys):
+    """`evotui bench --only ddp` end to end on 2 gloo processes (timings printed, never asserted)."""
+    from backend.tools.bench import main
+
+    args = ["--only", "ddp", "--gpus", "2", "--model", tiny_model, "--tasks", "1", "--group", "2",
+            "--step-new", "4", "--steps", "1", "--micro", "2"]
+    assert main(args, quick=True) == 0
+    out = capsys.readouterr().out
+    assert "GRPO step, 1 vs 2 CPU processes: rollouts/s" in out
+    assert "2 rollouts on 1 process vs 4 on 2" in out and "section failed" not in out
+
+
+def test_bench_ddp_says_why_with_one_rank(capsys):
+    from backend.tools.bench import main
+
+    assert main(["--only", "ddp", "--gpus", "1"], quick=True) == 0
+    assert "needs --gpus 2 or more (asked for 1)" in capsys.readouterr().out

@@ -25,6 +25,9 @@ table at the end gives the ratio ours / baseline for each line:
          teacher-forced (max |dlogp|, KL per position; `--only dist`). The
          `gen` section also times vLLM where it is installed. Both in
          backend/tools/bench_engines.py.
+- ddp    a GRPO step of the real loop on 1 GPU and on `--gpus N` of this host,
+         each GPU with the one-GPU batch: rollouts/s and the speed-up
+         (`--only ddp`; backend/tools/bench_ddp.py).
 
     evotui bench --quick              # CPU-sized, a couple of minutes
     evotui bench --out /tmp/bench     # full sizes (a GPU); logs and rows.json there
@@ -49,7 +52,7 @@ from pathlib import Path
 
 import torch
 
-SECTIONS = ("gen", "train", "step", "trl", "dtype", "harness", "dist")
+SECTIONS = ("gen", "train", "step", "trl", "dtype", "harness", "dist", "ddp")
 DEFAULT_SECTIONS = ("gen", "train", "step", "trl", "harness")
 
 
@@ -660,6 +663,8 @@ def parse(argv: list[str], quick: bool):
     p.add_argument("--group", type=int, default=8 if cuda else 4, help="step: group size")
     p.add_argument("--step-new", type=int, default=128 if cuda else 32, help="step: max new tokens")
     p.add_argument("--steps", type=int, default=2 if cuda else 3, help="step, trl: steps run (fastest after the first)")
+    p.add_argument("--gpus", type=int, default=0, help="ddp: ranks against one (default: every visible GPU; "
+                   "2 on the CPU)")
     a = p.parse_args(argv)
     if quick:
         a.device = "cpu" if a.device == "auto" else a.device
@@ -711,6 +716,11 @@ def main(argv: list[str] | None = None, quick: bool = False) -> int:
                 model, tok, dev, dtype = load(b, lora=True)
                 for row in dist_rows(b, model, tok, dev, dtype, math_prompts(tok, 4)):
                     b.add(Row("dist", **row))
+            elif sec == "ddp":
+                from .bench_ddp import ddp_rows
+
+                for row in ddp_rows(b, bench_harness()):
+                    b.add(Row("ddp", **row))
             elif sec == "harness":
                 from .bench_harness import boundary_rows
 
