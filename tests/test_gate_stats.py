@@ -12,7 +12,7 @@ import random
 import pytest
 
 from backend.evolve.stats import (decide, paired_binary, paired_bootstrap, power, probe_plan, sample_size,
-                                  sign_test)
+                                  sign_test, wilson_interval)
 
 SEEDS = range(40)
 MIN_GAIN = 0.02
@@ -86,6 +86,13 @@ def test_exact_mcnemar_and_interval():
     assert same.effect == 0 and same.p_value == 1.0 and -0.05 < same.ci_low <= 0 <= same.ci_high < 0.05
     with pytest.raises(ValueError):
         paired_binary([True], [True, False])
+
+
+def test_wilson_interval_of_one_accuracy():
+    # 146 of 500 and 0 of 32 by hand: centre (p + z^2/2n) / (1 + z^2/n); 0 of n tops out at z^2 / (n + z^2)
+    assert wilson_interval(146, 500) == pytest.approx((0.2539, 0.3333), abs=1e-4)
+    assert wilson_interval(0, 32) == pytest.approx((0.0, 1.96 ** 2 / (32 + 1.96 ** 2)), abs=1e-4)
+    assert wilson_interval(32, 32)[1] == 1.0 and wilson_interval(0, 0) == (0.0, 1.0)
 
 
 def test_bootstrap_is_seeded_and_paired():

@@ -24,6 +24,7 @@ harm is `inconclusive`; significant harm (or a hard failure) is `failed`.
     >>> decide(e, min_gain=0.02).status
     'passed'
 
+`wilson_interval(k, n)` is the interval of one accuracy (reports, not the gate).
 `sample_size` and `power` size probes (see docs/gate.md for the formula).
 Pure Python: no torch, no numpy.
 """
@@ -93,6 +94,15 @@ def _wilson(k: int, n: int, zz: float) -> tuple[float, float]:
     centre = (p + zz * zz / (2 * n)) / (1 + zz * zz / n)
     half = zz * math.sqrt(p * (1 - p) / n + zz * zz / (4 * n * n)) / (1 + zz * zz / n)
     return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def wilson_interval(k: int, n: int, alpha: float = ALPHA) -> tuple[float, float]:
+    """Wilson score interval of one proportion, `k` of `n` (a held-out accuracy).
+
+    >>> [round(x, 3) for x in wilson_interval(146, 500)]
+    [0.254, 0.333]
+    """
+    return _wilson(k, n, z(1 - alpha / 2))
 
 
 def sign_test(k: int, d: int) -> float:
