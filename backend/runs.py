@@ -95,6 +95,7 @@ def start(cfg: RunConfig, run_dir: Path | None, quiet: bool = False) -> tuple[Pa
     store = create_run(run_dir, cfg, code)
     if not quiet:
         print(f"run dir: {run_dir}", flush=True)
+    store.set_run(device=device_label(cfg))
     with ranks(cfg, adapter=None) as dist:  # None: one process
         return run_dir, _drive(Engine(run_dir, cfg, store, quiet=quiet, lm=lm, dist=dist), store, quiet)
 
@@ -145,9 +146,19 @@ def resume(run_dir: Path, steps: int | None = None, overrides: list[str] | None 
     store.set_run(steps_total=cfg.steps, **live_settings(cfg, overrides))
     if not quiet:
         print(f"resuming {run_dir} after step {store.last_step()}", flush=True)
+    store.set_run(device=device_label(cfg))
     pv = store.latest_policy_version()
     with ranks(cfg, adapter=pv["checkpoint"] if pv and pv["checkpoint"] else None) as dist:
         return Path(run_dir), _drive(Engine(Path(run_dir), cfg, store, quiet=quiet, dist=dist), store, quiet)
+
+
+def device_label(cfg: RunConfig) -> str:
+    """Where this run trains, for `evotui runs` and the TUI's header: the device or the ranks
+    (backend/ddp), and the node when a scheduler named it (EVOTUI_NODE: `compare --ray` sets it)."""
+    from backend.ddp.launch import describe
+
+    node = os.environ.get("EVOTUI_NODE")
+    return describe(cfg) + (f" on {node}" if node else "")
 
 
 def check_proposer(cfg: RunConfig) -> None:
@@ -288,11 +299,12 @@ def list_runs() -> list[dict]:
                 status = "crashed?"
             out.append({"dir": str(d), "name": r["name"], "status": status, "step": r["step"],
                         "steps_total": r["steps_total"], "heldout_acc": r["heldout_acc"], "domain": r["domain"],
-                        "bytes": tree_bytes(d)})
+                        "device": r.get("device"), "bytes": tree_bytes(d)})
             st.close()
         except StoreError as e:
             out.append({"dir": str(d), "name": d.name, "status": f"unreadable: {e}", "step": None,
-                        "steps_total": None, "heldout_acc": None, "domain": None, "bytes": tree_bytes(d)})
+                        "steps_total": None, "heldout_acc": None, "domain": None, "device": None,
+                        "bytes": tree_bytes(d)})
     return out
 
 

@@ -271,11 +271,12 @@ def _runs() -> int:
         return 0
     from backend.disk import human_bytes
 
-    print(f"{'status':<10} {'step':>9} {'heldout':>8} {'size':>9}  {'domain':<6} dir")
+    print(f"{'status':<10} {'step':>9} {'heldout':>8} {'size':>9}  {'domain':<6} {'device':<10} dir")
     for r in rows:
         step = f"{r['step']}/{r['steps_total']}" if r["step"] is not None else "-"
         acc = f"{r['heldout_acc']:.3f}" if r["heldout_acc"] is not None else "-"
-        print(f"{r['status']:<10} {step:>9} {acc:>8} {human_bytes(r['bytes']):>9}  {r['domain'] or '-':<6} {r['dir']}")
+        print(f"{r['status']:<10} {step:>9} {acc:>8} {human_bytes(r['bytes']):>9}  {r['domain'] or '-':<6} "
+              f"{r.get('device') or '-':<10} {r['dir']}")
     return 0
 
 

@@ -117,7 +117,7 @@ def test_two_ranks_take_the_one_process_update(tiny_model):
         assert g["tokens"] == w["tokens"]
 
 
-def test_a_run_on_two_ranks_stores_once_and_resumes(tmp_path, tiny_model, spread_harness):
+def test_a_run_on_two_ranks_stores_once_and_resumes(tiny_model, spread_harness, capsys):
     """The real loop on 2 ranks: rank 0 writes each rollout once; a resume loads the other rank
     from rank 0's checkpoint; no rank is left behind."""
     from backend import runs
@@ -125,7 +125,7 @@ def test_a_run_on_two_ranks_stores_once_and_resumes(tmp_path, tiny_model, spread
     extra = (f"harness={spread_harness}", "train.tasks_per_step=3", "train.group_size=2",
              "train.max_new_tokens_cap=4", "eval.n_val=2", "eval.n_test=2", "eval.max_new_tokens=4",
              "eval.every=10", "evolve.enabled=false")
-    run = tmp_path / "run"
+    run = runs.runs_root() / "ddp"
     _, s = runs.start(_cfg(tiny_model, "steps=1", *extra), run, quiet=True)
     assert s["status"] == "finished"
     _, s = runs.resume(run, steps=2, quiet=True)
@@ -139,8 +139,13 @@ def test_a_run_on_two_ranks_stores_once_and_resumes(tmp_path, tiny_model, spread
         steps = store.rows("SELECT step, n_groups, kept_groups FROM steps ORDER BY step")
         assert [r["step"] for r in steps] == [1, 2] and all(r["n_groups"] == 3 for r in steps)
         assert store.latest_policy_version()["step"] == 2
+        assert store.run()["device"] == "2 x cpu"
     finally:
         store.close()
+    from evotui.cli import main
+
+    assert main(["runs"]) == 0
+    assert " 2 x cpu " in next(x for x in capsys.readouterr().out.splitlines() if str(run) in x)
 
 
 def test_settings_a_data_parallel_run_cannot_honour(tiny_model):

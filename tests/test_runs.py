@@ -18,7 +18,7 @@ class IdleEngine:
 
     seen: list = []
 
-    def __init__(self, run_dir, cfg, store, quiet=False, lm=None):
+    def __init__(self, run_dir, cfg, store, quiet=False, lm=None, dist=None):
         self.run_dir, self.cfg = run_dir, cfg
         IdleEngine.seen.append(cfg)
 

@@ -259,5 +259,13 @@ def m007_rollouts_fts(db: Database) -> None:
     """)
 
 
+@MIGRATIONS(name="m008_run_device")
+def m008_run_device(db: Database) -> None:
+    """runs: `device`, where the run trains, in words: "cuda:0", "cpu", "2 x cuda" (a data-parallel
+    run's ranks, backend/ddp), with " on NODE" when a Ray cluster placed it. Written each time the
+    run starts or resumes (a resume may land elsewhere); NULL for runs started before it."""
+    db.table("runs").add_column("device", str)
+
+
 def known_migrations() -> list[str]:
     return [m.name for m in MIGRATIONS._migrations]

@@ -80,6 +80,7 @@ def header_parts(run: dict, health: EngineHealth, asked: str | None = None) -> l
                    Content(f"H v{fmt(run.get('harness_version'), 'd')}"), rank=5, keep=False),
         HeaderPart(Content(f"policy v{fmt(run.get('policy_version'), 'd')}"), rank=6, keep=False),
         HeaderPart(Content(run.get("name") or ""), rank=7, keep=False),
+        HeaderPart(Content(run.get("device") or ""), rank=8, keep=False),  # "2 x cuda"; none on older runs
     ]
 
 
