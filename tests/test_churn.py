@@ -5,7 +5,7 @@ import pytest
 
 from backend.evolve import interventions as iv
 from backend.evolve import promote, run_round, submit
-from backend.evolve.churn import Rules, normalise
+from backend.evolve.interventions import Rules, normalise
 from backend.evolve.edit import remove_name, set_constant
 from backend.store import loads, now
 from backend.tools.report_gate import repeated_promotions

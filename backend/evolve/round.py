@@ -3,7 +3,7 @@
     1. diagnose    failure table + drift metrics of the last `window` steps (`diagnose`)
     2. revise      a new diagnostic for unexplained failures, or retire a useless one (`diagnose`)
     3. propose     offline templates/skills, or the LLM proposer
-    4. screen      the churn rules drop repeats before any backtest (`churn`); the
+    4. screen      the churn rules drop repeats before any backtest (`interventions.Rules`); the
                    round records and logs what it skipped and why
     5. backtest    replay (or probe) every candidate next to the incumbent
     6. gate        auto mode promotes the best passed candidate; inconclusive ones
@@ -24,7 +24,7 @@ from backend.types import JSON
 
 from . import interventions as iv
 from . import diagnose, llm, offline
-from .churn import Rules, normalise
+from .interventions import Rules, normalise
 from . import skills as sk
 from .backtest import backtest
 from .context import Effects, EvolveContext

@@ -9,7 +9,7 @@ with the static arm's, problem by problem and seed by seed.
 
 from __future__ import annotations
 
-from backend.evolve.churn import change_of, normalise
+from backend.evolve.interventions import change_of, normalise
 from backend.evolve.stats import paired_binary
 from backend.store import loads
 
