@@ -79,6 +79,10 @@ def _parser() -> argparse.ArgumentParser:
     cmp_.add_argument("--out", help="folder for the arms' runs and the report (default under $EVOTUI_HOME)")
     cmp_.add_argument("--jobs", type=int, default=1,
                       help="runs as parallel processes; with several GPUs visible, each run pinned to one")
+    cmp_.add_argument("--ray", nargs="?", const="", metavar="ADDRESS",
+                      help="each run a Ray task with one GPU (one CPU without GPUs), rerun from its checkpoint "
+                      "if its worker is lost; ADDRESS: a cluster (ray://HOST:10001, HOST:6379 or auto), none: a "
+                      "local Ray instance over this host (pip install 'evotui[ray]')")
     cmp_.add_argument("--arms", help="comma-separated arms to run (default: all of static, static-expert, "
                       "coevolve, coevolve-expert, control)")
     cmp_.add_argument("--quiet", action="store_true", help="no per-step lines")
@@ -320,7 +324,13 @@ def _compare(args) -> int:
     if cfg.profile:
         print(describe(cfg.profile), flush=True)
     out = Path(args.out).expanduser() if args.out else runs.home() / "compare" / f"{datetime.now():%Y%m%d-%H%M%S}"
-    if args.jobs > 1:
+    if args.ray is not None:
+        if args.jobs > 1:
+            raise UsageError("--ray and --jobs are two ways to spread the runs; give one")
+        from backend.tools.compare_ray import run_ray
+
+        rows = run_ray(cfg, seeds, out, args.ray or None, quiet=args.quiet, arms=arms)
+    elif args.jobs > 1:
         rows = run_parallel(cfg, seeds, out, args.jobs, quiet=args.quiet, arms=arms)
     else:
         rows = run_compare(cfg, seeds, out, quiet=args.quiet, arms=arms)

@@ -17,28 +17,12 @@ from backend.ddp.comm import DistributedError, split
 from backend.ddp.launch import check, ranks, world_size
 from backend.harness.loader import default_harness_path
 from backend.store import Store
+from tiny_llama import save_tiny_llama
 
 
 @pytest.fixture(scope="module")
 def tiny_model(tmp_path_factory):
-    """A 2-layer Llama of width 32 with SmolLM2's tokenizer, saved as a local model folder."""
-    from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
-
-    from backend.policy.model import _gguf_cache_dir, embedded_gguf
-
-    path = tmp_path_factory.mktemp("tiny-llama")
-    folder, gguf = embedded_gguf()
-    cache = _gguf_cache_dir(folder, gguf, torch.float32)  # dequantized by an earlier test: seconds faster
-    if cache is not None and (cache / "tokenizer.json").is_file():
-        tok = AutoTokenizer.from_pretrained(cache)
-    else:
-        tok = AutoTokenizer.from_pretrained(folder, gguf_file=gguf)
-    tok.save_pretrained(path)
-    torch.manual_seed(0)
-    cfg = LlamaConfig(vocab_size=len(tok), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                      num_attention_heads=4, num_key_value_heads=2, eos_token_id=2, bos_token_id=1, pad_token_id=2)
-    LlamaForCausalLM(cfg).save_pretrained(path)
-    return str(path)
+    return save_tiny_llama(tmp_path_factory.mktemp("tiny-llama"))
 
 
 @pytest.fixture(scope="module")

@@ -185,6 +185,21 @@ def pick_gpu(gpus: list[str], busy: list[str]) -> str | None:
     return min(gpus, key=lambda g: (busy.count(g), gpus.index(g)))
 
 
+def run_args(out: Path, base_d: dict, arm: str, seed: int, extra: int) -> list[str]:
+    """The `evotui run --headless` arguments of one arm's run under OUT: `--resume` where its run
+    directory exists (a rerun goes on from the last checkpoint), else a new run from the arm's
+    config, written to OUT/configs (`--jobs` and `--ray` both launch runs this way)."""
+    from backend.config import to_toml
+
+    run_dir = out / f"{arm}-s{seed}"
+    if (run_dir / "run.db").exists():
+        return ["--resume", str(run_dir)]
+    cfgf = out / "configs" / f"{arm}-s{seed}.toml"
+    cfgf.parent.mkdir(parents=True, exist_ok=True)
+    cfgf.write_text(to_toml(arm_config(base_d, arm, seed, extra)))
+    return ["--config", str(cfgf), "--run-dir", str(run_dir), "--auto-promote" if arm in EVOLVING else "--supervised"]
+
+
 def run_parallel(base: RunConfig, seeds: list[int], out: Path, jobs: int, quiet: bool = False,
                  arms: list[str] | None = None) -> list[dict]:
     """Like `run_compare`, with runs as parallel `evotui run --headless` processes on one
@@ -195,8 +210,6 @@ def run_parallel(base: RunConfig, seeds: list[int], out: Path, jobs: int, quiet:
     import sys
     import time
 
-    from backend.config import to_toml
-
     arms = arms or list(ARMS)
     check_arms(base, arms, seeds, out)
     out.mkdir(parents=True, exist_ok=True)
@@ -205,14 +218,7 @@ def run_parallel(base: RunConfig, seeds: list[int], out: Path, jobs: int, quiet:
     gpus = visible_gpus()
 
     def launch(arm: str, seed: int, extra: int, gpu: str | None):
-        run_dir = out / f"{arm}-s{seed}"
-        if (run_dir / "run.db").exists():
-            args = ["--resume", str(run_dir)]
-        else:
-            cfgf = out / "configs" / f"{arm}-s{seed}.toml"
-            cfgf.write_text(to_toml(arm_config(base_d, arm, seed, extra)))
-            args = ["--config", str(cfgf), "--run-dir", str(run_dir),
-                    "--auto-promote" if arm in EVOLVING else "--supervised"]
+        args = run_args(out, base_d, arm, seed, extra)
         env = dict(os.environ, **({"CUDA_VISIBLE_DEVICES": gpu} if gpu is not None else {}))
         if not gpus and jobs > 1 and "OMP_NUM_THREADS" not in os.environ:
             # CPU runs side by side: a thread pool per core in each would oversubscribe the cores,
