@@ -11,8 +11,8 @@ answers rank 0's messages until "end":
   reply with the metrics.
 
 It never opens the run database and writes nothing to the run directory.
-It exits when rank 0 does: its parent's pid changes (kill -9 of the run), or
-the store rank 0 serves goes away.
+It exits when rank 0 does: rank 0's pid is gone (kill -9 of the run), or the
+store rank 0 serves goes away.
 """
 
 from __future__ import annotations
@@ -61,11 +61,15 @@ def main(rank: int, world: int, port: int, cfg_dict: dict, adapter: str | None, 
 
 
 def _exit_with(parent: int) -> None:
-    """End this process once rank 0 (its parent) is gone, even if it died by kill -9."""
+    """End this process once rank 0 is gone, even if it died by kill -9 (rank 0 may not be the
+    parent: on the CPU the ranks come from a forkserver)."""
     def watch():
-        while os.getppid() == parent:
+        while True:
             time.sleep(1.0)
-        os._exit(3)
+            try:
+                os.kill(parent, 0)
+            except ProcessLookupError:
+                os._exit(3)
 
     threading.Thread(target=watch, name="watch-rank0", daemon=True).start()
 
