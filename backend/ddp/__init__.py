@@ -4,7 +4,7 @@ Rank 0 is the process that runs the loop (`backend/loop.py`): it alone samples
 tasks, scores with the harness, diagnoses, evaluates the held-out sets, runs
 evolution rounds and writes the run database and the checkpoints. Ranks
 1..N-1 are child processes (`follower.py`) that hold a copy of the policy on
-their own device (cuda:r, or the CPU with gloo) and do two things when rank 0
+their own device (the r-th visible GPU, or the CPU with gloo) and do two things when rank 0
 asks: generate their share of a training step's prompts, and take their part
 of the GRPO update.
 

@@ -1,6 +1,6 @@
 """Ranks 1..N-1 of a data-parallel run: a child process that generates and trains when rank 0 asks.
 
-It loads the policy on its own device (cuda:r, or the CPU), from the checkpoint
+It loads the policy on its own device (the one GPU it sees, or the CPU), from the checkpoint
 rank 0 resumes from when there is one (weights and optimizer state), then
 answers rank 0's messages until "end":
 
@@ -41,9 +41,9 @@ def main(rank: int, world: int, port: int, cfg_dict: dict, adapter: str | None, 
     try:
         cfg = config_from_dict(cfg_dict)
         cuda = device_type(cfg) == "cuda"
-        if cuda:
-            torch.cuda.set_device(rank)
-            cfg.model.device = f"cuda:{rank}"
+        if cuda:  # rank 0 started this rank seeing only its own GPU (launch._only_gpu)
+            torch.cuda.set_device(0)
+            cfg.model.device = "cuda:0"
         elif not cfg.model.threads:
             torch.set_num_threads(max(1, (os.cpu_count() or 1) // world))
         channel.started()

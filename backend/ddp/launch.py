@@ -50,7 +50,8 @@ def check(cfg: RunConfig, world: int) -> None:
         return
     if device_type(cfg) == "cuda" and cfg.model.device not in ("auto", "cuda"):
         raise DistributedError(f"model.device is '{cfg.model.device}' but train.gpus={world} places rank r on "
-                               f"cuda:r; leave model.device at auto (choose cards with CUDA_VISIBLE_DEVICES)")
+                               f"the r-th visible GPU; leave model.device at auto (choose cards with "
+                               f"CUDA_VISIBLE_DEVICES)")
     if "swe" in cfg.domains:
         raise DistributedError("the swe domain runs multi-turn episodes on one process; "
                                "use train.gpus=1 (or spread runs with evotui compare)")
@@ -95,8 +96,10 @@ def ranks(cfg: RunConfig, adapter: str | None) -> Iterator[Leader | None]:
     procs = [ctx.Process(target=follower.main, name=f"evotui-rank{r}",
                          args=(r, world, store.port, to_dict(cfg), adapter, os.getpid()))
              for r in range(1, world)]
-    for p in procs:
-        p.start()
+    gpus = _visible_gpus() if cuda else []
+    for r, p in enumerate(procs, start=1):
+        with _only_gpu(gpus[r] if cuda else None):
+            p.start()
 
     def gone(rank: int) -> str | None:
         code = procs[rank - 1].exitcode
@@ -117,6 +120,31 @@ def ranks(cfg: RunConfig, adapter: str | None) -> Iterator[Leader | None]:
         if dist.is_initialized():
             dist.destroy_process_group()
         torch.set_num_threads(threads)
+
+
+def _visible_gpus() -> list[str]:
+    env = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if env is not None:
+        return [g.strip() for g in env.split(",") if g.strip()]
+    return [str(i) for i in range(torch.cuda.device_count())]
+
+
+@contextlib.contextmanager
+def _only_gpu(gpu: str | None):
+    """A rank started in here sees one GPU, its own, as cuda:0 (CUDA_VISIBLE_DEVICES), so every
+    library in it (the engines, vLLM, the memory estimate) uses that card without being told."""
+    if gpu is None:
+        yield
+        return
+    old = os.environ.get("CUDA_VISIBLE_DEVICES")
+    os.environ["CUDA_VISIBLE_DEVICES"] = gpu
+    try:
+        yield
+    finally:
+        if old is None:
+            del os.environ["CUDA_VISIBLE_DEVICES"]
+        else:
+            os.environ["CUDA_VISIBLE_DEVICES"] = old
 
 
 FOLLOWER_MODULES = ["backend.ddp.follower", "backend.policy.load", "backend.policy.generate", "transformers", "peft"]
