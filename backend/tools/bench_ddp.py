@@ -51,10 +51,10 @@ def ddp_rows(b, harness: str) -> list[dict]:
 
 def _cannot_run(b, world: int) -> str | None:
     """Why the section cannot run here, in one line, or None."""
+    if b.cuda and torch.cuda.device_count() < max(world, 2):
+        return f"needs {max(world, 2)} CUDA GPUs; {torch.cuda.device_count()} visible here"
     if world < 2:
         return f"needs --gpus 2 or more (asked for {world})"
-    if b.cuda and torch.cuda.device_count() < world:
-        return f"needs {world} CUDA GPUs; {torch.cuda.device_count()} visible here"
     if b.a.random_init:
         return "skipped with --random-init: the loop loads real weights"
     try:
