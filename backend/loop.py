@@ -100,6 +100,8 @@ class Engine:
         self.dist = dist  # rank 0 of a data-parallel run (backend/ddp), or None: one process
         if dist is not None:
             dist.attach(self)
+            self.say(f"data-parallel over {dist.world} ranks: each generates its share of a step and trains on "
+                     f"it; this process (rank 0) scores, stores, checkpoints, evaluates and evolves")
 
     # ------------------------------------------------------------ helpers
     def say(self, msg: str, level: str = "info", step: int | None = None) -> None:

@@ -38,9 +38,6 @@ class Leader:
         """The loop's Engine: its model, trainer, generation and pause/stop control."""
         self.engine = engine
 
-    def describe(self) -> str:
-        return f"{self.world} ranks"
-
     def generate(self, prompts: list[list[int]], max_new_tokens: int, temperature: float,
                  top_p: float) -> list[Generation]:
         """Every rank generates its share of `prompts`; returns all the completions, in order."""
