@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 from backend.envs.base import Episode, Task, Verdict
 from backend.harness.loader import Harness
-from backend.harness.semantics import RolloutIn, apply_harness, is_dead, is_trained
+from backend.harness.semantics import RolloutIn, apply_harness, is_dead, is_trained, reward_threshold
 from backend.store import dumps
 from backend.store.rollouts import join_labels
 
@@ -52,11 +52,6 @@ def view_of(s: Scored, max_new_tokens: int) -> dict:
             "completion": s.completion, "finish": s.finish, "completion_tokens": len(s.completion_ids),
             "max_new_tokens": max_new_tokens, "obs": s.obs, "turns": list(s.turns), "domain": s.task.domain,
             "meta": s.task.meta, "task_id": s.task.id}
-
-
-def reward_threshold(weights: dict) -> float:
-    """A reward above half the best possible total counts as 'the harness says right'."""
-    return 0.5 * sum(w for w in weights.values() if w > 0)
 
 
 def agreement(rewards: list[float], correct: list[bool], weights: dict) -> float:

@@ -30,14 +30,14 @@ def _need(args: list[str], n: int, usage: str) -> None:
 
 
 def skills(action: str, args: list[str]) -> int:
-    from backend.evolve import ops
+    from backend.evolve import skill_commands
 
     if action == "list":
         src = Path(args[0]).expanduser() if args else _global_library()
         if not args and not src.exists():
             print(f"no skills yet (global library {src} does not exist)")
             return 0
-        rows = ops.skills_list(src)
+        rows = skill_commands.skills_list(src)
         if not rows:
             print("no skills")
             return 0
@@ -49,16 +49,16 @@ def skills(action: str, args: list[str]) -> int:
         return 0
     if action == "show":
         _need(args, 2, "show RUN NAME")
-        print(json.dumps(ops.skills_show(Path(args[0]).expanduser(), args[1]), indent=2, default=str))
+        print(json.dumps(skill_commands.skills_show(Path(args[0]).expanduser(), args[1]), indent=2, default=str))
         return 0
     if action == "export":
         _need(args, 2, "export RUN PATH")
-        written = ops.export_skills(Path(args[0]).expanduser(), Path(args[1]).expanduser())
+        written = skill_commands.export_skills(Path(args[0]).expanduser(), Path(args[1]).expanduser())
         print(f"exported {len(written)} file(s): " + ", ".join(written))
         return 0
     if action == "import":
         _need(args, 2, "import RUN PATH")
-        done = ops.import_skills(Path(args[0]).expanduser(), Path(args[1]).expanduser())
+        done = skill_commands.import_skills(Path(args[0]).expanduser(), Path(args[1]).expanduser())
         for d in done:
             print(f"{d['action']:<7} {d['name']}")
         print(f"imported {len(done)} skill(s)")

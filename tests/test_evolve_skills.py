@@ -5,7 +5,7 @@ import json
 import pytest
 
 from backend.evolve import after_eval, promote, run_round
-from backend.evolve import ops
+from backend.evolve import skill_commands
 from backend.evolve.skills import SkillError, global_library, retrieve
 from synthetic_run import add_eval, build_run, context, make_probe, outcomes
 from backend.store import loads
@@ -29,26 +29,27 @@ def learned(tmp_path):
 
 def test_export_import_roundtrip_and_merge(learned, tmp_path):
     lib = tmp_path / "lib.json"
-    assert ops.export_skills(learned, lib) == [str(lib)]
+    assert skill_commands.export_skills(learned, lib) == [str(lib)]
     data = json.loads(lib.read_text())
     assert data["evotui_skills"] == 1 and data["skills"][0]["name"] == "lenient_extraction"
-    folder = ops.export_skills(learned, tmp_path / "cards")
+    folder = skill_commands.export_skills(learned, tmp_path / "cards")
     assert [p.rsplit("/", 1)[-1] for p in folder] == ["lenient_extraction.json"]
 
     other = build_run(tmp_path / "b" / "run.db", steps=6)
-    assert ops.import_skills(other, lib) == [{"name": "lenient_extraction", "action": "added"}]
-    assert ops.import_skills(other, tmp_path / "cards") == [{"name": "lenient_extraction", "action": "merged"}]
+    assert skill_commands.import_skills(other, lib) == [{"name": "lenient_extraction", "action": "added"}]
+    assert skill_commands.import_skills(other, tmp_path / "cards") == \
+        [{"name": "lenient_extraction", "action": "merged"}]
     assert other.count("skills") == 1
-    card = ops.skills_show(other, "lenient_extraction")
+    card = skill_commands.skills_show(other, "lenient_extraction")
     assert card["helped"] == 2 and len(card["evidence"]["deltas"]) == 2  # evidence accumulates
     assert card["change"]["name"] == "extract_answer"
 
 
 def test_a_new_run_proposes_from_an_imported_skill(learned, tmp_path):
     lib = tmp_path / "lib.json"
-    ops.export_skills(learned, lib)
+    skill_commands.export_skills(learned, lib)
     other = build_run(tmp_path / "b" / "run.db", steps=6, seed=3)
-    ops.import_skills(other, lib)
+    skill_commands.import_skills(other, lib)
     assert [c["name"] for c in retrieve(other, [{"label": "no_answer_tag", "share": 0.9}], "math")] == \
         ["lenient_extraction"]
     out = run_round(context(other, probe=make_probe())).summary
@@ -56,20 +57,20 @@ def test_a_new_run_proposes_from_an_imported_skill(learned, tmp_path):
     shaped = [r for r in shaped if loads(r["skills_json"])]
     assert shaped and loads(shaped[0]["skills_json"]) == ["lenient_extraction"]
     assert shaped[0]["status"] == "passed", shaped[0]["reason"]
-    assert ops.skills_show(other, "lenient_extraction")["uses"] == 1
+    assert skill_commands.skills_show(other, "lenient_extraction")["uses"] == 1
 
 
 def test_ops_read_runs_and_library_files(learned, tmp_path):
     run_dir = learned.path.parent
-    rows = ops.skills_list(run_dir)
+    rows = skill_commands.skills_list(run_dir)
     assert rows[0]["name"] == "lenient_extraction" and rows[0]["labels"] == ["no_answer_tag"]
     assert rows[0]["change"] == "replace extract_answer" and rows[0]["helped"] == 1
     lib = tmp_path / "lib.json"
-    ops.export_skills(run_dir, lib)
-    assert ops.skills_list(lib) == rows
-    assert ops.skills_show(lib, "lenient_extraction")["change"]["op"] == "replace"
+    skill_commands.export_skills(run_dir, lib)
+    assert skill_commands.skills_list(lib) == rows
+    assert skill_commands.skills_show(lib, "lenient_extraction")["change"]["op"] == "replace"
     with pytest.raises(SkillError, match="no skill named 'nope'"):
-        ops.skills_show(run_dir, "nope")
+        skill_commands.skills_show(run_dir, "nope")
 
 
 @pytest.mark.parametrize("content, match", [
@@ -84,19 +85,19 @@ def test_corrupt_skill_files_give_one_clear_error(learned, tmp_path, content, ma
     bad = tmp_path / "bad.json"
     bad.write_text(content)
     with pytest.raises(SkillError, match=match) as e:
-        ops.import_skills(learned, bad)
+        skill_commands.import_skills(learned, bad)
     assert str(bad) in str(e.value)
     assert learned.count("skills") == 1  # nothing half-imported
 
 
 def test_missing_paths(learned, tmp_path):
     with pytest.raises(SkillError, match="no such skill file"):
-        ops.import_skills(learned, tmp_path / "missing.json")
+        skill_commands.import_skills(learned, tmp_path / "missing.json")
     (tmp_path / "empty").mkdir()
     with pytest.raises(SkillError, match="no .json skill files"):
-        ops.import_skills(learned, tmp_path / "empty")
+        skill_commands.import_skills(learned, tmp_path / "empty")
     with pytest.raises(SkillError, match="no such run or skill library"):
-        ops.skills_list(tmp_path / "nowhere")
+        skill_commands.skills_list(tmp_path / "nowhere")
 
 
 def test_global_library_under_evotui_home(tmp_path, monkeypatch):
@@ -110,7 +111,7 @@ def test_global_library_under_evotui_home(tmp_path, monkeypatch):
     add_eval(s, 10, outcomes(40, 20))  # a paired validation gain whose interval is above zero
     after_eval(ctx, 0.5)
     assert global_library() == tmp_path / "home" / "skills.json"
-    assert [c["name"] for c in ops.skills_list(global_library())] == ["lenient_extraction"]
+    assert [c["name"] for c in skill_commands.skills_list(global_library())] == ["lenient_extraction"]
     # a fresh run retrieves from the global library without importing anything
     other = build_run(tmp_path / "b" / "run.db", steps=6)
     assert [c["name"] for c in retrieve(other, [{"label": "no_answer_tag", "share": 0.9}], "math")] == \

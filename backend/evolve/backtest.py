@@ -21,13 +21,12 @@ import time
 from typing import Any, TYPE_CHECKING
 
 from backend.harness.loader import Harness, HarnessError
-from backend.harness.semantics import is_dead
+from backend.harness.semantics import is_dead, reward_threshold
 from backend.store.rollouts import split_labels
 from backend.types import Intervention, JSON, TrialArm
 
 from . import interventions as iv
-from .replay import (BLOCK_MIN, BLOCK_SHARE, MAX_ROWS, adversarial_check, adversarial_copies, judge, replay,
-                     select_rows, threshold)
+from .replay import BLOCK_MIN, BLOCK_SHARE, MAX_ROWS, adversarial_check, adversarial_copies, judge, replay, select_rows
 from .stats import Decision, decide, pair_up, paired_binary, paired_bootstrap, per_unit, replay_rows
 
 
@@ -141,7 +140,7 @@ def _probe_summary(rows: list[JSON], h: Harness) -> JSON:
     groups: dict[tuple[Any, Any], list[float]] = {}
     for r in rows:
         groups.setdefault((r.get("step"), r.get("group_idx")), []).append(float(r.get("reward") or 0.0))
-    thr = threshold(h.weights)
+    thr = reward_threshold(h.weights)
     invalid = [r for r in rows if split_labels(r.get("labels")) & h.validity]
     high = [r for r in invalid if float(r.get("reward") or 0) > thr]
     by_label: JSON = {}

@@ -47,8 +47,7 @@ from typing import TYPE_CHECKING, Any, Iterable
 from backend.harness.check import HarnessError
 from backend.harness.client import WorkerFailure
 from backend.harness.loader import Harness
-from backend.harness.semantics import BatchOut, apply_harness, batch_from_rows
-from backend.rollout import reward_threshold
+from backend.harness.semantics import BatchOut, apply_harness, batch_from_rows, reward_threshold
 from backend.store.rollouts import split_labels
 from backend.types import JSON
 
@@ -212,11 +211,6 @@ MAX_FALSE_FIRE = 0.2
 MIN_KEPT = 0.2
 
 
-def threshold(weights: JSON) -> float:
-    """'The harness says right': the loop's own rule, so replay and training agree."""
-    return reward_threshold(weights)
-
-
 def view(rows: list[JSON], res: Replayed) -> JSON:
     """Per-harness replay summary (filters, dead groups and advantages as training applied them)."""
     if res.out is None or res.harness is None:
@@ -225,7 +219,7 @@ def view(rows: list[JSON], res: Replayed) -> JSON:
     rewards = [o.reward for o in outs]
     labels = [o.label_set for o in outs]
     correct = [bool(r["correct"]) for r in rows]
-    thr = threshold(res.harness.weights)
+    thr = reward_threshold(res.harness.weights)
     high = [x > thr for x in rewards]
     groups: dict[tuple[Any, ...], list[int]] = {}
     for i, g in enumerate(res.out.groups):

@@ -1,4 +1,4 @@
-"""Skill-library operations for the shell (`evotui skills ...`). Nothing here prints.
+"""What `evotui skills ...` does, over a run or a skill library file; returns data, prints nothing.
 
 Each function takes a `Store`, a run folder, a `run.db` path, or (for reading)
 a skill library file or folder of card files, and returns plain data. User

@@ -92,6 +92,12 @@ def is_dead(rewards: list[float]) -> bool:
     return len(rewards) > 1 and max(rewards) - min(rewards) < DEAD_TOL
 
 
+def reward_threshold(weights: dict[str, float]) -> float:
+    """A reward above half the best possible total counts as 'the harness says right' (agreement
+    with the evaluator, in training metrics and in backtests alike)."""
+    return 0.5 * sum(w for w in weights.values() if w > 0)
+
+
 def advantages(rewards: list[float], rule: str, eps: float = 1e-6, std: str = "population") -> list[float]:
     """Group-relative advantages for one group; exactly 0 for a dead group.
 
