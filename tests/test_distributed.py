@@ -171,3 +171,12 @@ def test_bench_ddp_says_why_with_one_rank(capsys):
 
     assert main(["--only", "ddp", "--gpus", "1"], quick=True) == 0
     assert "needs --gpus 2 or more (asked for 1)" in capsys.readouterr().out
+
+
+def test_a_rank_that_cannot_load_is_one_clear_error(tiny_model, tmp_path):
+    """Rank 1 fails to load (the checkpoint it is told to resume from is not there): rank 0
+    raises one line naming the rank and why, and no rank is left behind."""
+    with pytest.raises(DistributedError, match=r"^rank 1 failed: .*"):
+        with ranks(_cfg(tiny_model), adapter=str(tmp_path / "no-such-checkpoint")):
+            pass
+    assert not multiprocessing.active_children()

@@ -73,6 +73,11 @@ class Channel:
         for r in range(1, self.world):
             self._poll(f"up/{r}", r)
 
+    def wait_ready(self) -> None:
+        """Until every rank has loaded its policy and engine (a failure there is raised here)."""
+        for r in range(1, self.world):
+            self._poll(f"ready/{r}", r)
+
     def send(self, kind: str, payloads: list) -> None:
         """Message `kind` with one payload per rank 1..N-1."""
         self.seq += 1
@@ -91,6 +96,9 @@ class Channel:
     # ---------------------------------------------------------------- ranks 1..N-1
     def started(self) -> None:
         self.store.set(f"up/{self.rank}", b"1")
+
+    def ready(self) -> None:
+        self.store.set(f"ready/{self.rank}", b"1")
 
     def receive(self) -> tuple[str, object]:
         self.seq += 1

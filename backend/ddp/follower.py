@@ -49,7 +49,9 @@ def main(rank: int, world: int, port: int, cfg_dict: dict, adapter: str | None, 
         channel.started()
         dist.init_process_group("nccl" if cuda else "gloo", store=dist.PrefixStore("pg", store), rank=rank,
                                 world_size=world, timeout=COLLECTIVE_TIMEOUT)
-        Follower(cfg, adapter).serve(channel)
+        rank_state = Follower(cfg, adapter)
+        channel.ready()
+        rank_state.serve(channel)
     except Exception as e:
         traceback.print_exc()
         try:

@@ -96,10 +96,6 @@ def ranks(cfg: RunConfig, adapter: str | None) -> Iterator[Leader | None]:
     procs = [ctx.Process(target=follower.main, name=f"evotui-rank{r}",
                          args=(r, world, store.port, to_dict(cfg), adapter, os.getpid()))
              for r in range(1, world)]
-    gpus = _visible_gpus() if cuda else []
-    for r, p in enumerate(procs, start=1):
-        with _only_gpu(gpus[r] if cuda else None):
-            p.start()
 
     def gone(rank: int) -> str | None:
         code = procs[rank - 1].exitcode
@@ -107,11 +103,16 @@ def ranks(cfg: RunConfig, adapter: str | None) -> Iterator[Leader | None]:
 
     channel = Channel(store, 0, world, alive=gone)
     try:
+        gpus = _visible_gpus() if cuda else []
+        for r, p in enumerate(procs, start=1):
+            with _only_gpu(gpus[r] if cuda else None):
+                p.start()
         channel.wait_started()  # a rank that cannot even start is reported, not waited for
         if cuda:
             torch.cuda.set_device(0)
         dist.init_process_group("nccl" if cuda else "gloo", store=dist.PrefixStore("pg", store), rank=0,
                                 world_size=world, timeout=COLLECTIVE_TIMEOUT)
+        channel.wait_ready()
         yield Leader(channel, world)
     finally:
         with contextlib.suppress(Exception):  # ranks between steps read it and exit; others are ended
@@ -165,6 +166,7 @@ def _join(procs) -> None:
     """Wait for the ranks to exit; end any that do not (after an error they may be inside a step)."""
     import time
 
+    procs = [p for p in procs if p.pid is not None]  # started
     deadline = time.monotonic() + JOIN_S
     for p in procs:
         p.join(max(0.0, deadline - time.monotonic()))
