@@ -50,11 +50,13 @@ def test_two_ranks_take_the_one_process_update(tiny_model):
     """Two updates through rank 0's Leader (2 gloo ranks) against GRPOTrainer.step on the whole
     batch in one process, from the same initial adapter.
 
-    Tolerance: the ranks sum partial gradients in another order (two micro-batches of 3 against
-    4 + 2 here), so the gradients differ by float32 rounding (~1e-7 relative); Adam's first step
-    divides by |g|, which keeps that relative size. 1e-6 absolute on weights that moved by up to
-    lr = 1e-3 passes rounding and fails any real difference (a rank's gradient missing, averaged
-    instead of summed, or a wrong denominator moves weights by ~1e-3)."""
+    Tolerance: the ranks sum partial gradients in another order (micro-batches of 3 and 3 against
+    4 and 2 here), so the gradients differ by float32 rounding, which Adam's division by sqrt(v)
+    can enlarge where a gradient is near zero: the weights (moved by up to 2e-3 over the two
+    updates, lr 1e-3) came out within 4.4e-7 of the one-process ones. 1e-5 leaves room for that
+    and fails a real difference: with the gradients averaged instead of summed, not all-reduced
+    at all, or rank 1 dividing by its own token count, weights differed by about 1e-3 (each
+    checked by editing backend/ddp once). The loss and gradient norm catch a scale error too."""
     from backend.policy.generate import make_engine
     from backend.policy.grpo import GRPOTrainer, Sample
     from backend.policy.load import load_fast_policy
@@ -94,7 +96,7 @@ def test_two_ranks_take_the_one_process_update(tiny_model):
     moved = max(float((after[n] - start[n]).abs().max()) for n in after)
     assert moved > 1e-4  # the updates did something
     for n, p in _lora(ref.model).items():
-        assert torch.allclose(after[n], p, rtol=0, atol=1e-6), n
+        assert torch.allclose(after[n], p, rtol=0, atol=1e-5), n
     for g, w in zip(got, want):
         assert g["loss"] == pytest.approx(w["loss"], abs=1e-6)
         assert g["grad_norm"] == pytest.approx(w["grad_norm"], rel=1e-5)
