@@ -150,11 +150,17 @@ def _profile_sets(args) -> list[str]:
     return ["profile=auto"]
 
 
+def bench_args(argv: list[str]) -> tuple[bool, list[str]]:
+    """(`--quick`, the benchmark's own flags in the order given). argparse cannot split these:
+    `bench --only ddp --gpus 2` reached the benchmark as `ddp --gpus 2 --only`."""
+    return "--quick" in argv, [a for a in argv if a not in ("--quick", "--")]
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    if argv[:1] == ["bench"]:  # bench takes its own flags (--only, --model, ...)
-        args, rest = _parser().parse_known_args(argv)
-        args.rest = [a for a in (args.rest or []) + rest if a != "--"]
+    if argv[:1] == ["bench"]:  # bench takes its own flags (--only, --model, ...), passed on in order
+        args = _parser().parse_args(["bench"])
+        args.quick, args.rest = bench_args(argv[1:])
     else:
         args = _parser().parse_args(argv)
     try:

@@ -43,6 +43,9 @@ def test_cli_passes_options_through(monkeypatch):
 
     assert cli(["bench", "--quick", "--", "--only", "gen"]) == 0
     assert seen["quick"] and seen["rest"][-2:] == ["--only", "gen"]
+    # without `--`, in the order given (argparse once delivered `ddp --gpus 2 --only`)
+    assert cli(["bench", "--only", "ddp", "--gpus", "2", "--out", "/tmp/b"]) == 0
+    assert not seen["quick"] and seen["rest"] == ["--only", "ddp", "--gpus", "2", "--out", "/tmp/b"]
     from backend.tools.bench import parse
 
     assert parse(["--only", "gen"], quick=True).only == "gen"
