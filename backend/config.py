@@ -52,10 +52,6 @@ class ModelConfig:
     fast (our CUDA-graph decoder for Llama-shaped models), static (CUDA static cache), vllm."""
     threads: int = 0
     """CPU threads for torch (0 = torch's default)."""
-    deterministic: bool = False
-    """CUDA only: deterministic kernels (`torch.use_deterministic_algorithms`, a fixed cuBLAS
-    workspace, the math attention backend instead of flash and memory-efficient attention, whose
-    backward passes accumulate with atomics). Slower; for checking that two runs train identically."""
     gen_batch: int = 0
     """Rows the generation engine decodes at once (0 = auto: 64 on the CPU; on CUDA the fast engine
     sizes it from free GPU memory, so runs sharing a card take different paths). Fix it (the gpu

@@ -153,8 +153,6 @@ def load_policy(cfg: ModelConfig, adapter_dir: str | os.PathLike | None = None) 
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
     base, tok, device, dtype = load_base(cfg)
-    if cfg.deterministic and torch.device(device).type == "cuda":
-        use_deterministic_kernels()
     if adapter_dir:
         model = PeftModel.from_pretrained(base, str(adapter_dir), is_trainable=True)
     else:
@@ -168,15 +166,6 @@ def load_policy(cfg: ModelConfig, adapter_dir: str | os.PathLike | None = None) 
     model.to(device)
     model.eval()
     return LoadedModel(model, tok, device, dtype, cfg.name)
-
-
-def use_deterministic_kernels() -> None:
-    """Make this process's CUDA arithmetic repeat bit for bit (before its first matmul)."""
-    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
-    torch.use_deterministic_algorithms(True, warn_only=True)
-    torch.backends.cuda.enable_flash_sdp(False)
-    torch.backends.cuda.enable_mem_efficient_sdp(False)
-    torch.backends.cudnn.benchmark = False
 
 
 def chat_ids(tokenizer, messages: list[dict], add_generation_prompt: bool = True) -> list[int]:
