@@ -54,6 +54,7 @@ def build_big_run(run_dir: Path, n: int) -> Path:
     from tui_fixtures import build_run
 
     if (run_dir / "run.db").exists():
+        Store.open(run_dir / "run.db").close()  # a kept run from an older release: migrate it (indexes, FTS)
         return run_dir
     build_run(run_dir, steps=1)  # the real schema and the small tables, then the bulk
     conn = sqlite3.connect(run_dir / "run.db")
