@@ -144,3 +144,39 @@ def test_a_kind_that_keeps_failing_cools_down(run):
     assert Rules(ctx).reason(cand).startswith("cooldown: prompt_wording failed or was inconclusive 4 times")
     _decided(run, _round(run), "prompt_wording", "passed")  # a pass ends the streak
     assert Rules(ctx).reason(cand) is None
+
+
+class _EveryKind(dict):
+    """A cooldown table in which every change kind is cooling down."""
+
+    def __contains__(self, key):
+        return True
+
+    def __getitem__(self, key):
+        return (3, 2)
+
+
+def test_a_round_with_every_kind_cooling_still_proposes(run, monkeypatch):
+    """Issue 16: no empty rounds while the space has untried moves. With every kind cooling,
+    the offline proposer fills the round's slots with cooling kinds, marked as waived."""
+    from backend.evolve import diagnose
+    from backend.evolve.round import propose_all
+
+    ctx = context(run)
+    built = Rules.__init__
+
+    def every_kind_cooling(self, c):
+        built(self, c)
+        self.cooling = _EveryKind()
+
+    monkeypatch.setattr(Rules, "__init__", every_kind_cooling)
+    rules, steps = Rules(ctx), range(1, 7)
+    table, metrics = diagnose.failure_table(run, steps), diagnose.round_metrics(run, steps)
+    cands = rules.screen(propose_all(ctx, table, metrics, steps, rules))
+    assert len(cands) == ctx.cfg.evolve.candidates and all(c.params[iv.WAIVED] for c in cands)
+    assert len({c.code for c in cands}) == len(cands)
+    waived = {c.title for c in cands}
+    assert not [e for e in rules.skipped if e["title"] in waived and e["reason"].startswith("cooldown:")]
+    # the waiver is for the cooldown only: a repeat stays refused
+    assert rules.waived(_cand(ctx, "# reformatted\n" + ctx.harness.code)) == "same code as the active harness"
+    assert Rules(ctx).reason(_cand(ctx, _prompt_change(ctx.harness.code, "x"), template="t")).startswith("cooldown")

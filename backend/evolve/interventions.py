@@ -40,7 +40,10 @@ live here only).
   an older version that still defines it is dropped.
 - **cooldown**: a change kind (its template id, else `kind:name`) whose last
   `evolve.cooldown_after` decisions were all failed or inconclusive is not
-  proposed for `evolve.cooldown_rounds` rounds after the last of them.
+  proposed for `evolve.cooldown_rounds` rounds after the last of them, unless
+  the round would otherwise stay empty: then the proposer may fill the empty
+  slots from kinds that are cooling down (`waived` below), since a round with
+  untried moves left should try some (issue 16).
 
 `Rules(ctx)` reads the run once per round; `rules.reason(candidate)` is None
 for a candidate that may go on, else why not. Every refusal is kept in
@@ -252,6 +255,10 @@ def _names(c: Candidate) -> list[str]:
         return []  # not parsable: recording it fails it with that reason
 
 
+WAIVED = "cooldown_waived"
+"""Param set on a candidate that took a slot only because nothing else would (see `Rules.waived`)."""
+
+
 class Rules:
     """The churn rules for one round, from what the run has done so far."""
 
@@ -291,14 +298,27 @@ class Rules:
 
     def reason(self, c: Candidate) -> str | None:
         """Why `c` must not be backtested (None: it may go on). Refusals are recorded once."""
-        why = self._why(c)
+        why = self._why(c, waived=bool(c.params.get(WAIVED)))
         if why:
             entry = {"title": c.title, "key": self._key(c, _names(c)), "proposer": c.proposer, "reason": why}
             if entry not in self.skipped:
                 self.skipped.append(entry)
         return why
 
-    def _why(self, c: Candidate) -> str | None:
+    def waived(self, c: Candidate) -> str | None:
+        """`reason` with the cooldown waived: for slots no other candidate would fill. A candidate
+        it lets through is marked, so the round's screen lets it through too, and its earlier
+        cooldown refusal leaves `skipped`."""
+        why = self._why(c, waived=True)
+        if why is None:
+            c.params[WAIVED] = True
+            key = self._key(c, _names(c))
+            self.skipped = [e for e in self.skipped if not (e["title"] == c.title and e["key"] == key
+                                                            and e["reason"].startswith("cooldown:"))]
+            return None
+        return self.reason(c)
+
+    def _why(self, c: Candidate, waived: bool = False) -> str | None:
         if c.error or not c.code:
             return None  # a broken proposal is stored as failed; that is its own record
         norm = normalise(c.code)
@@ -320,7 +340,7 @@ class Rules:
             if not fresh:
                 return f"diagnostic '{label}' was retired by #{self.retired[label]}; no new evidence names it"
         key = self._key(c, names)
-        if key in self.cooling:
+        if key in self.cooling and not waived:
             streak, left = self.cooling[key]
             return f"cooldown: {key} failed or was inconclusive {streak} times in a row ({left} more round(s))"
         return None

@@ -136,7 +136,11 @@ def propose_all(ctx: EvolveContext, table: list[JSON], metrics: JSON, steps: ran
     n = max(1, cfg.candidates - len(out))
     if cfg.proposer == "llm":
         return out + llm.propose(ctx, table, metrics, n, exclude)
-    return out + offline.propose(ctx, table, metrics, n, exclude, screen=rules.reason if rules else None)
+    got = offline.propose(ctx, table, metrics, n, exclude, screen=rules.reason if rules else None)
+    if rules is not None and len(got) < n:  # every fresh option is cooling down: rather than an empty
+        exclude |= {c.code for c in got}     # slot, the best of them go on (interventions, cooldown)
+        got += offline.propose(ctx, table, metrics, n - len(got), exclude, screen=rules.waived)
+    return out + got
 
 
 def submit(ctx: EvolveContext, code: str, title: str, hypothesis: str = "", target: str = "",
