@@ -18,6 +18,18 @@ def store(tmp_path):
     s.close()
 
 
+def _engine_stand_in(store, run_dir):
+    """The engine's side of the protocol only (`Engine.apply`): no model, harness v1 active."""
+    from backend.harness.loader import Harness
+    from backend.loop import Engine
+
+    run_dir.mkdir()
+    engine = Engine.__new__(Engine)
+    engine.store, engine.run_dir, engine.quiet, engine.harness_version = store, run_dir, True, 1
+    engine.harness = Harness.from_code(store.get("harness_versions", 1)["code"])
+    return engine
+
+
 def _by_title(store, word):
     return [r for r in store.rows("SELECT * FROM interventions") if word in r["title"]]
 
@@ -52,11 +64,21 @@ def test_supervised_round_finds_the_lenient_fix_and_waits(store):
     assert loads(rnd["failure_table_json"])[0]["label"] == "no_answer_tag" and "passed" in rnd["summary"]
 
 
-def test_auto_round_promotes_the_best_candidate_and_lineage_explains_it(store):
+def test_auto_round_promotes_the_best_candidate_and_lineage_explains_it(store, tmp_path):
     store.set_run(auto_promote=1)
     ctx = context(store, probe=make_probe())
-    out = run_round(ctx).summary
+    effects = run_round(ctx)
+    out = effects.summary
     assert out["harness_version"] == 2 == store.run()["harness_version"] == ctx.harness_version
+    # the round hands the loop its effects: the engine adopts the promoted harness from them
+    assert effects.harness_version == 2 and effects.restore_policy_step is None
+    assert effects.harness.code == store.get("harness_versions", 2)["code"]
+    assert ("info", f"round at step 6: {store.get('rounds', out['round_id'])['summary']}") in effects.log
+    engine = _engine_stand_in(store, tmp_path / "engine")
+    engine.apply(effects, 6)
+    assert engine.harness_version == 2 and engine.harness.sha == effects.harness.sha
+    assert (tmp_path / "engine" / "harness.py").read_text() == effects.harness.code
+    assert store.rows("SELECT * FROM events WHERE message = 'harness version 2 is now active'")
     promoted = store.get("interventions", out["promoted"])
     assert "Lenient" in promoted["title"] and promoted["promoted_step"] == 6
     assert [v["status"] for v in store.rows("SELECT status FROM harness_versions ORDER BY id")] == \
