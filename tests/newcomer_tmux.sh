@@ -6,6 +6,7 @@
 #   tests/newcomer_tmux.sh                 # bare `evotui` (the CPU default run), target 5 s
 #   TARGET_S=10 tests/newcomer_tmux.sh     # another target
 #   tests/newcomer_tmux.sh run --steps 3 --set eval.n_val=4 --set eval.n_test=4   # `evotui ARGS...`
+#   WAIT_FOR=': train' tests/newcomer_tmux.sh ...   # stop only once the activity matches (grep -E)
 #
 # Environment: EVOTUI (the command, default: evotui on PATH, else .venv/bin/evotui), PYTHON (for
 # reading run.db), EVOTUI_HOME (default: a new temporary folder, so no run of yours is touched),
@@ -21,6 +22,7 @@ OUT=${OUT:-$EVOTUI_HOME}
 TARGET_S=${TARGET_S:-5}
 SIZE=${SIZE:-80x24}
 LIVE_TIMEOUT_S=${LIVE_TIMEOUT_S:-300}
+WAIT_FOR=${WAIT_FOR:-.}
 session="evotui-newcomer-$$"
 mkdir -p "$OUT"
 
@@ -42,7 +44,7 @@ run_field() {  # run_field RUN_DB COLUMN: one column of the runs row, read-only
 import sqlite3, sys
 conn = sqlite3.connect(f"file:{sys.argv[1]}?mode=ro", uri=True, timeout=5)
 row = conn.execute(f"SELECT {sys.argv[2]} FROM runs WHERE id = 1").fetchone()
-print(row[0] if row else "")
+print("" if row is None or row[0] is None else row[0])
 EOF
 }
 
@@ -61,7 +63,8 @@ wait_for() {  # wait_for SECONDS COMMAND...: poll every 0.1 s until COMMAND succ
 run_db() { ls "$EVOTUI_HOME"/runs/*/run.db 2>/dev/null | head -n 1; }
 live() {  # the run exists, the engine says running and is doing something, the TUI shows the run
     local db; db=$(run_db); [ -n "$db" ] || return 1
-    [ "$(run_field "$db" status)" = "running" ] && [ -n "$(run_field "$db" activity)" ] || return 1
+    [ "$(run_field "$db" status)" = "running" ] || return 1
+    run_field "$db" activity | grep -Eq -- "$WAIT_FOR" || return 1
     tmux capture-pane -p -t "$session" | grep -q "running"
 }
 dialog() { tmux capture-pane -p -t "$session" | grep -q "Stop the run?"; }
