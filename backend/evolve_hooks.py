@@ -11,6 +11,7 @@ with a context from `context`.
 from __future__ import annotations
 
 import traceback
+from typing import TYPE_CHECKING
 
 from backend.evolve import Effects, EvolveContext
 from backend.harness.loader import Harness
@@ -18,12 +19,16 @@ from backend.trial import run_arm, trials_enabled
 from backend.types import JSON, TrialArm
 
 
+if TYPE_CHECKING:
+    from backend.loop import Engine
+
+
 class EnginePolicy:
     """The engine's live policy as evolution sees it at round `step` (`backend.evolve.Policy`):
     probes generate with it, trials train copies of it. Made once per round, so the round's
     probes share their prompts and seeds and its trials share the incumbent's arm."""
 
-    def __init__(self, engine, step: int) -> None:
+    def __init__(self, engine: Engine, step: int) -> None:
         self.engine, self.step = engine, step
         self.trials = trials_enabled(engine)
         self._incumbent: TrialArm | None = None
@@ -49,7 +54,7 @@ class EnginePolicy:
         return self._incumbent, run_arm(self.engine, candidate, self.step, k)
 
 
-def context(engine, step: int, echo: bool = True) -> EvolveContext:
+def context(engine: Engine, step: int, echo: bool = True) -> EvolveContext:
     """What evolution (a round, a command, the post-eval check) sees of the engine at `step`.
     `echo`: log lines go to the run's log at once (commands); a round's come back as effects."""
     return EvolveContext(store=engine.store, cfg=engine.cfg, step=step, harness_version=engine.harness_version,
@@ -58,7 +63,7 @@ def context(engine, step: int, echo: bool = True) -> EvolveContext:
                          checkpoint=engine.control.checkpoint)
 
 
-def probe_size(engine, n_tasks: int) -> int:
+def probe_size(engine: Engine, n_tasks: int) -> int:
     """Prompts per probe arm: on CUDA as many as the power calculation asks for to detect
     `evolve.min_effect` (docs/gate.md; at most `evolve.probe_max_tasks`), on the CPU `n_tasks`."""
     from backend.evolve.stats import probe_plan
@@ -71,7 +76,7 @@ def probe_size(engine, n_tasks: int) -> int:
     return plan.tasks
 
 
-def evolution_round(engine, step: int) -> Effects | None:
+def evolution_round(engine: Engine, step: int) -> Effects | None:
     """One round (never raises, but for the loop's StopRequested, a BaseException)."""
     if getattr(engine.cfg.evolve, "plant_trap", False):
         plant_trap(engine, step)
@@ -85,7 +90,7 @@ def evolution_round(engine, step: int) -> Effects | None:
         return None
 
 
-def plant_trap(engine, step: int) -> None:
+def plant_trap(engine: Engine, step: int) -> None:
     """Submit the domain's planted exploitable harness once (evolve.plant_trap): the
     backtest must block it with a validity diagnostic; the report shows the evidence."""
     from backend.evolve import submit
@@ -96,9 +101,9 @@ def plant_trap(engine, step: int) -> None:
     try:
         # the harness's DOMAIN (a mix plants the first listed trap that fits the harness)
         domain = trap_domain(engine.harness.domain, engine.harness.code)
-        if domain is None:
+        code = trap_code(domain, engine.harness.code) if domain is not None else None
+        if domain is None or code is None:
             return
-        code = trap_code(domain, engine.harness.code)
         res = submit(context(engine, step), code, title=f"planted trap: exploitable {domain} reward",
                      hypothesis="credits answers a policy can produce without solving the task", proposer="trap",
                      target="reward hack")
@@ -108,7 +113,7 @@ def plant_trap(engine, step: int) -> None:
         engine.say(f"planting the trap failed: {type(e).__name__}: {e}", "error", step)
 
 
-def after_eval(engine, step: int, acc: float) -> Effects | None:
+def after_eval(engine: Engine, step: int, acc: float) -> Effects | None:
     """The post-evaluation check (rollback or skill); its effects, or None when it failed."""
     try:
         from backend.evolve import after_eval as judge_promotions

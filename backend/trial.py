@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import copy
 import time
+from typing import TYPE_CHECKING
 
 import torch
 
@@ -27,6 +28,10 @@ from backend.harness.loader import Harness
 from backend.rollout import group_stats
 from backend.types import TrialArm
 
+
+if TYPE_CHECKING:
+    from backend.loop import Engine
+
 TRIAL_SEED = 30_000_000
 """Offset of the trial steps' seeds from the training steps' (`Engine.seed_step`)."""
 
@@ -34,12 +39,12 @@ TRIAL_SEED = 30_000_000
 class PolicySnapshot:
     """The trainable state a trial changes: LoRA weights and the optimizer's state."""
 
-    def __init__(self, engine):
+    def __init__(self, engine: Engine) -> None:
         self.params = {n: p.detach().clone() for n, p in engine.lm.model.named_parameters() if p.requires_grad}
         self.opt = copy.deepcopy(engine.trainer.opt.state_dict())
         self.micro_batch = engine.cfg.train.micro_batch
 
-    def restore(self, engine) -> None:
+    def restore(self, engine: Engine) -> None:
         with torch.no_grad():
             for n, p in engine.lm.model.named_parameters():
                 if n in self.params:
@@ -50,7 +55,7 @@ class PolicySnapshot:
             engine.engine.refresh()
 
 
-def train_arm(engine, harness: Harness, step: int, k: int) -> int:
+def train_arm(engine: Engine, harness: Harness, step: int, k: int) -> int:
     """`k` GRPO updates of the live policy under `harness` (nothing stored); returns rollouts made."""
     made = 0
     for j in range(k):
@@ -63,14 +68,14 @@ def train_arm(engine, harness: Harness, step: int, k: int) -> int:
     return made
 
 
-def validate(engine, harness: Harness) -> tuple[list[str], list[bool]]:
+def validate(engine: Engine, harness: Harness) -> tuple[list[str], list[bool]]:
     """Greedy verdicts of the live policy on the validation set, under `harness`'s prompt."""
     tasks = held_out_sets(engine.env, engine.cfg.eval.n_val, 0)["validation"]
     items, _ = engine.collect(tasks, harness, 1, greedy=True, max_new_tokens=engine.cfg.eval.max_new_tokens)
     return [s.task.id for s in items], [bool(s.verdict.correct) for s in items]
 
 
-def run_arm(engine, harness: Harness, step: int, k: int) -> TrialArm:
+def run_arm(engine: Engine, harness: Harness, step: int, k: int) -> TrialArm:
     """Train a copy of the current policy under `harness` and validate it; the live policy,
     its optimizer and the engine come back unchanged whatever happens."""
     t0 = time.perf_counter()
@@ -83,7 +88,7 @@ def run_arm(engine, harness: Harness, step: int, k: int) -> TrialArm:
     return TrialArm(harness.sha, ids, correct, made + len(ids), time.perf_counter() - t0)
 
 
-def trials_enabled(engine) -> bool:
+def trials_enabled(engine: Engine) -> bool:
     """`evolve.trials`: on, off, or auto (on where a step is cheap: CUDA)."""
     mode = engine.cfg.evolve.trials
     if mode == "auto":
