@@ -1,6 +1,7 @@
 """The LLM proposer against a real local HTTP server speaking the chat completions API."""
 
 import json
+import shutil
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -13,10 +14,18 @@ from backend.evolve.interventions import params as iv_params
 from backend.evolve.llm import candidate_from
 from synthetic_run import add_steps, build_run, context, make_probe
 from backend.harness.loader import default_harness_path
+from backend.store import Store
+from chat_server import ChatServer, llm_config, prompt_hash
+from pathlib import Path
 
 DEFAULT = default_harness_path("math").read_text()
 LENIENT = ("def extract_answer(r):\n"  # the evaluator's own reading; nothing when it hedges
            "    return None if is_hedged(r.completion) else final_answer(r.completion)\n")
+RECORDED = Path(__file__).parent / "fixtures" / "llm_answers.json"
+"""A real model's raw answers to the proposer's real first-round prompt (benchmarks/record_llm_answers.py)."""
+RERECORD = ".venv/bin/python benchmarks/record_llm_answers.py"
+# Hand-written answers below (GOOD, REPLAY, the Stub's modes): well-formed ones for the success path,
+# and one for each named way to fail; the recorded ones above are what a real (small) model says.
 GOOD = {"interventions": [
     {"title": "Lenient extraction", "target": "no_answer_tag", "hypothesis": "untagged answers score 0",
      "expected": "dead groups revive", "name": "extract_answer", "definition": LENIENT},
@@ -43,57 +52,37 @@ REPLAY = [  # what a chat model answers, round after round: prose, a fence, then
 ]
 
 
-class Stub(BaseHTTPRequestHandler):
+class Stub:
+    """Which hand-written answer the server gives (a test sets `Stub.mode`)."""
     mode = "ok"
-    requests: list = []
     release = threading.Event()
 
-    def log_message(self, *a):
-        pass
 
-    def do_POST(self):
-        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        Stub.requests.append({"path": self.path, "auth": self.headers.get("Authorization"), "body": body})
-        if Stub.mode == "slow":
-            Stub.release.wait(10)  # the client gives up long before
-            return
-        if Stub.mode == "500":
-            return self._send(500, json.dumps({"error": {"message": "model crashed"}}))
-        if Stub.mode == "garbage_body":
-            return self._send(200, "<html>definitely not json")
-        content = {"ok": json.dumps(GOOD),
-                   "fenced": "```json\n" + json.dumps(GOOD["interventions"][0]) + "\n```",
-                   "prose": "I would make the reward more lenient.",
-                   "bad_diff": json.dumps({"hypothesis": "h", "diff": "@@ -1,1 +1,1 @@\n-no such line\n+x\n"}),
-                   "two_names": json.dumps({"hypothesis": "h", "diff": unified_diff(DEFAULT, TWO_NAMES)}),
-                   "forbidden": json.dumps({"hypothesis": "h", "name": "reward_format", "definition": FORBIDDEN}),
-                   "no_hypothesis": json.dumps({"name": "extract_answer", "definition": LENIENT}),
-                   "replay": REPLAY[min(len(Stub.requests), len(REPLAY)) - 1],
-                   }[Stub.mode]
-        self._send(200, json.dumps({
-            "id": "cmpl-1", "object": "chat.completion", "created": 0, "model": body["model"],
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}],
-            "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}}))
-
-    def _send(self, code, text):
-        data = text.encode()
-        self.send_response(code)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
+def _stub_answer(srv: ChatServer, body: dict):
+    if Stub.mode == "slow":
+        Stub.release.wait(10)  # the client gives up long before
+        return None
+    if Stub.mode == "500":
+        return 500, json.dumps({"error": {"message": "model crashed"}})
+    if Stub.mode == "garbage_body":
+        return 200, "<html>definitely not json"
+    return {"ok": json.dumps(GOOD),
+            "fenced": "```json\n" + json.dumps(GOOD["interventions"][0]) + "\n```",
+            "prose": "I would make the reward more lenient.",
+            "bad_diff": json.dumps({"hypothesis": "h", "diff": "@@ -1,1 +1,1 @@\n-no such line\n+x\n"}),
+            "two_names": json.dumps({"hypothesis": "h", "diff": unified_diff(DEFAULT, TWO_NAMES)}),
+            "forbidden": json.dumps({"hypothesis": "h", "name": "reward_format", "definition": FORBIDDEN}),
+            "no_hypothesis": json.dumps({"name": "extract_answer", "definition": LENIENT}),
+            "replay": REPLAY[min(len(srv.requests), len(REPLAY)) - 1],
+            }[Stub.mode]
 
 
 @pytest.fixture(scope="module")
 def server():
-    srv = ThreadingHTTPServer(("127.0.0.1", 0), Stub)
-    srv.daemon_threads = True
-    t = threading.Thread(target=srv.serve_forever, daemon=True)
-    t.start()
-    yield srv
-    Stub.release.set()
-    srv.shutdown()
-    srv.server_close()
+    srv = ChatServer(lambda body: _stub_answer(srv, body))
+    with srv:
+        yield srv
+        Stub.release.set()
 
 
 @pytest.fixture
@@ -115,7 +104,7 @@ def _ctx(store, base_url, monkeypatch, timeout=5.0):
 
 
 def _url(server):
-    return f"http://127.0.0.1:{server.server_address[1]}/v1"
+    return server.url
 
 
 def _llm_rows(store):
@@ -123,10 +112,11 @@ def _llm_rows(store):
 
 
 def test_llm_proposals_are_recorded_and_backtested(server, store, monkeypatch):
-    Stub.mode, Stub.requests[:] = "ok", []
+    Stub.mode = "ok"
+    server.requests.clear()
     out = run_round(_ctx(store, _url(server), monkeypatch)).summary
     assert out["error"] is None
-    req = Stub.requests[-1]
+    req = server.requests[-1]
     assert req["path"] == "/v1/chat/completions" and req["auth"] == "Bearer sk-test-123"
     assert req["body"]["model"] == "stub-model"
     prompt = req["body"]["messages"][-1]["content"]
@@ -167,7 +157,7 @@ def test_timeout_and_unreachable_endpoints(server, store, monkeypatch):
     out = run_round(_ctx(store, _url(server), monkeypatch, timeout=0.3)).summary
     assert out["error"] is None
     assert "request failed: APITimeoutError" in _llm_rows(store)[-1]["reason"]
-    free = ThreadingHTTPServer(("127.0.0.1", 0), Stub)
+    free = ThreadingHTTPServer(("127.0.0.1", 0), BaseHTTPRequestHandler)
     port = free.server_address[1]
     free.server_close()  # nothing listens there now
     run_round(_ctx(store, f"http://127.0.0.1:{port}/v1", monkeypatch))
@@ -184,7 +174,8 @@ def test_agent_round_end_to_end_with_evidence_and_history(server, store, monkeyp
     """Two rounds against the real HTTP server replaying a model's answers: HTTP -> parse ->
     static check -> backtest (replay and probe) -> gate (auto-promote); the second request
     carries the first round's proposals with their verdicts and reasons."""
-    Stub.mode, Stub.requests[:] = "replay", []
+    Stub.mode = "replay"
+    server.requests.clear()
     store.set_run(auto_promote=1)
     out = run_round(_ctx(store, _url(server), monkeypatch)).summary
     assert out["error"] is None
@@ -194,7 +185,7 @@ def test_agent_round_end_to_end_with_evidence_and_history(server, store, monkeyp
     assert prompt["kind"] == "prompt" and iv_params(prompt)["knob"] == "PROMPT.system"
     assert store.rows("SELECT mode FROM backtests WHERE intervention_id = ?", (prompt["id"],))[0]["mode"] == "probe"
     assert hot["status"] == "failed" and "must be a number in [0.1, 1.5], got 3.0" in hot["reason"]
-    first = Stub.requests[0]["body"]["messages"][-1]["content"]
+    first = server.requests[0]["body"]["messages"][-1]["content"]
     assert "no <answer> tag; ends with" in first  # the sampled rollouts come with their diagnoses
     assert '"knob": "SAMPLING.temperature"' in first and '"range": [0.1, 1.5]' in first
 
@@ -203,7 +194,7 @@ def test_agent_round_end_to_end_with_evidence_and_history(server, store, monkeyp
     ctx.step = 11
     out = run_round(ctx).summary
     assert out["error"] is None
-    second = Stub.requests[1]["body"]["messages"][-1]["content"]
+    second = server.requests[1]["body"]["messages"][-1]["content"]
     history = second[second.index("Earlier proposals"):second.index("Skills that")]
     assert "Read the answer like the evaluator" in history and '"status": "promoted"' in history
     assert "must be a number in [0.1, 1.5]" in history  # the reasons come back to the agent
@@ -231,3 +222,61 @@ def test_a_knob_answer_is_one_move_of_the_space(store):
     c = candidate_from({"hypothesis": "h", "knob": "SAMPLING.max_new_tokens", "value": 192}, ctx, [])
     assert c.error is None and c.names() == ["SAMPLING"] and '"max_new_tokens": 192' in c.code
     assert c.params["knob"] == "SAMPLING.max_new_tokens" and (c.params["from"], c.params["to"]) == (128, 192)
+
+
+def _json_objects(text: str) -> list:
+    """Every JSON object anywhere in `text` (decoded from each '{'), found independently of
+    the proposer's own parser, so a parser that accepts garbage cannot pass the test below."""
+    dec, out = json.JSONDecoder(), []
+    for i, ch in enumerate(text):
+        if ch == "{":
+            try:
+                out.append(dec.raw_decode(text, i)[0])
+            except ValueError:
+                pass
+    return out
+
+
+def _strings(objects: list) -> set[str]:
+    return {v for o in objects if isinstance(o, dict) for v in o.values() if isinstance(v, str)} | \
+        {s for o in objects if isinstance(o, dict) for v in o.values() if isinstance(v, list)
+         for s in _strings(v)}
+
+
+def test_recorded_answers_of_a_real_model_take_the_real_path(tmp_path):
+    """Every answer a real model gave to the proposer's real prompt goes HTTP -> parse -> static
+    check -> backtest -> gate in a round of its own (the same first round it was recorded in):
+    garbage becomes one failed proposal with its reason; anything accepted came from the answer,
+    was backtested and gated."""
+    rec = json.loads(RECORDED.read_text())
+    assert rec["answers"], f"{RECORDED.name} holds no answers: re-record with {RERECORD}"
+    build_run(tmp_path / "base.db", steps=6).close()
+    garbage = 0
+    for k, answer in enumerate(rec["answers"]):
+        shutil.copy(tmp_path / "base.db", tmp_path / f"run{k}.db")
+        store = Store.open(tmp_path / f"run{k}.db")
+        with ChatServer(lambda body, text=answer["content"]: text) as srv:
+            out = run_round(context(store, cfg=llm_config(srv.url), probe=make_probe())).summary
+        (req,) = srv.requests
+        assert prompt_hash(req["body"]["messages"]) == rec["prompt_hash"], (
+            f"the LLM proposer's prompt changed since {RECORDED.name} was recorded ({rec['recorded_at']}), "
+            f"so its answers are stale: re-record with {RERECORD}")
+        assert out["error"] is None
+        rows = _llm_rows(store)
+        assert rows, f"answer {k} left no proposal"
+        objects = _json_objects(answer["content"])
+        if not any(isinstance(o, dict) for o in objects):
+            garbage += 1
+            (row,) = rows
+            assert row["status"] == "failed" and row["reason"].startswith("llm: malformed answer: "), row["reason"]
+            assert not row["hypothesis"] and "no hypothesis" not in row["reason"]  # refused at the parse
+        said = _strings(objects)
+        for r in rows:
+            tested = store.rows("SELECT verdict FROM backtests WHERE intervention_id = ?", (r["id"],))
+            assert r["status"] != "proposed" and "request failed" not in (r["reason"] or "")
+            if r["status"] == "failed" and not tested:  # stopped before the backtest: it says why
+                assert r["reason"].startswith("llm: ") or "single-factor" in r["reason"], r["reason"]
+            else:  # accepted: a real change, taken from the answer, backtested, then gated
+                assert r["hypothesis"] in said and r["code"] != DEFAULT and tested
+        store.close()
+    print(f"{len(rec['answers'])} recorded answers of {rec['model']}, {garbage} without any JSON object")
