@@ -123,11 +123,15 @@ def main(argv: list[str] | None = None) -> int:
                "sampling": {"temperature": temperature, "top_p": 1.0, "max_tokens": max_tokens},
                "recorded_with": "benchmarks/record_llm_answers.py", "answers": []}
     a.out.parent.mkdir(parents=True, exist_ok=True)
-    for answer in answers:  # written after each answer: a slow model interrupted keeps what it said
-        fixture["answers"].append(answer)
-        tmp = a.out.with_suffix(".tmp")
-        tmp.write_text(json.dumps(fixture, indent=1, ensure_ascii=False) + "\n")
-        tmp.replace(a.out)
+    try:
+        for answer in answers:  # written after each answer: a slow model interrupted keeps what it said
+            fixture["answers"].append(answer)
+            tmp = a.out.with_suffix(".tmp")
+            tmp.write_text(json.dumps(fixture, indent=1, ensure_ascii=False) + "\n")
+            tmp.replace(a.out)
+    except Exception as e:  # an unreachable server, a model that will not load: one line, not a traceback
+        print(f"record_llm_answers: no answer from {model}: {type(e).__name__}: {str(e)[:300]}", file=sys.stderr)
+        return 1
     print(f"{len(fixture['answers'])} answers of {model} -> {a.out}")
     return 0
 
