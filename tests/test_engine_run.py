@@ -1,6 +1,7 @@
 """Real runs of the embedded default model (tiny sizes): a short run, and a
 kill -9 mid-step followed by --resume with no duplicate or missing steps."""
 
+import json
 import os
 import signal
 import subprocess
@@ -28,6 +29,14 @@ def test_short_real_run(tmp_path, tiny_overrides):
     assert s.count("diagnoses") > 0
     assert [(r["step"], r["split"]) for r in s.rows("SELECT step, split FROM evals ORDER BY id")] == \
         [(0, "validation"), (0, "test"), (2, "validation"), (2, "test")]
+    # the report's hack-probe audit (echoes, hedges among correct verdicts) reads each stored
+    # held-out completion with its question: a result stored without them would go unchecked
+    from backend.envs.math_answer import audit
+
+    entries = [e for row in s.evals() for e in json.loads(row["results_json"])]
+    assert len(entries) == 8 and all(e["question"] and isinstance(e["completion"], str) for e in entries)
+    judged_correct = audit([dict(e, correct=True) for e in entries])
+    assert (judged_correct["checked"], judged_correct["unchecked"]) == (8, 0)
     run_row = s.run()
     assert run_row["val_acc"] is not None and run_row["heldout_acc"] == run_row["test_acc"]
     row = s.rows("SELECT * FROM rollouts LIMIT 1")[0]
