@@ -14,8 +14,14 @@ run's config (`profile`), so a report knows which defaults a run had.
 Where the numbers come from:
 
 - cpu: today's `RunConfig` defaults, unchanged (4 tasks x 4 rollouts, lr 2e-5,
-  32 + 32 held-out problems, evaluation every 10 steps). Its learning rate was
-  not re-measured here (issue 15 asks for a small CPU sweep; not done yet).
+  32 + 32 held-out problems, evaluation every 10 steps).
+  - `train.lr = 2e-5` kept: the CPU sweep on record (docs/results/cpu-lr-sweep,
+    commit a77a594), expert harness static, seed 0, 10 steps, validation 32:
+    2e-5 3 -> 4 of 32; 1e-4 3 -> 3 (paired with 2e-5: -0.031 [-0.140, +0.062]);
+    3e-4 3 -> 5 (+0.031 [-0.091, +0.160]). No interval excludes 0: at this size
+    38 of 40 groups are dead, so each run took 2 updates in 10 steps, and the
+    default-harness `make run` none in 20. Dead groups limit learning here, not
+    the step size.
 - gpu: the runs on record in issue 15 (an H200, SmolLM2-135M, default math
   suite, 120 steps, 64 tasks x 8 rollouts a step, held-out 500 problems):
   - `train.lr = 1e-4`: the learning-rate sweep on record, expert harness
