@@ -42,3 +42,19 @@ def varying_reward_harness(tmp: Path) -> Path:
     path = tmp / "harness.py"
     path.write_text(code)
     return path
+
+
+@pytest.fixture(scope="module")
+def tiny_model(tmp_path_factory):
+    """A 2-layer random Llama of width 32 with the default tokenizer (tests/tiny_llama.py)."""
+    from tiny_llama import save_tiny_llama
+
+    return save_tiny_llama(tmp_path_factory.mktemp("tiny-llama"))
+
+
+@pytest.fixture(scope="module")
+def spread_harness(tmp_path_factory):
+    """The default math harness plus a reward that never ties: every step trains."""
+    from tiny_llama import write_spread_harness
+
+    return write_spread_harness(tmp_path_factory.mktemp("harness") / "spread.py")

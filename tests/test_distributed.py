@@ -15,26 +15,7 @@ import torch
 from backend.config import load_config
 from backend.ddp.comm import DistributedError, split
 from backend.ddp.launch import check, ranks, world_size
-from backend.harness.loader import default_harness_path
 from backend.store import Store
-from tiny_llama import save_tiny_llama
-
-
-@pytest.fixture(scope="module")
-def tiny_model(tmp_path_factory):
-    return save_tiny_llama(tmp_path_factory.mktemp("tiny-llama"))
-
-
-@pytest.fixture(scope="module")
-def spread_harness(tmp_path_factory):
-    """The default math harness plus a reward that differs between completions: every step trains."""
-    code = default_harness_path("math").read_text().replace(
-        'REWARD_WEIGHTS = {"correct": 1.0, "format": 0.1}',
-        'REWARD_WEIGHTS = {"correct": 1.0, "format": 0.1, "spread": 1.0}')
-    code += "\n\ndef reward_spread(r):\n    return len(set(r.completion)) / 10 + len(r.completion) / 1000\n"
-    path = tmp_path_factory.mktemp("harness") / "spread.py"
-    path.write_text(code)
-    return str(path)
 
 
 def _cfg(model: str, *extra: str):

@@ -11,42 +11,11 @@ import pytest
 from backend.config import load_config
 from backend.disk import room_problem, tree_bytes
 from backend.errors import RunStopped
-from backend.harness.loader import default_harness_path
 from backend.metrics_export import read_scalars
 from backend.policy import checkpoint as ckpt
 from backend.policy import retention
 from backend.store import Store
 
-
-@pytest.fixture(scope="module")
-def tiny_model(tmp_path_factory):
-    """A 2-layer Llama of width 32 with SmolLM2's tokenizer, saved as a local model folder."""
-    import torch
-    from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
-
-    from backend.policy.model import embedded_gguf
-
-    path = tmp_path_factory.mktemp("tiny-llama")
-    folder, gguf = embedded_gguf()
-    tok = AutoTokenizer.from_pretrained(folder, gguf_file=gguf)
-    tok.save_pretrained(path)
-    torch.manual_seed(0)
-    cfg = LlamaConfig(vocab_size=len(tok), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                      num_attention_heads=4, num_key_value_heads=2, eos_token_id=2, bos_token_id=1, pad_token_id=2)
-    LlamaForCausalLM(cfg).save_pretrained(path)
-    return str(path)
-
-
-@pytest.fixture(scope="module")
-def spread_harness(tmp_path_factory):
-    """The default math harness plus a reward term that differs between completions: no dead groups."""
-    code = default_harness_path("math").read_text().replace(
-        'REWARD_WEIGHTS = {"correct": 1.0, "format": 0.1}',
-        'REWARD_WEIGHTS = {"correct": 1.0, "format": 0.1, "spread": 1.0}')
-    code += "\n\ndef reward_spread(r):\n    return len(set(r.completion)) / 10 + len(r.completion) / 1000\n"
-    path = tmp_path_factory.mktemp("harness") / "spread.py"
-    path.write_text(code)
-    return str(path)
 
 
 def _cfg(model: str, harness: str, *extra: str):
