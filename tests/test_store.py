@@ -71,3 +71,11 @@ def test_commands_roundtrip(tmp_path):
     s.ack_command(cid, "applied", "ok")
     assert s.pending_commands() == []
     assert s.get("commands", cid)["status"] == "applied"
+
+
+def test_rows_in_binds_a_list_and_leaves_other_braces_alone(tmp_path):
+    s = Store.open(tmp_path / "run.db")
+    ids = [s.send_command("approve", {"id": i}) for i in range(3)]
+    sql = "SELECT id, arg_json FROM commands WHERE id IN ({ids}) AND arg_json LIKE '{%' ORDER BY id"
+    assert [r["id"] for r in s.rows_in(sql, ids[1:])] == ids[1:]
+    assert s.rows_in(sql, []) == []

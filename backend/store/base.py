@@ -11,7 +11,7 @@ import json
 import os
 import sqlite3
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
@@ -105,6 +105,13 @@ class Queries:
 
     def rows(self, sql: str, params: Iterable[Any] = ()) -> list[Row]:
         return [dict(r) for r in self.conn.execute(sql, tuple(params)).fetchall()]
+
+    def rows_in(self, sql: str, ids: Sequence[Any]) -> list[Row]:
+        """`rows` of `sql` whose `{ids}` stands for a parameter list of `ids`, e.g.
+        "SELECT * FROM diagnoses WHERE rollout_id IN ({ids})"; no ids: no rows."""
+        if not ids:
+            return []
+        return self.rows(sql.replace("{ids}", ", ".join("?" * len(ids))), ids)
 
     def scalar(self, sql: str, params: Iterable[Any] = ()) -> Any:
         row = self.conn.execute(sql, tuple(params)).fetchone()

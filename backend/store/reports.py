@@ -39,17 +39,13 @@ class ReportReads(Queries):
 
     def diagnoses_of(self, rollout_ids: list[int]) -> list[Row]:
         """(rollout_id, label, evidence, validity) of the given rollouts, in id order."""
-        marks = ",".join("?" * len(rollout_ids))
-        return self.rows(f"SELECT rollout_id, label, evidence, validity FROM diagnoses WHERE rollout_id IN ({marks}) "
-                         "ORDER BY id", rollout_ids) if rollout_ids else []
+        return self.rows_in("SELECT rollout_id, label, evidence, validity FROM diagnoses WHERE rollout_id IN ({ids}) "
+                            "ORDER BY id", rollout_ids)
 
     def turns_of(self, rollout_ids: list[int]) -> list[Row]:
         """The tool-using turns of the given rollouts (multi-turn domains), in order."""
-        if not rollout_ids:
-            return []
-        marks = ",".join("?" * len(rollout_ids))
-        return self.rows(f"SELECT rollout_id, turn, role, tool, args_json, content, tokens FROM turns "
-                         f"WHERE rollout_id IN ({marks}) ORDER BY rollout_id, turn, id", rollout_ids)
+        return self.rows_in("SELECT rollout_id, turn, role, tool, args_json, content, tokens FROM turns "
+                            "WHERE rollout_id IN ({ids}) ORDER BY rollout_id, turn, id", rollout_ids)
 
     def reported_evals(self) -> list[Row]:
         """The reported held-out set in order of writing: test, or before the two sets (m003)

@@ -42,11 +42,8 @@ class SearchReads(Queries):
         """{version: [{id, status, target, kind, params_json}]} of the candidates built on each
         version (proposals that never became code are left out)."""
         out: dict[int, list[Row]] = {v: [] for v in version_ids}
-        if not version_ids:
-            return out
-        marks = ", ".join("?" * len(version_ids))
-        for r in self.rows(f"SELECT id, parent_version, status, target, kind, params_json FROM interventions "
-                           f"WHERE code != '' AND parent_version IN ({marks}) ORDER BY id", version_ids):
+        for r in self.rows_in("SELECT id, parent_version, status, target, kind, params_json FROM interventions "
+                              "WHERE code != '' AND parent_version IN ({ids}) ORDER BY id", version_ids):
             out[r["parent_version"]].append(r)
         return out
 
@@ -62,11 +59,8 @@ class SearchReads(Queries):
     def diagnoses_by_rollout(self, rollout_ids: list[int]) -> dict[int, list[Row]]:
         """{rollout id: [{label, evidence}]} for these rollouts."""
         out: dict[int, list[Row]] = {i: [] for i in rollout_ids}
-        if not rollout_ids:
-            return out
-        marks = ", ".join("?" * len(rollout_ids))
-        for d in self.rows(f"SELECT rollout_id, label, evidence FROM diagnoses WHERE rollout_id IN ({marks}) "
-                           f"ORDER BY id", rollout_ids):
+        for d in self.rows_in("SELECT rollout_id, label, evidence FROM diagnoses WHERE rollout_id IN ({ids}) "
+                              "ORDER BY id", rollout_ids):
             out[d["rollout_id"]].append({"label": d["label"], "evidence": d["evidence"]})
         return out
 
