@@ -296,27 +296,25 @@ class Rules:
                     self.cooling[key] = (len(fails), cfg.cooldown_rounds - since + 1)
         self.skipped: list[JSON] = []
 
-    def reason(self, c: Candidate) -> str | None:
-        """Why `c` must not be backtested (None: it may go on). Refusals are recorded once."""
-        why = self._why(c, waived=bool(c.params.get(WAIVED)))
+    def reason(self, c: Candidate, waive_cooldown: bool = False) -> str | None:
+        """Why `c` must not be backtested (None: it may go on). Refusals are recorded once.
+        `waive_cooldown`: for slots no other candidate would fill; a candidate that goes on only so
+        is marked, so the round's screen lets it through too, and its cooldown refusal leaves `skipped`."""
+        why = self._why(c, waived=waive_cooldown or bool(c.params.get(WAIVED)))
+        key = self._key(c, _names(c)) if why or waive_cooldown else ""
         if why:
-            entry = {"title": c.title, "key": self._key(c, _names(c)), "proposer": c.proposer, "reason": why}
+            entry = {"title": c.title, "key": key, "proposer": c.proposer, "reason": why}
             if entry not in self.skipped:
                 self.skipped.append(entry)
+        elif waive_cooldown:
+            c.params[WAIVED] = True
+            self.skipped = [e for e in self.skipped if not (e["title"] == c.title and e["key"] == key
+                                                            and e["reason"].startswith("cooldown:"))]
         return why
 
     def waived(self, c: Candidate) -> str | None:
-        """`reason` with the cooldown waived: for slots no other candidate would fill. A candidate
-        it lets through is marked, so the round's screen lets it through too, and its earlier
-        cooldown refusal leaves `skipped`."""
-        why = self._why(c, waived=True)
-        if why is None:
-            c.params[WAIVED] = True
-            key = self._key(c, _names(c))
-            self.skipped = [e for e in self.skipped if not (e["title"] == c.title and e["key"] == key
-                                                            and e["reason"].startswith("cooldown:"))]
-            return None
-        return self.reason(c)
+        """`reason` with the cooldown waived (the proposer's screen for slots left empty)."""
+        return self.reason(c, waive_cooldown=True)
 
     def _why(self, c: Candidate, waived: bool = False) -> str | None:
         if c.error or not c.code:
