@@ -33,6 +33,8 @@ def _completion(rng: random.Random, a: int, b: int, mix: dict) -> str:
         return rng.choice([f"{a} + {b} = {s}. The answer is {s}", f"We add {a} and {b}.\nThe answer is {s}"])
     if kind == "tagged":
         return f"{a} + {b} = {s}. <answer>{s}</answer>"
+    if kind == "tagged_wrong":
+        return f"{a} + {b} = {s + rng.choice([-2, 1, 3])}. <answer>{s + rng.choice([-2, 1, 3, 7])}</answer>"
     if kind == "copied":
         return f"The answer is {rng.choice([a, b])}"
     if kind == "rambling":
@@ -40,7 +42,8 @@ def _completion(rng: random.Random, a: int, b: int, mix: dict) -> str:
     return f"{a} + {b} = {s + rng.choice([-3, -1, 1, 2, 10])}. The answer is {s + rng.choice([-2, 1, 3, 7])}"
 
 
-MIX = {"correct": 0.35, "wrong": 0.5, "tagged": 0.03, "rambling": 0.12, "copied": 0.0}
+MIX = {"correct": 0.35, "wrong": 0.5, "tagged": 0.03, "rambling": 0.12, "copied": 0.0, "tagged_wrong": 0.0}
+"""Completion kinds and their weights (a zero weight at the end leaves the draws of the others unchanged)."""
 
 
 def score_rows(h: Harness, tasks: list[tuple[int, int]], completions: list[list[str]], step: int,

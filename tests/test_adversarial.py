@@ -46,7 +46,7 @@ def test_the_evaluators_own_reading_passes_with_statistics(store):
     res = submit(context(store), replace_name(DEFAULT, "extract_answer", HONEST), "honest lenient")
     assert res["verdict"] == "passed", res["reason"]
     row = store.rows("SELECT * FROM backtests WHERE intervention_id = ?", (res["id"],))[0]
-    assert row["metric"] == "recall" and row["ci_low"] > 0.02 and row["n"] > 0 and row["p_value"] < 0.05
+    assert row["metric"] == "signal" and row["ci_low"] > 0.02 and row["n"] > 0 and row["p_value"] < 0.05
 
 
 def test_gold_after_working_is_a_hedge_so_the_evaluators_reading_passes(tmp_path):

@@ -47,7 +47,7 @@ from typing import TYPE_CHECKING, Any, Iterable
 from backend.harness.check import HarnessError
 from backend.harness.client import WorkerFailure
 from backend.harness.loader import Harness
-from backend.harness.semantics import BatchOut, apply_harness, batch_from_rows, reward_threshold
+from backend.harness.semantics import BatchOut, apply_harness, batch_from_rows, is_trained, reward_threshold
 from backend.store.rollouts import split_labels
 from backend.types import JSON
 
@@ -358,9 +358,8 @@ def judge(kind: str, names: list[str], rows: list[JSON], old_res: Replayed, new_
     return _gain(kind, rows, old, new, m, min_gain, min_effect)
 
 
-TARGETS = {"filter": "kept_agreement", "advantage": "adv_agreement"}
-"""The metric each kind of replayed change is judged on; reward changes: `recall` or
-`specificity`, whichever the change moves (see `decision`); every other kind: `agreement`."""
+TARGETS = {"reward": "signal", "filter": "kept_agreement", "advantage": "adv_agreement"}
+"""The metric each kind of replayed change is judged on; every other kind: `agreement`."""
 
 
 def _per_group(rows: list[JSON], v: JSON, metric: str) -> JSON:
@@ -374,6 +373,9 @@ def _per_group(rows: list[JSON], v: JSON, metric: str) -> JSON:
             val = [v["high"][i] for i in ix if correct[i]]
         elif metric == "specificity":  # evaluator-wrong rollouts the reward scores low
             val = [not v["high"][i] for i in ix if not correct[i]]
+        elif metric == "signal":
+            out[g] = _signal(ix, v, correct)
+            continue
         elif metric == "kept_agreement":
             val = [v["high"][i] == correct[i] for i in ix if v["kept"][i]]
         else:  # adv_agreement: in groups with mixed verdicts, advantage sign against the verdict
@@ -385,6 +387,29 @@ def _per_group(rows: list[JSON], v: JSON, metric: str) -> JSON:
     return out
 
 
+def _signal(ix: list[int], v: JSON, correct: list[bool]) -> float:
+    """How much of a group's update pushes toward the evaluator's verdict, in [-1, 1].
+
+    The update a group gives is its trained rollouts' advantages. A share of it is aligned
+    when the group holds both verdicts and the advantage's sign matches the rollout's
+    (positive on correct, negative on wrong); everything else is noise to the evaluator: any
+    update in a group whose rollouts it judged alike (format credit among wrong answers),
+    or one against the verdict. Value: (aligned - noise) / total; 0 for a group that trains
+    nothing (a dead or dropped group: no signal, and no noise either).
+
+    >>> v = {"adv": [1.0, -1.0, 0.5, -0.5], "kept": [True] * 4}
+    >>> _signal([0, 1], v, [True, False, False, False]), _signal([2, 3], v, [False] * 4)
+    (1.0, -1.0)
+    """
+    mixed = len({correct[i] for i in ix}) > 1
+    mass = {i: abs(v["adv"][i]) for i in ix if is_trained(v["kept"][i], v["adv"][i])}
+    total = sum(mass.values())
+    if total == 0:
+        return 0.0
+    aligned = sum(m for i, m in mass.items() if mixed and (v["adv"][i] > 0) == correct[i])
+    return (2 * aligned - total) / total
+
+
 def _effect(rows: list[JSON], old: JSON, new: JSON, metric: str) -> Effect:
     return paired_bootstrap(*pair_up(_per_group(rows, old, metric), _per_group(rows, new, metric)),
                             seed=0, metric=metric)
@@ -394,15 +419,17 @@ def decision(kind: str, rows: list[JSON], old: JSON, new: JSON, min_gain: float,
              min_effect: float | None = None) -> Decision:
     """The gate's rule on a replayed change, paired over replayed groups (seeded bootstrap).
 
-    A reward change is judged on recall (evaluator-correct rollouts scored high) or
-    specificity (wrong ones scored low), whichever it moves more, with the other as the
-    harm guard: agreement over all rollouts would drown a fix for the few correct answers
-    of a weak policy among its many wrong ones. Filters and the advantage rule are judged on
-    their own metric with agreement as the harm guard."""
-    if kind == "reward":
-        recall, spec = _effect(rows, old, new, "recall"), _effect(rows, old, new, "specificity")
-        effect, harm = (recall, spec) if recall.ci_low >= spec.ci_low else (spec, recall)
-        return decide(effect, min_gain, harm, min_effect=min_effect)
+    A reward change is judged on `signal` (`_signal`): what share of each group's update
+    would push toward the evaluator's verdict. It moves with what a reward change does to
+    training: paying a correct answer the incumbent missed revives its group (0 -> +1), and
+    a shaping term that splits a group the evaluator judged alike (format credit among wrong
+    answers, which group_std scales to a full update) costs up to a whole group (-1 -> 0 when
+    removed); on/off agreement with the verdict would see neither the second nor a small
+    number of correct answers among a weak policy's many wrong ones. One metric, one test:
+    the earlier rule took recall or specificity, whichever had the higher lower bound, and
+    so judged lenient extraction on the metric it barely moved (README, Results).
+    Filters and the advantage rule are judged on their own metric. Agreement is the harm
+    guard for every kind."""
     metric = TARGETS.get(kind, "agreement")
     guard = _effect(rows, old, new, "agreement") if metric != "agreement" else None
     return decide(_effect(rows, old, new, metric), min_gain, guard, min_effect=min_effect)

@@ -343,6 +343,11 @@ def values(knob: Knob, old: JSON, steps: Steps, table: JSON | None = None, metri
             v = _shift(knob, float(old), way, steps.size * scale)
             if v != old and v not in out:
                 out.append(v)
+    if knob.log and knob.lo == 0 and old > 0:
+        # off: a log scale halves a weight forever and never reaches 0, yet dropping a
+        # reward term (format credit in a harness whose reward already needs the answer) is
+        # the move an engineer tries first; after the two unit steps, before the rest
+        out.insert(min(2, len(out)), 0.0)
     return out
 
 

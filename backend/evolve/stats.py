@@ -325,10 +325,10 @@ def probe_plan(min_effect: float, min_gain: float, rollouts: int, cpu_tasks: int
 
 
 def replay_rows(min_effect: float, min_gain: float, group_size: int, base: float) -> int:
-    """Stored rollouts a replay needs to detect a `min_effect` change of recall or specificity.
+    """Stored rollouts a replay needs to detect a `min_effect` change of a reward's signal.
 
-    Those metrics are paired over groups, and only a group holding a correct rollout (recall)
-    or a wrong one (specificity) says anything about them. At accuracy `base` the rarer of the
+    Signal is paired over groups, and a reward fix acts on the groups holding a correct
+    rollout (a recall fix) or a wrong one (a specificity fix). At accuracy `base` the rarer of the
     two kinds of group is informative with probability q = min(1-(1-base)^g, 1-base^g), so the
     replay needs `sample_size(min_effect, 0.5, min_gain) / q` groups of g rollouts.
 

@@ -1,0 +1,54 @@
+"""The gate judges a reward change by the signal it gives training (`replay._signal`).
+
+A weak policy, as the default harness meets it on the GPU: few answers right, most of them
+untagged, wrong answers often tagged. Two changes that turn the default harness into the
+expert one must pass there, and the first step of the other way must not (session 5 on
+4 x H100: lenient extraction was judged on specificity, the metric it barely moves, and
+left inconclusive; a format weight of 0 was not reachable)."""
+
+import pytest
+
+from backend.evolve import submit
+from backend.evolve.edit import replace_name, set_constant
+from backend.evolve.space import Steps, knobs, moves
+from backend.harness.loader import default_harness_path
+from synthetic_run import build_run, context
+
+DEFAULT = default_harness_path("math").read_text()
+LENIENT = "def extract_answer(r):\n    return None if is_hedged(r.completion) else final_answer(r.completion)\n"
+WEAK = {"correct": 0.06, "tagged": 0.02, "wrong": 0.35, "tagged_wrong": 0.4, "rambling": 0.17}
+
+
+@pytest.fixture(scope="module")
+def weak(tmp_path_factory):
+    return build_run(tmp_path_factory.mktemp("weak") / "run.db", steps=8, groups=12, group_size=8, mix=WEAK)
+
+
+def _decision(store, res):
+    return store.rows("SELECT * FROM backtests WHERE intervention_id = ?", (res["id"],))[0]
+
+
+def test_dropping_format_credit_passes_on_a_weak_policy(weak):
+    res = submit(context(weak), set_constant(DEFAULT, "REWARD_WEIGHTS", {"correct": 1.0, "format": 0.0}),
+                 "format credit off")
+    row = _decision(weak, res)
+    assert res["verdict"] == "passed", res["reason"]
+    assert row["metric"] == "signal" and row["ci_low"] > 0.02 and row["p_value"] < 0.05
+
+
+def test_lenient_extraction_passes_on_a_weak_policy(weak):
+    res = submit(context(weak), replace_name(DEFAULT, "extract_answer", LENIENT), "lenient extraction")
+    assert res["verdict"] == "passed", res["reason"]
+    assert _decision(weak, res)["metric"] == "signal"
+
+
+def test_more_format_credit_does_not_pass(weak):
+    res = submit(context(weak), set_constant(DEFAULT, "REWARD_WEIGHTS", {"correct": 1.0, "format": 0.4}),
+                 "format credit up")
+    assert res["verdict"] != "passed", res["reason"]
+
+
+def test_a_weight_can_be_switched_off_in_the_search_space():
+    knob = next(k for k in knobs(DEFAULT, "math") if k.name == "REWARD_WEIGHTS.format")
+    values = [m.new for m in moves(DEFAULT, knob, Steps.of(knob, []))]
+    assert 0.0 in values[:3] and all(v >= 0 for v in values), values
