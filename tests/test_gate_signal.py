@@ -52,3 +52,15 @@ def test_a_weight_can_be_switched_off_in_the_search_space():
     knob = next(k for k in knobs(DEFAULT, "math") if k.name == "REWARD_WEIGHTS.format")
     values = [m.new for m in moves(DEFAULT, knob, Steps.of(knob, []))]
     assert 0.0 in values[:3] and all(v >= 0 for v in values), values
+
+
+def test_lenient_extraction_is_tried_first_when_the_reward_misses_correct_answers(weak):
+    """Its score reads the share of correct answers without a tag, not of the window: under a
+    weak policy that share of the window is tiny and every untried knob outranked it."""
+    from backend.evolve import diagnose
+    from backend.evolve.offline import options
+
+    steps = range(1, 9)
+    table, metrics = diagnose.failure_table(weak, steps), diagnose.round_metrics(weak, steps)
+    ranked = [key for _, key, _ in options(context(weak), table, metrics)]
+    assert ranked[0] == "lenient_extraction", ranked[:5]

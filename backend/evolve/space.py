@@ -346,8 +346,8 @@ def values(knob: Knob, old: JSON, steps: Steps, table: JSON | None = None, metri
     if knob.log and knob.lo == 0 and old > 0:
         # off: a log scale halves a weight forever and never reaches 0, yet dropping a
         # reward term (format credit in a harness whose reward already needs the answer) is
-        # the move an engineer tries first; after the two unit steps, before the rest
-        out.insert(min(2, len(out)), 0.0)
+        # the move an engineer tries early: second, after the preferred unit step
+        out.insert(min(1, len(out)), 0.0)
     return out
 
 

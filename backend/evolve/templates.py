@@ -98,6 +98,15 @@ def _missed_correct(table: JSON, label: str) -> float:
     return float(e.get("share", 0.0)) * float(e.get("correct_share", 0.0))
 
 
+def _missed_of_correct(table: JSON, metrics: JSON, label: str) -> float:
+    """Share of the evaluator-correct answers that carry `label`: the part of the signal the
+    reward cannot see. A share of the window would rank it last exactly when it matters
+    most, under a weak policy (4% accuracy on 4 x H100: 0.02 of the window, half of its
+    correct answers)."""
+    acc = float(metrics.get("accuracy") or 0.0)
+    return min(1.0, _missed_correct(table, label) / acc) if acc > 0 else 0.0
+
+
 def _is_function(code: str, name: str) -> bool:
     return name in top_level(code) and f"def {name}(" in code
 
@@ -149,7 +158,7 @@ TEMPLATES = [
     Template("lenient_extraction", "Lenient answer extraction (the evaluator's own reading)",
              "Correct answers written without <answer> tags score 0, so groups tie and GRPO learns nothing.",
              "Reward agrees with the evaluator on untagged answers; dead groups revive.",
-             lambda t, m: 2.0 * _missed_correct(t, "no_answer_tag") + _share(t, DEAD) * 0.5,
+             lambda t, m: 2.0 * _missed_of_correct(t, m, "no_answer_tag") + _share(t, DEAD) * 0.5,
              _lenient, target="no_answer_tag"),
     Template("partial_format_credit", "Partial format credit for a plain final answer",
              "Untagged but well-formed answers get no signal at all; partial credit separates them from rambling.",
