@@ -16,9 +16,10 @@ from dataclasses import dataclass, field
 
 from backend.envs.base import Episode, Task, Verdict
 from backend.harness.loader import Harness
-from backend.harness.semantics import RolloutIn, apply_harness, is_dead, is_trained, reward_threshold
+from backend.harness.semantics import apply_harness, group_batch, is_trained, reward_threshold
 from backend.store import dumps
 from backend.store.rollouts import join_labels
+from backend.types import Generation, Rollout
 
 
 @dataclass
@@ -46,12 +47,12 @@ class Scored:
     kept: bool = True
 
 
-def view_of(s: Scored, max_new_tokens: int) -> dict:
-    """The harness's view of a rollout: the documented contract, never the verdict."""
-    return {"question": s.task.question, "answer": s.task.answer, "prompt": s.prompt_text,
-            "completion": s.completion, "finish": s.finish, "completion_tokens": len(s.completion_ids),
-            "max_new_tokens": max_new_tokens, "obs": s.obs, "turns": list(s.turns), "domain": s.task.domain,
-            "meta": s.task.meta, "task_id": s.task.id}
+def as_rollout(s: Scored, max_new_tokens: int) -> Rollout:
+    """What the harness sees of a sampled rollout (the documented contract, never the verdict)."""
+    return Rollout(group=(s.group,), question=s.task.question, answer=s.task.answer, prompt=s.prompt_text,
+                   completion=s.completion, finish=s.finish, completion_tokens=len(s.completion_ids),
+                   max_new_tokens=max_new_tokens, obs=s.obs, turns=list(s.turns), domain=s.task.domain,
+                   meta=s.task.meta, task_id=s.task.id)
 
 
 def agreement(rewards: list[float], correct: list[bool], weights: dict) -> float:
@@ -89,14 +90,15 @@ def evaluate_all(items: list[Scored], env) -> float:
     return (time.perf_counter() - t0) * 1000
 
 
-def score_all(items: list[Scored], harness: Harness, env, max_new_tokens: int) -> tuple[float, float, float]:
+def score_all(items: list[Scored], harness: Harness, env, max_new_tokens: int,
+              worker=None) -> tuple[float, float, float]:
     """Evaluator, then the harness applied to the batch (rewards, labels, filters, advantages):
     returns (eval_ms, harness_ms, 0.0). Raises HarnessError / WorkerFailure when the harness
-    fails as a whole; the caller decides (a candidate fails, the active harness pauses the run)."""
+    fails as a whole; the caller decides (a candidate fails, the active harness pauses the run).
+    `worker`: as `apply_harness`'s (a data-parallel step passes the scores its ranks made)."""
     eval_ms = evaluate_all(items, env)
     t0 = time.perf_counter()
-    batch = [RolloutIn(s.group, view_of(s, max_new_tokens)) for s in items]
-    out = apply_harness(harness, batch)
+    out = apply_harness(harness, [as_rollout(s, max_new_tokens) for s in items], worker=worker)
     for s, o in zip(items, out.rollouts):
         s.reward, s.labels, s.kept, s.advantage = o.reward, o.labels, o.kept, o.advantage
         s.components = dict(o.components, **({"_errors": o.errors} if o.errors else {}))
@@ -105,11 +107,9 @@ def score_all(items: list[Scored], harness: Harness, env, max_new_tokens: int) -
 
 def group_stats(items: list[Scored], harness: Harness) -> dict:
     """Per-step group metrics of a scored batch (filters and advantages were applied by `score_all`)."""
-    groups: dict[int, list[Scored]] = {}
-    for s in items:
-        groups.setdefault(s.group, []).append(s)
-    dead = sum(is_dead([m.reward for m in members]) for members in groups.values())
-    kept_groups = sum(any(is_trained(m.kept, m.advantage) for m in members) for members in groups.values())
+    groups = group_batch([(s.group,) for s in items], [s.reward for s in items])
+    dead = sum(g.dead for g in groups)
+    kept_groups = sum(any(is_trained(items[i].kept, items[i].advantage) for i in g.members) for g in groups)
     n = len(groups) or 1
     rewards = [s.reward for s in items]
     return {
@@ -151,6 +151,14 @@ def turn_rows(s: Scored) -> list[dict]:
     return [{"turn": i, "role": t.get("role", ""), "tool": t.get("tool"), "args_json": dumps(t.get("args")),
              "content": str(t.get("content", ""))[:20000], "tokens": t.get("tokens"), "ms": t.get("ms")}
             for i, t in enumerate(s.turns)]
+
+
+def from_generation(prompt: tuple, gen: Generation) -> Scored:
+    """A single-turn rollout, not judged yet: `prompt` is (group, index in the group, task,
+    prompt text, prompt token ids), `gen` what the policy sampled for it."""
+    g, i, task, text, pids = prompt
+    return Scored(task=task, group=g, idx=i, prompt_text=text, prompt_ids=pids, completion=gen.text,
+                  completion_ids=gen.ids, loss_mask=[1] * len(gen.ids), finish=gen.finish, verdict=None, obs={})
 
 
 def from_episode(ep: Episode, task: Task, group: int, idx: int, prompt_text: str, prompt_ids: list[int]) -> Scored:

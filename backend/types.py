@@ -2,14 +2,17 @@
 
 `Generation` is what a policy's generation engine returns and what an
 environment's multi-turn episodes consume, so it lives below both: `policy`
-and `envs` import it from here and never from each other. `Intervention` and
-`Backtest` are the evolution records the store returns and evolution reads;
-`TrialArm` is what the loop's trials hand to evolution's judgement.
+and `envs` import it from here and never from each other. `Rollout` and
+`Group` are the records the one harness semantics
+(`backend.harness.semantics.apply_harness`) reads and returns, for training,
+replay, probes and metrics alike. `Intervention` and `Backtest` are the
+evolution records the store returns and evolution reads; `TrialArm` is what the
+loop's trials hand to evolution's judgement.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any, Callable
 
 
@@ -27,12 +30,67 @@ class Generation:
 GenerateFn = Callable[[list[list[int]], int, float, float], list[Generation]]
 
 
+JSON = dict[str, Any]
+
+
+# ---------------------------------------------------------------- harness semantics records
+# What applying a harness to a batch reads (`Rollout`) and how it groups the batch
+# (`Group`). A rollout crosses into the sandboxed harness worker as plain data
+# (`Rollout.view()`, the worker protocol); these records stay on the engine's side.
+
+GroupKey = tuple[Any, ...]
+"""Which GRPO group a rollout belongs to: `(step, group_idx)` for stored rollouts, `(group,)` in a live batch."""
+
+
+@dataclass(frozen=True)
+class Rollout:
+    """One rollout as a harness sees it, and the group it is compared within.
+
+    The fields after `group` are the documented view (README, 'What a harness
+    sees'; `backend.harness.namespace.VIEW_FIELDS` on the worker's side, which a
+    test keeps equal): never the evaluator's verdict, the stored reward or labels.
+    """
+
+    group: GroupKey
+    question: str
+    answer: Any
+    prompt: str
+    completion: str
+    finish: str
+    completion_tokens: int
+    max_new_tokens: int
+    obs: JSON
+    turns: list[JSON]
+    domain: str
+    meta: JSON
+    task_id: str
+
+    def view(self) -> JSON:
+        """The plain-data view sent to the harness worker (everything but `group`)."""
+        return {f.name: getattr(self, f.name) for f in fields(self) if f.name != "group"}
+
+
+@dataclass(frozen=True)
+class Group:
+    """One GRPO group of a batch: the rollouts sampled for one prompt, judged against each other.
+
+    `members` are positions in the batch, in batch order; `dead` says the group's
+    rewards tie (`backend.harness.semantics.is_dead`), so GRPO learns nothing from it.
+    """
+
+    key: GroupKey
+    members: tuple[int, ...]
+    dead: bool
+
+    @property
+    def size(self) -> int:
+        return len(self.members)
+
+
 # ---------------------------------------------------------------- evolution records
 # The store returns these (backend/store/records.py) and evolution decides on them.
 # They live here, in the bottom layer, because the store sits below the harness and
 # evolution layers (.importlinter) and must be able to build them.
-
-JSON = dict[str, Any]
 
 
 @dataclass

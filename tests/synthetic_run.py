@@ -20,7 +20,7 @@ from pathlib import Path
 from backend.config import RunConfig, to_dict
 from backend.envs.math import answers_match, extract_lenient
 from backend.harness.loader import Harness, default_harness_path, sha
-from backend.harness.semantics import apply_harness, batch_from_rows, is_dead
+from backend.harness.semantics import apply_harness, batch_from_rows, stored_groups
 from backend.store import Store, dumps, now
 
 from backend.evolve.context import EvolveContext
@@ -83,10 +83,8 @@ def add_steps(store: Store, first: int, last: int, seed: int = 0, groups: int = 
         tasks = [(rng.randint(2, 40), rng.randint(2, 40)) for _ in range(groups)]
         comps = [[_completion(rng, a, b, mix) for _ in range(group_size)] for a, b in tasks]
         rows, diags = score_rows(h, tasks, comps, step, version)
-        per_group: dict = {}
-        for r in rows:
-            per_group.setdefault(r["group_idx"], []).append(r["reward"])
-        dead = sum(is_dead(v) for v in per_group.values()) / len(per_group)
+        by_group = stored_groups(rows)
+        dead = sum(g.dead for g in by_group) / len(by_group)
         thr = 0.5 * sum(w for w in h.weights.values() if w > 0)
         store.commit_step({
             "step": step, "created_at": now(), "harness_version": version, "policy_version": step,

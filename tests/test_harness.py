@@ -88,7 +88,7 @@ def test_group_stats_dead_groups_and_filters():
     h = load_default("math")
     items = [_scored(0, 0.0, True), _scored(0, 0.0, False), _scored(1, 1.1, True), _scored(1, 0.0, False)]
     outs = [RolloutOut(s.reward, {}, {}, []) for s in items]
-    filter_and_advantage([s.group for s in items], outs, [s.finish for s in items], h.spec)
+    filter_and_advantage([(s.group,) for s in items], outs, [s.finish for s in items], h.spec)
     for s, o in zip(items, outs):
         s.kept, s.advantage = o.kept, o.advantage
     st = group_stats(items, h)

@@ -21,7 +21,7 @@ import time
 from typing import Any, TYPE_CHECKING
 
 from backend.harness.loader import Harness, HarnessError
-from backend.harness.semantics import is_dead, reward_threshold
+from backend.harness.semantics import reward_threshold, stored_groups
 from backend.store.rollouts import split_labels
 from backend.types import Intervention, JSON, TrialArm
 
@@ -137,9 +137,7 @@ def _adversarial(base: Any, cand: Any, kinds: list[str], judged: tuple[Any, ...]
 
 
 def _probe_summary(rows: list[JSON], h: Harness) -> JSON:
-    groups: dict[tuple[Any, Any], list[float]] = {}
-    for r in rows:
-        groups.setdefault((r.get("step"), r.get("group_idx")), []).append(float(r.get("reward") or 0.0))
+    groups = stored_groups(rows)
     thr = reward_threshold(h.weights)
     invalid = [r for r in rows if split_labels(r.get("labels")) & h.validity]
     high = [r for r in invalid if float(r.get("reward") or 0) > thr]
@@ -151,8 +149,7 @@ def _probe_summary(rows: list[JSON], h: Harness) -> JSON:
         "n": len(rows),
         "accuracy": statistics.fmean([bool(r.get("correct")) for r in rows]) if rows else 0.0,
         "reward_mean": statistics.fmean([float(r.get("reward") or 0) for r in rows]) if rows else 0.0,
-        "dead_frac": (sum(1 for g in groups.values() if is_dead(g)) / len(groups))
-        if groups else 0.0,
+        "dead_frac": sum(g.dead for g in groups) / len(groups) if groups else 0.0,
         "invalid": len(invalid),
         "invalid_high": [r.get("id") for r in high],
         "invalid_high_by_label": by_label,

@@ -29,7 +29,7 @@ import statistics
 from collections import Counter
 from typing import Any, Sequence, TYPE_CHECKING
 
-from backend.harness.semantics import is_dead
+from backend.harness.semantics import stored_groups
 from backend.types import JSON
 
 from .edit import add_definition, remove_name
@@ -63,10 +63,7 @@ def _labels_by_rollout(store: Store, steps: range) -> dict[int, dict[str, int]]:
 
 def dead_groups(rows: list[JSON], key: str = "reward") -> list[tuple[Any, ...]]:
     """(step, group_idx) of groups whose rewards all tie (GRPO learns nothing from them)."""
-    groups: dict[tuple[Any, ...], list[float]] = {}
-    for r in rows:
-        groups.setdefault((r["step"], r["group_idx"]), []).append(float(r[key] or 0.0))
-    return [g for g, rs in groups.items() if is_dead(rs)]
+    return [g.key for g in stored_groups(rows, key) if g.dead]
 
 
 def failure_table(store: Store, steps: range) -> list[JSON]:

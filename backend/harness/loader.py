@@ -28,8 +28,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from backend.types import Rollout
+
 from .check import MAX_BYTES, HarnessError, check_source, parse
-from .namespace import RolloutView
+from .namespace import VIEW_FIELDS, RolloutView
 from .semantics import advantages
 from .spec import HarnessSpec, sha
 
@@ -95,11 +97,12 @@ class Harness:
         return list(self._apply_one(view).labels)
 
     def _apply_one(self, view: Any) -> Any:
-        from .semantics import RolloutIn, apply_harness
+        from .semantics import apply_harness
 
         if not isinstance(view, dict):  # a RolloutView
             view = {k: getattr(view, k) for k in RolloutView.__slots__}
-        return apply_harness(self, [RolloutIn((0,), _plain(view))]).rollouts[0]
+        plain = _plain(view)
+        return apply_harness(self, [Rollout((0,), **{k: plain.get(k) for k in VIEW_FIELDS})]).rollouts[0]
 
     def messages(self, task: Any) -> list[dict[str, Any]]:
         from backend.envs.base import message_prompt

@@ -22,8 +22,11 @@ from __future__ import annotations
 
 import math
 import statistics
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
+
+from backend.types import JSON, Group, GroupKey, Rollout
 
 from .spec import HarnessSpec
 
@@ -37,17 +40,9 @@ DEAD_TOL = 1e-6
 
 
 @dataclass
-class RolloutIn:
-    """What the harness is applied to: the documented view plus the group it belongs to."""
-
-    group: tuple[Any, ...]
-    view: dict[str, Any]
-    """question, answer, prompt, completion, finish, completion_tokens, max_new_tokens, obs, turns,
-    domain, meta, task_id (never the evaluator's verdict, the stored reward or labels)."""
-
-
-@dataclass
 class RolloutOut:
+    """What the harness made of one rollout: its reward, labels, and whether and how GRPO trains on it."""
+
     reward: float
     components: dict[str, Any]
     errors: dict[str, Any]
@@ -67,15 +62,28 @@ class RolloutOut:
 
 @dataclass
 class BatchOut:
+    """A harness applied to a batch: one `RolloutOut` per rollout, in order, and the batch's groups."""
+
     rollouts: list[RolloutOut]
-    dead: set[tuple[Any, ...]] = field(default_factory=set)
-    """Group keys whose rewards tie."""
-    groups: list[tuple[Any, ...]] = field(default_factory=list)
-    """The group key of each rollout, in order."""
+    by_group: list[Group] = field(default_factory=list)
+
+    @property
+    def groups(self) -> list[GroupKey]:
+        """The group key of each rollout, in batch order."""
+        keys: list[GroupKey] = [()] * len(self.rollouts)
+        for g in self.by_group:
+            for i in g.members:
+                keys[i] = g.key
+        return keys
+
+    @property
+    def dead(self) -> set[GroupKey]:
+        """Keys of the groups whose rewards tie."""
+        return {g.key for g in self.by_group if g.dead}
 
     @property
     def n_groups(self) -> int:
-        return len(set(self.groups))
+        return len(self.by_group)
 
     @property
     def dead_frac(self) -> float:
@@ -90,6 +98,26 @@ def is_trained(kept: bool, advantage: float) -> bool:
 def is_dead(rewards: list[float]) -> bool:
     """All rewards equal within DEAD_TOL (a group of one is not dead: it has no peers)."""
     return len(rewards) > 1 and max(rewards) - min(rewards) < DEAD_TOL
+
+
+def group_batch(keys: Sequence[GroupKey], rewards: Sequence[float]) -> list[Group]:
+    """The groups of a batch (rollout `i` has key `keys[i]` and reward `rewards[i]`), in order of
+    first appearance: the one place a group is called dead.
+
+    >>> [(g.key, g.members, g.dead) for g in group_batch([(0,), (1,), (0,)], [0.5, 1.0, 0.5])]
+    [((0,), (0, 2), True), ((1,), (1,), False)]
+    """
+    members: dict[GroupKey, list[int]] = {}
+    for i, key in enumerate(keys):
+        members.setdefault(key, []).append(i)
+    return [Group(key, tuple(ix), is_dead([rewards[i] for i in ix])) for key, ix in members.items()]
+
+
+def stored_groups(rows: Sequence[JSON], reward_key: str = "reward") -> list[Group]:
+    """The groups of stored `rollouts` rows, keyed (step, group_idx) as training grouped them;
+    `reward_key` names the column judged (a replay's summary may judge another)."""
+    return group_batch([(r.get("step"), r.get("group_idx")) for r in rows],
+                       [float(r.get(reward_key) or 0.0) for r in rows])
 
 
 def reward_threshold(weights: dict[str, float]) -> float:
@@ -140,24 +168,19 @@ def weighted_total(components: dict[str, Any], weights: dict[str, Any]) -> tuple
     return float(total), {}
 
 
-def filter_and_advantage(groups: list[tuple[Any, ...]], outs: list[RolloutOut], finishes: list[str],
-                         spec: HarnessSpec) -> set[tuple[Any, ...]]:
-    """Steps 3-5 in place on `outs`; returns the dead group keys."""
-    by_group: dict[tuple[Any, ...], list[int]] = {}
-    for i, g in enumerate(groups):
-        by_group.setdefault(g, []).append(i)
+def filter_and_advantage(keys: Sequence[GroupKey], outs: list[RolloutOut], finishes: list[str],
+                         spec: HarnessSpec) -> list[Group]:
+    """Steps 3-5 in place on `outs` (rollout `i` is in group `keys[i]`); returns the batch's groups."""
+    groups = group_batch(keys, [o.reward for o in outs])
     f, a = spec.filters, spec.advantage
-    dead = set()
-    for g, ix in by_group.items():
-        if is_dead([outs[i].reward for i in ix]):
-            dead.add(g)
-        for i in ix:
+    for g in groups:
+        for i in g.members:
             o = outs[i]
             o.kept = not ((f.get("drop_truncated") and finishes[i] == "length")
                           or (f.get("drop_invalid") and o.label_set & spec.validity)
-                          or (f.get("drop_dead_groups") and g in dead))
+                          or (f.get("drop_dead_groups") and g.dead))
             o.advantage = 0.0
-        live = [i for i in ix if outs[i].kept]
+        live = [i for i in g.members if outs[i].kept]
         if len(live) < 2:
             for i in live:
                 outs[i].kept = False
@@ -165,43 +188,46 @@ def filter_and_advantage(groups: list[tuple[Any, ...]], outs: list[RolloutOut], 
         advs = advantages([outs[i].reward for i in live], a["rule"], a["eps"], a.get("std", "population"))
         for i, v in zip(live, advs):
             outs[i].advantage = v
-    return dead
+    return groups
 
 
-def apply_harness(harness: Harness, batch: list[RolloutIn], worker: HarnessWorker | None = None,
+def apply_harness(harness: Harness, batch: Sequence[Rollout], worker: HarnessWorker | None = None,
                   limit_s: float | None = None) -> BatchOut:
     """Apply `harness` (a `backend.harness.loader.Harness`) to `batch` through the worker.
 
-    Raises HarnessError when the harness fails as a whole and WorkerFailure when the
-    worker does; a reward component that fails on one rollout scores 0 with an error."""
+    Only plain data crosses into the worker (`Rollout.view()`) and back (components,
+    errors, labels); the weighted total, filters, dead groups and advantages are
+    computed here. Raises HarnessError when the harness fails as a whole and
+    WorkerFailure when the worker does; a reward component that fails on one
+    rollout scores 0 with an error."""
     from .client import shared_worker
 
     spec = harness.spec
     worker = worker or shared_worker()
-    scores = worker.apply(harness.code, spec.weights, [r.view for r in batch], limit_s)
+    scores = worker.apply(harness.code, spec.weights, [r.view() for r in batch], limit_s)
     outs = []
     for s in scores:
         reward, extra = weighted_total(s.components, spec.weights)
         outs.append(RolloutOut(reward, s.components, {**s.errors, **extra}, list(s.labels)))
-    groups = [r.group for r in batch]
-    dead = filter_and_advantage(groups, outs, [str(r.view.get("finish") or "") for r in batch], spec)
-    return BatchOut(outs, dead, groups)
+    groups = filter_and_advantage([r.group for r in batch], outs, [str(r.finish or "") for r in batch], spec)
+    return BatchOut(outs, groups)
 
 
-def view_from_row(row: dict[str, Any]) -> dict[str, Any]:
-    """The harness's view of a stored `rollouts` row (used by replay)."""
+def rollout_from_row(row: JSON) -> Rollout:
+    """A stored `rollouts` row as the harness sees it, in its training group (step, group_idx)."""
     import json
 
     task = json.loads(row.get("task_json") or "{}")
     obs = json.loads(row.get("obs_json") or "{}")
-    return {"question": task.get("question", ""), "answer": task.get("answer"), "prompt": row.get("prompt", ""),
-            "completion": row.get("completion") or "", "finish": row.get("finish", ""),
-            "completion_tokens": row.get("completion_tokens") or 0,
-            "max_new_tokens": obs.pop("_max_new_tokens", 0), "turns": list(obs.pop("_turns", ()) or ()),
-            "obs": obs, "domain": row.get("domain", ""), "meta": task.get("meta") or {},
-            "task_id": row.get("task_id", "")}
+    max_new_tokens = obs.pop("_max_new_tokens", 0)  # the engine's bookkeeping, not the domain's observations
+    turns = list(obs.pop("_turns", ()) or ())
+    return Rollout(group=(row.get("step"), row.get("group_idx")), question=task.get("question", ""),
+                   answer=task.get("answer"), prompt=row.get("prompt", ""), completion=row.get("completion") or "",
+                   finish=row.get("finish", ""), completion_tokens=row.get("completion_tokens") or 0,
+                   max_new_tokens=max_new_tokens, obs=obs, turns=turns, domain=row.get("domain", ""),
+                   meta=task.get("meta") or {}, task_id=row.get("task_id", ""))
 
 
-def batch_from_rows(rows: list[dict[str, Any]]) -> list[RolloutIn]:
+def batch_from_rows(rows: Sequence[JSON]) -> list[Rollout]:
     """Stored rows as a batch, grouped by (step, group_idx) as training grouped them."""
-    return [RolloutIn((r.get("step"), r.get("group_idx")), view_from_row(r)) for r in rows]
+    return [rollout_from_row(r) for r in rows]

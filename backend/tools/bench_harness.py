@@ -14,7 +14,7 @@ import time
 
 
 def rollouts(n: int, group: int, seed: int = 0) -> list:
-    from backend.harness.semantics import RolloutIn
+    from backend.types import Rollout
 
     rng = random.Random(seed)
     out = []
@@ -23,10 +23,10 @@ def rollouts(n: int, group: int, seed: int = 0) -> list:
         ans = a + b + rng.choice([0, 0, 1, -3])
         text = rng.choice([f"{a} + {b} = {ans}. <answer>{ans}</answer>", f"We add {a} and {b}: the answer is {ans}",
                            f"Let me think. {a} plus {b}... " * rng.randint(1, 8) + f"<answer>{ans}</answer>"])
-        out.append(RolloutIn((i // group,), {
-            "question": f"What is {a} + {b}?", "answer": str(a + b), "prompt": "", "completion": text,
-            "finish": "stop", "completion_tokens": len(text) // 4, "max_new_tokens": 256, "obs": {},
-            "turns": [], "domain": "math", "meta": {"dataset": "chain_sum"}, "task_id": f"b:{i // group}"}))
+        out.append(Rollout(
+            group=(i // group,), question=f"What is {a} + {b}?", answer=str(a + b), prompt="", completion=text,
+            finish="stop", completion_tokens=len(text) // 4, max_new_tokens=256, obs={}, turns=[],
+            domain="math", meta={"dataset": "chain_sum"}, task_id=f"b:{i // group}"))
     return out
 
 
@@ -39,7 +39,7 @@ def in_process(code: str, batch: list, spec) -> float:
     h = hns.load(code)
     outs = []
     for r in batch:
-        view = hns.RolloutView(**{k: r.view.get(k) for k in hns.VIEW_FIELDS})
+        view = hns.RolloutView(**r.view())
         comps, errors = hns.score(h, spec.weights, view)
         reward, _ = weighted_total(comps, spec.weights)
         outs.append(RolloutOut(reward, comps, errors, [tuple(x) for x in hns.diagnose(h, view)]))
