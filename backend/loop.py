@@ -43,10 +43,10 @@ from backend.policy.grpo import GRPOTrainer, Sample
 from backend.policy.interrupt import watch as watch_layers
 from backend.policy.load import load_fast_policy
 from backend.policy.model import chat_ids
-from backend.rollout import (Scored, agreement, diagnosis_rows, from_episode, group_stats,
+from backend.rollout import (Scored, agreement, diagnosis_rows, from_episode, from_generation, group_stats,
                              rollout_row, score_all, turn_rows)
 from backend.store import Store, dumps, now
-from backend.store.views import harness_code_known
+from backend.store.reader import harness_code_known
 from backend.progress import StepProgress
 
 
@@ -176,15 +176,17 @@ class Engine:
 
     # ------------------------------------------------------------ rollouts
     def collect(self, tasks, harness: Harness, group_size: int, greedy: bool = False,
-                max_new_tokens: int | None = None, generate=None) -> tuple[list[Scored], dict]:
+                max_new_tokens: int | None = None, dist=None) -> tuple[list[Scored], dict]:
         """Generate `group_size` rollouts per task and score them under `harness`.
-        `generate`: single-turn generation in place of `generate_fn` (a data-parallel step's)."""
+        `dist`: the data-parallel ranks (backend/ddp) that generate, judge and score the
+        single-turn rollouts in shares; this process then applies the harness to the whole batch."""
         s = harness.sampling
         temp = 0.0 if greedy else float(s.get("temperature", 1.0))
         top_p = float(s.get("top_p", 1.0))
         mnt = max_new_tokens or min(int(s.get("max_new_tokens", 128)), self.cfg.train.max_new_tokens_cap)
         t0 = time.perf_counter()
         items: list[Scored] = []
+        worker, times = None, {}
         if getattr(self.env, "multi_turn", False):
             copies = [t for t in tasks for _ in range(group_size)]
             episodes = self.env.run_episodes(copies, self.generate_fn, self.chat_ids_fn, harness,
@@ -200,15 +202,19 @@ class Engine:
                 pids = self.chat_ids_fn(harness.messages(task))
                 text = self.lm.tokenizer.decode(pids)
                 prompts += [(g, i, task, text, pids) for i in range(group_size)]
-            gens = (generate or self.generate_fn)([p[4] for p in prompts], mnt, temp, top_p)
-            for (g, i, task, text, pids), gen in zip(prompts, gens):
-                items.append(Scored(task=task, group=g, idx=i, prompt_text=text, prompt_ids=pids,
-                                    completion=gen.text, completion_ids=gen.ids, loss_mask=[1] * len(gen.ids),
-                                    finish=gen.finish, verdict=None, obs={}))
+            if dist is not None:  # judged and scored where generated; `times` says how rank 0 spent it
+                items, worker = dist.rollouts(prompts, harness, mnt, temp, top_p)
+                times = dist.times
+            else:
+                gens = self.generate_fn([p[4] for p in prompts], mnt, temp, top_p)
+                items = [from_generation(p, gen) for p, gen in zip(prompts, gens)]
         gen_ms = (time.perf_counter() - t0) * 1000
         for it in items:
             it.gen_ms = gen_ms / max(len(items), 1)
-        eval_ms, score_ms, diag_ms = score_all(items, harness, self.env, mnt)
+        eval_ms, score_ms, diag_ms = score_all(items, harness, self.env, mnt, worker=worker)
+        if times:  # rank 0: its own generation; judging its share, then applying the harness to the batch
+            return items, {"gen_ms": times["gen_ms"], "score_ms": times["judge_ms"] + eval_ms + score_ms,
+                           "diagnose_ms": diag_ms, "wait_ms": times["wait_ms"]}
         return items, {"gen_ms": gen_ms, "score_ms": score_ms + eval_ms, "diagnose_ms": diag_ms}
 
     # ------------------------------------------------------------ one step
@@ -224,8 +230,7 @@ class Engine:
         rng = self.seed_step(step)
         tasks = self.env.sample_tasks(self.cfg.train.tasks_per_step, rng, self.harness.curriculum)
         progress.phase("generate")
-        items, times = self.collect(tasks, self.harness, self.cfg.train.group_size,
-                                    generate=self.dist.generate if self.dist else None)
+        items, times = self.collect(tasks, self.harness, self.cfg.train.group_size, dist=self.dist)
         progress.phase("filter")
         gstats = group_stats(items, self.harness)
         progress.phase("train")
@@ -256,6 +261,7 @@ class Engine:
             "score_ms": times["score_ms"], "diagnose_ms": times["diagnose_ms"], "train_ms": train_ms,
             "store_ms": 0.0, "total_ms": total_ms,
             "metrics_json": dumps({"trained_sequences": len(samples), "ckpt_ms": (time.perf_counter() - t0) * 1000,
+                                   **({"wait_ms": times["wait_ms"]} if "wait_ms" in times else {}),
                                    "reward_terms": reward_term_means([s.components for s in items])}),
         }
         t0 = time.perf_counter()

@@ -13,6 +13,7 @@ import pytest
 import torch
 
 from backend.config import load_config
+from backend.ddp.balance import balance
 from backend.ddp.comm import DistributedError, split
 from backend.ddp.launch import check, ranks, world_size
 from backend.store import Store
@@ -27,9 +28,25 @@ def _lora(model) -> dict[str, torch.Tensor]:
     return {n: p.detach().clone() for n, p in model.named_parameters() if p.requires_grad}
 
 
-def test_two_ranks_take_the_one_process_update(tiny_model):
-    """Two updates through rank 0's Leader (2 gloo ranks) against GRPOTrainer.step on the whole
-    batch in one process, from the same initial adapter.
+def _prompts(env, harness, tok, n_tasks: int, group: int) -> list[tuple]:
+    """A step's prompts as the loop builds them (group, index, task, prompt text, prompt ids),
+    with the prompt cut to 7 tokens."""
+    import random
+
+    tasks = env.sample_tasks(n_tasks, random.Random(0), harness.curriculum)
+    out = []
+    for g, task in enumerate(tasks):
+        pids = [1, *tok(task.question[:40])["input_ids"][:6]]
+        out += [(g, i, task, tok.decode(pids), pids) for i in range(group)]
+    return out
+
+
+def test_two_ranks_score_and_take_the_one_process_update(tiny_model, spread_harness):
+    """One step's rollouts and two updates through rank 0's Leader (2 gloo ranks), against one
+    process: the harness applied to the whole batch gives the same rewards, labels, filters and
+    advantages when each rank judged and scored its own share; the updates (trained rollouts
+    dealt out by `balance`, the second moving some of rank 0's to rank 1) equal
+    GRPOTrainer.step on the whole batch from the same initial adapter.
 
     Tolerance: the ranks sum partial gradients in another order (micro-batches of 3 and 3 against
     4 and 2 here), so the gradients differ by float32 rounding, which Adam's division by sqrt(v)
@@ -38,24 +55,36 @@ def test_two_ranks_take_the_one_process_update(tiny_model):
     and fails a real difference: with the gradients averaged instead of summed, not all-reduced
     at all, or rank 1 dividing by its own token count, weights differed by about 1e-3 (each
     checked by editing backend/ddp once). The loss and gradient norm catch a scale error too."""
+    from backend.envs import make_env
+    from backend.harness.loader import Harness
     from backend.policy.generate import make_engine
     from backend.policy.grpo import GRPOTrainer, Sample
     from backend.policy.load import load_fast_policy
+    from backend.rollout import Scored, score_all
 
-    cfg = _cfg(tiny_model)
-    prompts = [[1, 100 + k, 200 + k, 300 + 2 * k] for k in range(6)]
+    cfg = _cfg(tiny_model, f"harness={spread_harness}")
+    harness = Harness.from_code(open(spread_harness).read())
+    env = make_env(cfg)
     with ranks(cfg, adapter=None) as leader:
         lm = load_fast_policy(cfg.model, None, seed=cfg.seed)
+        prompts = _prompts(env, harness, lm.tokenizer, 3, 2)
         start = _lora(lm.model)
         leader.attach(SimpleNamespace(lm=lm, trainer=GRPOTrainer(lm.model, lm.tokenizer, cfg.train, lm.device),
-                                      control=SimpleNamespace(checkpoint=lambda *a, **k: None),
+                                      env=env, control=SimpleNamespace(checkpoint=lambda *a, **k: None),
                                       generate_fn=make_engine("hf", lm.model, lm.tokenizer, lm.device).generate))
         torch.manual_seed(1)
-        gens = leader.generate(prompts, 5, 1.0, 1.0)
-        assert leader.shares == [(0, 3), (3, 6)] and len(gens) == 6
-        items = [SimpleNamespace(prompt_ids=p, completion_ids=g.ids, loss_mask=[1] * len(g.ids))
-                 for p, g in zip(prompts, gens)]
-        updates = [  # (advantage per item, trained items): the second leaves rank 1 nothing to train
+        items, scores = leader.rollouts(prompts, harness, 5, 1.0, 1.0)
+        assert leader.shares == [(0, 3), (3, 6)] and len(items) == 6
+        assert [(s.group, s.idx) for s in items] == [(p[0], p[1]) for p in prompts]
+        assert all(s.verdict is not None for s in items)  # rank 1 judged its share
+        score_all(items, harness, env, 5, worker=scores)
+        alone = [Scored(task=s.task, group=s.group, idx=s.idx, prompt_text=s.prompt_text, prompt_ids=s.prompt_ids,
+                        completion=s.completion, completion_ids=s.completion_ids, loss_mask=s.loss_mask,
+                        finish=s.finish, verdict=None, obs={}) for s in items]
+        score_all(alone, harness, env, 5)  # one process: this one's harness worker scores every rollout
+        assert [(s.reward, s.labels, s.kept, s.advantage, s.verdict.status, s.components) for s in items] == \
+            [(s.reward, s.labels, s.kept, s.advantage, s.verdict.status, s.components) for s in alone]
+        updates = [  # (advantage per item, trained items): the second is all rank 0's, balance moves some
             ([0.9, -0.4, 0.0, 1.2, -0.7, 0.3], [0, 1, 3, 4, 5]),
             ([0.5, -1.0, 0.8, 0.0, 0.0, 0.0], [0, 1, 2]),
         ]
@@ -82,6 +111,17 @@ def test_two_ranks_take_the_one_process_update(tiny_model):
         assert g["loss"] == pytest.approx(w["loss"], abs=1e-6)
         assert g["grad_norm"] == pytest.approx(w["grad_norm"], rel=1e-5)
         assert g["tokens"] == w["tokens"]
+
+
+def test_balance_deals_every_trained_rollout_once_and_evens_the_work():
+    costs = [[30, 10, 50, 20, 40], [], [5, 5]]
+    plan = balance(costs)
+    dealt = sorted(x for p in plan for x in p)
+    assert dealt == sorted((r, k) for r, own in enumerate(costs) for k in range(len(own)))
+    load = [sum(costs[r][k] for r, k in p) for p in plan]
+    assert max(load) - min(load) <= max(max(c) for c in costs if c)
+    assert plan[2][:2] == [(2, 0), (2, 1)]  # a rank under its share keeps all it generated
+    assert balance([[1, 1], [1, 1]]) == [[(0, 0), (0, 1)], [(1, 0), (1, 1)]]  # even already: nothing moves
 
 
 def test_a_run_on_two_ranks_stores_once_and_resumes(tiny_model, spread_harness, capsys):

@@ -12,14 +12,20 @@ A training step on N ranks:
 
 1. rank 0 splits the step's prompts into N contiguous shares, broadcasts the
    LoRA weights (so a rollback on rank 0 reaches every rank) and a seed per
-   rank; every rank generates its share; rank 0 gathers the completions.
-2. rank 0 scores the whole batch: rewards, filters and group-relative
-   advantages over whole groups (a group is never split for its statistics).
-3. rank 0 sends each rank the advantages of its own trained rollouts and the
-   batch's token denominator; every rank computes the loss on its rollouts,
-   divided by the whole batch's count, and the LoRA gradients are summed
-   (all-reduce) before clipping, so the update equals the one-process update
-   on the whole batch (tests/test_distributed.py).
+   rank; every rank generates its share, then judges and scores it (the
+   evaluator, and the harness's per-rollout rewards and labels in its own
+   sandboxed harness worker: `share.py`) while the others do the same; rank 0
+   gathers completions, verdicts and scores as plain data.
+2. rank 0 applies the harness to the whole batch with those scores: weighted
+   rewards, filters and group-relative advantages over whole groups (a group is
+   never split for its statistics), as one process would.
+3. rank 0 deals the trained rollouts out by token count (`balance.py`: a rank
+   keeps its own up to its share of the work, the surplus moves with its token
+   ids) and sends each rank their advantages and the batch's token
+   denominator; every rank computes the loss on its rollouts, divided by the
+   whole batch's count, and the LoRA gradients are summed (one all-reduce of a
+   flat buffer) before clipping, so the update equals the one-process update on
+   the whole batch (tests/test_distributed.py).
 
 Messages go through the rendezvous key-value store (`comm.Channel`), so a rank
 that waits (while rank 0 evaluates, evolves or is paused) holds no collective

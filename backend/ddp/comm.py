@@ -34,6 +34,14 @@ def device_type(cfg) -> str:
     return torch.device(d).type
 
 
+FAST_POLL_S = 0.001
+FAST_POLL_FOR_S = 5.0
+SLOW_POLL_S = 0.05
+"""A waiting rank asks the store every millisecond for the first 5 s (inside a step a message is
+due within seconds, and each millisecond of lag idles every GPU), then backs off to 50 ms.
+(`TCPStore.wait` with a timeout would wake at once, but logs a warning at every timeout.)"""
+
+
 class DistributedError(EvoError, RuntimeError):
     """A rank of a data-parallel run failed or cannot start; the message names it and why."""
 
@@ -54,7 +62,7 @@ class Channel:
         self.seq = 0
 
     def _poll(self, key: str, who: int | None) -> bytes:
-        pause = 0.001
+        pause, t0 = FAST_POLL_S, time.monotonic()
         while not self.store.check([key]):
             if who is not None:
                 err = f"err/{who}"
@@ -64,7 +72,8 @@ class Channel:
                 if gone:
                     raise DistributedError(f"rank {who} {gone}")
             time.sleep(pause)
-            pause = min(pause * 2, 0.05)
+            if time.monotonic() - t0 > FAST_POLL_FOR_S:  # rank 0 is paused, evaluating or evolving
+                pause = min(pause * 2, SLOW_POLL_S)
         return self.store.get(key)
 
     # ---------------------------------------------------------------- rank 0

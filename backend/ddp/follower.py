@@ -5,10 +5,13 @@ rank 0 resumes from when there is one (weights and optimizer state), then
 answers rank 0's messages until "end":
 
 - generate: take rank 0's LoRA weights (broadcast), seed, generate this
-  rank's share of the prompts, reply with the completions;
-- train: build the samples of the rollouts it generated from the advantages
-  rank 0 computed, take the GRPO update with the gradients summed over ranks,
-  reply with the metrics.
+  rank's share of the prompts, judge and score it (the evaluator, and the
+  harness's rewards and labels in this rank's own sandboxed harness worker:
+  `share.judge`), reply with the completions and that plain data;
+- train: build the samples rank 0 dealt to it (rollouts it generated, named
+  by index, and rollouts moved to it, with their token ids) with the
+  advantages rank 0 computed, take the GRPO update with the gradients summed
+  over ranks, reply with the metrics.
 
 It never opens the run database and writes nothing to the run directory.
 It exits when rank 0 does: rank 0's pid is gone (kill -9 of the run), or the
@@ -30,6 +33,10 @@ import torch.distributed as dist
 from backend.config import config_from_dict
 from backend.ddp.comm import COLLECTIVE_TIMEOUT, Channel, broadcast_params, device_type, sum_grads
 from backend.ddp.leader import trainable
+from backend.ddp.share import failure, judge
+from backend.harness.check import HarnessError
+from backend.harness.client import WorkerFailure
+from backend.rollout import from_generation
 
 
 def main(rank: int, world: int, port: int, cfg_dict: dict, adapter: str | None, parent: int) -> None:
@@ -78,18 +85,21 @@ def _exit_with(parent: int) -> None:
 
 class Follower:
     def __init__(self, cfg, adapter: str | None):
+        from backend.envs import make_env
         from backend.policy import checkpoint as ckpt
         from backend.policy.generate import make_engine
         from backend.policy.grpo import GRPOTrainer
         from backend.policy.load import load_fast_policy
 
         self.lm = load_fast_policy(cfg.model, adapter, seed=cfg.seed)
+        # rank 0's batch size: another decode shape would draw other samples (and may run slower)
         self.engine = make_engine(cfg.model.engine, self.lm.model, self.lm.tokenizer, self.lm.device,
-                                  log=lambda msg: None)  # rank 0's log says which engine
+                                  batch_size=cfg.model.gen_batch, log=lambda msg: None)  # rank 0 logs which
         self.trainer = GRPOTrainer(self.lm.model, self.lm.tokenizer, cfg.train, self.lm.device)
         if adapter:
             ckpt.load_trainer_state(Path(adapter), self.trainer.opt)
         self.params = trainable(self.lm.model)
+        self.env = make_env(cfg)  # the evaluator of this rank's share
         self.prompts: list[list[int]] = []
         self.gens: list = []
 
@@ -109,12 +119,21 @@ class Follower:
         if broadcast_params(self.params) and hasattr(self.engine, "refresh"):
             self.engine.refresh()  # weights set in place (a rollback on rank 0): engines re-read them
         torch.manual_seed(msg["seed"])
-        self.prompts = msg["prompts"]
+        prompts = msg["prompts"]
+        self.prompts = [p[4] for p in prompts]
+        self.gens = self._generate(msg)
+        items = [from_generation(p, g) for p, g in zip(prompts, self.gens)]
+        code, weights = msg["harness"]
+        try:
+            judged = judge(items, self.env, code, weights, msg["max_new_tokens"])
+        except (HarnessError, WorkerFailure) as e:  # rank 0 stops the run with it, as on one process
+            return {"gens": self.gens, "failed": failure(e)}
+        return {"gens": self.gens, "judged": judged}
+
+    def _generate(self, msg: dict) -> list:
         while True:
             try:
-                self.gens = self.engine.generate(self.prompts, msg["max_new_tokens"], msg["temperature"],
-                                                 msg["top_p"])
-                return self.gens
+                return self.engine.generate(self.prompts, msg["max_new_tokens"], msg["temperature"], msg["top_p"])
             except torch.cuda.OutOfMemoryError:  # as rank 0's loop does: halve the batch, retry
                 torch.cuda.empty_cache()
                 size = int(getattr(self.engine, "batch_size", 1) or 1)
@@ -125,7 +144,8 @@ class Follower:
     def train(self, msg: dict) -> dict:
         from backend.policy.grpo import Sample
 
-        samples = [Sample(self.prompts[k], self.gens[k].ids, mask, adv) for k, adv, mask in msg["plan"]]
+        samples = [Sample(*ids, mask, adv) if ids else Sample(self.prompts[k], self.gens[k].ids, mask, adv)
+                   for k, adv, mask, ids in msg["plan"]]
         if getattr(self.engine, "name", "") == "vllm":
             self.engine.sleep()  # give vLLM's memory back to training, as rank 0 does
         return self.trainer.step(samples, msg["denom"], sync_grads=sum_grads)

@@ -1,23 +1,34 @@
-"""Rank 0's side of a data-parallel step: share out generation, gather it, share out the update.
+"""Rank 0's side of a data-parallel step: share out generation and judging, gather it, share out the update.
 
 The loop calls two methods, in the places where one process would generate
-and train (backend/loop.py: `collect(..., generate=)` and `update_policy`):
+and train (backend/loop.py: `collect(..., dist=)` and `update_policy`):
 
-- `generate(prompts, ...)`: rank r generates prompts[start_r:end_r]; rank 0
-  returns every completion in the prompts' order, so the loop scores and
-  stores the batch exactly as it would on one process.
-- `update(items, trained, samples, denom)`: every rank trains on the rollouts
-  it generated, each loss divided by the whole batch's token count, the
-  gradients summed before clipping (the one-process update on the batch).
+- `rollouts(prompts, harness, ...)`: rank r generates prompts[start_r:end_r]
+  and judges and scores its share (`share.judge`: the evaluator and the
+  harness's per-rollout rewards and labels, in its own harness worker) while
+  the others do the same; rank 0 returns every rollout in the prompts' order
+  with the scores as a `Prescored` worker, so the loop applies the harness to
+  the whole batch (groups, filters, advantages) exactly as on one process.
+- `update(items, trained, samples, denom)`: the trained rollouts are dealt out
+  by token count (`balance`), each rank's loss divided by the whole batch's
+  token count, the gradients summed before clipping (the one-process update
+  on the batch).
+
+`times` holds rank 0's view of the last `rollouts`: its own generation, its own
+judging, and how long it then waited for the other ranks.
 """
 
 from __future__ import annotations
 
+import time
+
 import torch
 
+from backend.ddp.balance import balance
 from backend.ddp.comm import Channel, broadcast_params, split, sum_grads
+from backend.ddp.share import Prescored, Prompt, judge, raise_failure
+from backend.rollout import from_generation
 from backend.policy.grpo import Sample
-from backend.types import Generation
 
 
 def trainable(model) -> list[torch.Tensor]:
@@ -33,28 +44,47 @@ class Leader:
         self.world = world
         self.engine = None
         self.shares: list[tuple[int, int]] = []
+        self.times: dict[str, float] = {}
 
     def attach(self, engine) -> None:
-        """The loop's Engine: its model, trainer, generation and pause/stop control."""
+        """The loop's Engine: its model, trainer, environment, generation and pause/stop control."""
         self.engine = engine
 
-    def generate(self, prompts: list[list[int]], max_new_tokens: int, temperature: float,
-                 top_p: float) -> list[Generation]:
-        """Every rank generates its share of `prompts`; returns all the completions, in order."""
+    def rollouts(self, prompts: list[Prompt], harness, max_new_tokens: int, temperature: float,
+                 top_p: float) -> tuple[list, Prescored]:
+        """Every rank generates, judges and scores its share of `prompts`; returns all the rollouts,
+        in order (verdicts set), and their harness scores. Raises HarnessError or WorkerFailure
+        when the harness fails on any rank, as `score_all` would on one process."""
         eng = self.engine
         eng.control.checkpoint()  # a pause or a stop is honoured before the other ranks start
         self.shares = split(len(prompts), self.world)
         # Drawn from the step's seeded generator: a resumed step gives every rank the same seed again.
         seeds = torch.randint(0, 2**62, (self.world,)).tolist()
+        code, weights = harness.code, harness.spec.weights
         self.channel.send("generate", [
             {"prompts": prompts[a:b], "max_new_tokens": max_new_tokens, "temperature": temperature,
-             "top_p": top_p, "seed": seeds[r]} for r, (a, b) in enumerate(self.shares) if r])
+             "top_p": top_p, "seed": seeds[r], "harness": (code, weights)}
+            for r, (a, b) in enumerate(self.shares) if r])
         broadcast_params(trainable(eng.lm.model))  # a rollback on rank 0 reaches every rank
         a, b = self.shares[0]
-        out = list(eng.generate_fn(prompts[a:b], max_new_tokens, temperature, top_p))
-        for gens in self.channel.replies():
-            out += gens
-        return out
+        t0 = time.perf_counter()
+        gens = eng.generate_fn([p[4] for p in prompts[a:b]], max_new_tokens, temperature, top_p)
+        items = [from_generation(p, g) for p, g in zip(prompts[a:b], gens)]
+        t1 = time.perf_counter()
+        judged = judge(items, eng.env, code, weights, max_new_tokens)
+        t2 = time.perf_counter()
+        for r, reply in enumerate(self.channel.replies(), start=1):
+            if reply.get("failed"):
+                raise_failure(r, reply["failed"])
+            a, b = self.shares[r]
+            for p, g, j in zip(prompts[a:b], reply["gens"], reply["judged"]):
+                it = from_generation(p, g)
+                it.verdict, it.obs, it.eval_ms = j.verdict, j.obs, j.eval_ms
+                items.append(it)
+            judged += reply["judged"]
+        self.times = {"gen_ms": (t1 - t0) * 1000, "judge_ms": (t2 - t1) * 1000,
+                      "wait_ms": (time.perf_counter() - t2) * 1000}
+        return items, Prescored(code, [j.scores for j in judged])
 
     def update(self, items: list, trained: list, samples: list[Sample], denom: float | None) -> dict:
         """One GRPO update over `samples` (built from `trained`, a subset of `items`), data-parallel.
@@ -63,16 +93,28 @@ class Leader:
         batch, as `GRPOTrainer.step` counts them on one process)."""
         eng = self.engine
         sample_of = {id(s): smp for s, smp in zip(trained, samples)}
-        shares = [[(k, sample_of[id(s)]) for k, s in enumerate(items[a:b]) if id(s) in sample_of]
-                  for a, b in self.shares]
-        tokens = [float(sum(sum(smp.mask) for _, smp in share)) for share in shares]
-        denom = float(denom) if denom else (sum(tokens) or 1.0)
+        # per rank, its trained rollouts as (index in its share, Sample)
+        own = [[(k, sample_of[id(s)]) for k, s in enumerate(items[a:b]) if id(s) in sample_of]
+               for a, b in self.shares]
+        denom = float(denom) if denom else (float(sum(sum(smp.mask) for smp in samples)) or 1.0)
         if not samples:  # as on one process: no update at all
             return eng.trainer.step([], denom)
-        self.channel.send("train", [{"plan": [(k, smp.advantage, smp.mask) for k, smp in share], "denom": denom}
-                                    for share in shares[1:]])
-        own = eng.trainer.step([smp for _, smp in shares[0]], denom, sync_grads=sum_grads)
-        return combine([own] + self.channel.replies(), tokens)
+        plan = balance([[len(smp.prompt_ids) + len(smp.completion_ids) for _, smp in share] for share in own])
+        work = [[own[src][j] for src, j in p] for p in plan]  # per rank, the (k, Sample) it trains
+        tokens = [float(sum(sum(smp.mask) for _, smp in w)) for w in work]
+        self.channel.send("train", [{"plan": [_entry(r, src, own[src][j]) for src, j in plan[r]], "denom": denom}
+                                    for r in range(1, self.world)])
+        mine = eng.trainer.step([smp for _, smp in work[0]], denom, sync_grads=sum_grads)
+        return combine([mine] + self.channel.replies(), tokens)
+
+
+def _entry(rank: int, src: int, own: tuple[int, Sample]) -> tuple:
+    """(k, advantage, mask, token ids): a rollout the rank generated is named by its index k in
+    its share; one moved to it from another rank carries its (prompt, completion) token ids."""
+    k, smp = own
+    if src == rank:
+        return k, smp.advantage, smp.mask, None
+    return -1, smp.advantage, smp.mask, (smp.prompt_ids, smp.completion_ids)
 
 
 def combine(stats: list[dict], tokens: list[float]) -> dict:

@@ -5,8 +5,13 @@ on CUDA), so N GPUs make N times the rollouts of a step; the table gives
 rollouts per second on each and the speed-up (the issue's target: 1.8x on 2
 GPUs). Both runs are fresh runs of the real loop in this process (rank 0)
 with its ranks started by backend/ddp, timed as `step` times them: the
-fastest step after the first (warm-up). What does not scale with the GPUs
-(rank 0 scores, diagnoses and stores every rollout) shows in the phase rows.
+fastest step after the first (warm-up). The phase rows put the two runs side
+by side, as rank 0 spends the step: its own share's generation, judging and
+scoring (each rank judges and scores its own share; rank 0 then applies the
+harness to the batch), the wait for the other ranks' shares, the update
+(trained rollouts dealt out by token count, gradients all-reduced), the
+store (rank 0 alone writes every rollout) and the rest (filters, rows,
+checkpoint).
 
     evotui bench --out /tmp/bench -- --only ddp --gpus 2
     evotui bench --quick -- --only ddp --gpus 2      # CPU: 2 gloo processes, tiny sizes
@@ -41,12 +46,24 @@ def ddp_rows(b, harness: str) -> list[dict]:
              f"{many['n_rollouts']} on {world} ({b.a.tasks} x {b.a.group} per {unit}); target 1.8x on 2 GPUs",
              "data": {"one": one, "many": many, "world": world}}]
     rows[0]["note"] += f"; {many['engine']} engine"
-    for key, name in (("wall_ms", "step"), ("gen_ms", "  generate"), ("train_ms", "  train"),
-                      ("score_ms", "  score (rank 0)"), ("store_ms", "  store (rank 0)")):
+    for key, name in PHASES:
         rows.append({"what": name, "baseline": f"{one[key] / 1000:.2f} s", "ours": f"{many[key] / 1000:.2f} s",
-                     "ratio": f"{many[key] / max(one[key], 1e-9):.2f}x time",
+                     "ratio": f"{many[key] / one[key]:.2f}x time" if one[key] > 0 else "",
                      "note": f"{many['trained']} vs {one['trained']} sequences trained" if key == "train_ms" else ""})
     return rows
+
+
+PHASES = (("wall_ms", "step"), ("gen_ms", "  generate (rank 0's share)"),
+          ("score_ms", "  judge + score (rank 0)"), ("wait_ms", "  wait for the other ranks"),
+          ("train_ms", "  train"), ("store_ms", "  store (rank 0)"), ("rest_ms", "  rest (filter, rows, checkpoint)"))
+"""The phases of a step as rank 0 spends it; they add up to the step's wall time."""
+
+
+def _phases(row: dict) -> dict:
+    """A step row's phases (`PHASES`): the wait from its metrics (0 on one process), the rest by difference."""
+    out = dict(row, wait_ms=float(json.loads(row["metrics_json"]).get("wait_ms", 0.0)))
+    out["rest_ms"] = row["wall_ms"] - sum(out[k] for k, _ in PHASES[1:-1])
+    return out
 
 
 def _cannot_run(b, world: int) -> str | None:
@@ -77,6 +94,7 @@ def _steps(b, harness: str, world: int) -> dict:
         f"train.tasks_per_step={b.a.tasks * world}", f"train.group_size={b.a.group}",
         f"train.max_new_tokens_cap={b.a.step_new}", "evolve.enabled=false",
         f"model.engine={'fast' if b.cuda else 'auto'}",  # one engine per GPU, in both runs
+        f"model.gen_batch={b.a.tasks * b.a.group if b.cuda else 0}",  # each GPU decodes its share at once
         f"model.device={b.device}", f"model.name={b.a.model}", f"model.gguf_file={b.a.gguf}",
         f"model.threads={b.a.threads}", "train.lr=1e-6", f"train.micro_batch={b.a.micro}",
         f"train.auto_micro_batch={'true' if b.cuda else 'false'}", f"harness={harness}", f"train.gpus={world}"])
@@ -94,9 +112,10 @@ def _steps(b, harness: str, world: int) -> dict:
                 b.sync()
                 row["wall_ms"] = (time.perf_counter() - t0) * 1000
                 row["trained"] = json.loads(row["metrics_json"])["trained_sequences"]
+                row = _phases(row)
                 rows.append(row)
-                b.log(f"ddp {world} rank(s), step {s}: {row['wall_ms']:.0f} ms for {row['n_rollouts']} rollouts "
-                      f"(generate {row['gen_ms']:.0f}, train {row['train_ms']:.0f}, score {row['score_ms']:.0f})")
+                b.log(f"ddp {world} rank(s), step {s}: {row['wall_ms']:.0f} ms for {row['n_rollouts']} rollouts ("
+                      + ", ".join(f"{name.strip()} {row[k]:.0f}" for k, name in PHASES[1:]) + ")")
             engine_name = eng.engine.name
             del eng
     finally:
