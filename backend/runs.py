@@ -230,7 +230,7 @@ def _record_crash(store: Store, e: BaseException) -> None:
 
 def summary(store: Store, seconds: float | None = None) -> dict:
     run = store.run()
-    from backend.store.views import has_columns
+    from backend.store.reader import has_columns
 
     evals = store.reported_evals()
     val = store.latest_eval("validation") if has_columns(store, "evals", ("split",)) else None  # m003 on

@@ -29,7 +29,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
-from backend.store.views import PAGE, ROLLOUT_COLS, RolloutFilter  # noqa: E402
+from backend.store.reader import PAGE, ROLLOUT_COLS, RolloutFilter  # noqa: E402
 
 LABELS = ["no_answer_tag", "truncated", "wrong_value", "repetition", "syntax_error", "tests_failed",
           "tests_edited", "answer_copied_from_prompt"]
@@ -143,7 +143,7 @@ def naive_ms(db: Path, where: str, extra: str = "") -> float:
 
 
 def same_sql_ms(db: Path, flt: RolloutFilter) -> float:
-    """The page query the TUI runs (backend/store/views.py), on plain sqlite3: the floor, without the UI."""
+    """The page query the TUI runs (backend/store/reader.py), on plain sqlite3: the floor, without the UI."""
     source, where, params = flt.sql()
     key = flt.key_col()
     return plain_ms(db, f"SELECT {ROLLOUT_COLS} FROM {source} WHERE {where} ORDER BY {key} DESC LIMIT {PAGE}",
@@ -238,7 +238,7 @@ async def until(cond, timeout: float = 120.0) -> None:
 
 def deep_page_ms(db: Path) -> tuple[float, float]:
     """(keyset page 10 000 rows deep as the TUI reads it, the same rows by OFFSET)."""
-    from backend.store.views import RunDB, rollout_page
+    from backend.store.reader import RunDB, rollout_page
 
     store = RunDB(db)
     before = rollout_page(store, RolloutFilter(), limit=10_000)[-1]["id"]

@@ -23,7 +23,7 @@ from textual.binding import Binding
 from textual.screen import ModalScreen, Screen
 
 from backend.commands import VETOABLE
-from backend.store.views import loads
+from backend.store.reader import loads
 from evotui.components.run_screen import RunScreen
 from evotui.components.operator import OperatorMixin
 from evotui.components.run_state import RunState

@@ -18,7 +18,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from backend.store.views import RunDB, RunNotReadable, tail_file
+from backend.store.reader import RunDB, RunNotReadable, tail_file
 
 START_TIMEOUT_S = 600.0  # the engine loads the model before it creates run.db
 

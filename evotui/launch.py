@@ -14,7 +14,7 @@ import signal
 import sys
 from pathlib import Path
 
-from backend.store.views import RunDB, RunNotReadable, tail_file
+from backend.store.reader import RunDB, RunNotReadable, tail_file
 from evotui.app import EvoApp
 from evotui.engine_process import adopt_log, start_engine, startup_log, wait_for_run
 

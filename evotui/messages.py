@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from textual.message import Message
 
-from backend.store.views import FilterChoices, RolloutFilter, RunDelta
+from backend.store.reader import FilterChoices, RolloutFilter, RunDelta
 from evotui.engine_process import EngineHealth
 
 

@@ -140,7 +140,7 @@ def test_the_tui_reads_the_same_frontier_and_shows_it(tmp_path):
 
     from backend.store import Store
     from backend.store.search import SearchOver
-    from backend.store.views import RunDB
+    from backend.store.reader import RunDB
     from tui_fixtures import build_run as tui_run, make_app, press, settle
 
     run_dir = tui_run(tmp_path / "run")

@@ -20,7 +20,7 @@ def test_the_app_does_not_import_torch():
     assert not {m for m in loaded if m == "torch" or m.startswith(("torch.", "transformers", "peft"))}
 
 
-@pytest.mark.parametrize("module", ["backend.store", "backend.store.views", "backend.config"])
+@pytest.mark.parametrize("module", ["backend.store", "backend.store.reader", "backend.config"])
 def test_store_and_config_do_not_import_textual(module):
     loaded = modules_after_import(module)
     assert not {m for m in loaded if m == "textual" or m.startswith(("textual.", "rich", "torch"))}

@@ -193,7 +193,7 @@ for path in ({str(lib / 'hidden_tests' / 'test_secret.py')!r}, {str(shipped)!r})
 
 
 def test_pythonpath_makes_project_importable():
-    code = "from backend.harness.lib import last_number; print(last_number('a 1 b 22'))"
+    code = "from backend.harness.helpers import last_number; print(last_number('a 1 b 22'))"
     r = run_python(code, pythonpath=[str(ROOT)])
     assert r.status == "passed" and r.stdout.strip() == "22", r.stderr
 

@@ -10,7 +10,7 @@ plain data, which it validates here before using any of it:
   floats), component errors and (label, evidence) pairs, capped in size.
 
 The worker sees only the Python environment and a read-only copy of the
-harness runtime (this package's `check`, `spec`, `namespace`, `lib`,
+harness runtime (this package's `check`, `spec`, `namespace`, `helpers`,
 `worker_main` and the math answer checker): nothing of the run dir, the
 checkout, HOME or the engine's environment. A worker that hangs, dies or
 answers garbage is killed and replaced; the call raises `WorkerFailure`.
@@ -46,7 +46,7 @@ RUNTIME_FILES = {
     "backend/harness/check.py": PACKAGE / "check.py",
     "backend/harness/spec.py": PACKAGE / "spec.py",
     "backend/harness/namespace.py": PACKAGE / "namespace.py",
-    "backend/harness/lib.py": PACKAGE / "lib.py",
+    "backend/harness/helpers.py": PACKAGE / "helpers.py",
     "backend/harness/worker_main.py": PACKAGE / "worker_main.py",
     "backend/envs/math_answer.py": PACKAGE.parent / "envs" / "math_answer.py",
 }

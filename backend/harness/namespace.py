@@ -19,7 +19,7 @@ from types import MappingProxyType, ModuleType, SimpleNamespace
 from typing import Any
 
 from .check import ALLOWED_IMPORTS, FUNCTOOLS_NAMES, HarnessError, check_source
-from .lib import HELPERS
+from .helpers import HELPERS
 
 
 SAFE_BUILTIN_NAMES = (

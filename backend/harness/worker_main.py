@@ -1,7 +1,7 @@
 """The harness worker: the only process where harness code runs.
 
 Started by `backend.harness.client` inside the sandbox with a copy of just the
-harness runtime (this file, `check`, `spec`, `namespace`, `lib` and the math
+harness runtime (this file, `check`, `spec`, `namespace`, `helpers` and the math
 answer checker) on a read-only path. It reads requests from stdin and writes
 answers to stdout, each a frame: 8 ASCII hex digits of length, then JSON.
 

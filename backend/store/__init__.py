@@ -5,7 +5,7 @@ get typed records or plain rows back. `Store` composes the repository methods
 by concern: `records` (interventions, backtests, rounds, harness versions,
 skills), `rollouts` (what evolution reads about training), `reports` (the
 tools' reads); the run, its steps, evaluations and commands are here; the
-TUI's read-only queries are `views`; the connection and transactions `base`.
+TUI's read-only queries are `reader`; the connection and transactions `base`.
 tests/test_store_owns_sql.py checks that no module outside this package holds SQL.
 
     >>> s = Store.open("/tmp/x/run.db")      # migrations applied on open

@@ -2,7 +2,7 @@
 
 Mixed into `Store`. These stores are often opened read-only and may come from
 an older evotui: a column a migration added is asked for only where it exists
-(`views.has_columns`), so an old run reads as it was written.
+(`reader.has_columns`), so an old run reads as it was written.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ class ReportReads(Queries):
     """Read-only repository methods for reports."""
 
     def _has(self, table: str, cols: tuple[str, ...]) -> bool:
-        from .views import has_columns  # views imports this package's JSON helpers
+        from .reader import has_columns  # reader imports this package's JSON helpers
 
         return has_columns(self, table, cols)  # type: ignore[arg-type]  # a Store has RunDB's read methods
 
@@ -90,7 +90,7 @@ class ReportReads(Queries):
     def backtest_decisions(self) -> list[Row]:
         """Every backtest with its intervention (id, title, kind, status) and its decision's
         statistics (NULL before m003)."""
-        from .views import DECISION_COLS
+        from .reader import DECISION_COLS
 
         cols = ", ".join(f"b.{c}" for c in DECISION_COLS) if self._has("backtests", DECISION_COLS) else \
             ", ".join(f"NULL AS {c}" for c in DECISION_COLS)

@@ -13,7 +13,7 @@ import json
 from sqlite_utils import Database
 from sqlite_utils.migrations import Migrations
 
-from backend.store.views import FTS_TABLE, FTS_TOKENIZE
+from backend.store.reader import FTS_TABLE, FTS_TOKENIZE
 
 MIGRATIONS = Migrations("evotui")
 

@@ -104,7 +104,7 @@ class SearchReads(Queries):
 
 class SearchOver(SearchReads):
     """The search's reads over any object with `rows(sql, params)`, such as the TUI's read-only
-    `views.RunDB` (which has no `Store` methods and opens no sqlite-utils)."""
+    `reader.RunDB` (which has no `Store` methods and opens no sqlite-utils)."""
 
     def __init__(self, db: Any) -> None:  # deliberately not Queries.__init__: `db` owns the connection
         self._db = db

@@ -8,8 +8,8 @@ from textual.binding import Binding
 from textual.containers import Container
 from textual.widgets import DataTable
 
-from backend.store.views import loads
-from backend.store.views import label_rollouts, rollouts_by_ids
+from backend.store.reader import loads
+from backend.store.reader import label_rollouts, rollouts_by_ids
 from evotui.components import cells
 from evotui.components.run_screen import RunScreen
 from evotui.messages import LabelChosen, LabelRolloutsFetched

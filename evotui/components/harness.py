@@ -19,7 +19,7 @@ from textual.containers import Container, VerticalScroll
 from textual.widgets import DataTable, Static
 
 from backend.harness import run_file
-from backend.store.views import harness_version
+from backend.store.reader import harness_version
 from evotui.components import cells
 from evotui.components.code_view import CodeView
 from evotui.components.diff_view import DiffView, make_diff

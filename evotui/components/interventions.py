@@ -11,7 +11,7 @@ from textual.binding import Binding
 from textual.containers import Container
 from textual.widgets import DataTable
 
-from backend.store.views import intervention_detail, loads
+from backend.store.reader import intervention_detail, loads
 from evotui.components import cells
 from evotui.components.fitted_table import Col, FittedTable
 from evotui.components.intervention_detail import InterventionDetail

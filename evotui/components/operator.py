@@ -13,7 +13,7 @@ an older version is approved only as a confirmed rebase.
 from __future__ import annotations
 
 from backend.commands import CommandRefused, check, stale_base
-from backend.store.views import loads
+from backend.store.reader import loads
 from evotui.components.confirm_modal import ConfirmModal, RefusedModal
 from evotui.components.run_state import RunState
 

@@ -8,7 +8,7 @@ from textual.containers import Horizontal
 from textual.message import Message
 from textual.widgets import Input, Select
 
-from backend.store.views import FilterChoices, RolloutFilter
+from backend.store.reader import FilterChoices, RolloutFilter
 
 SEARCH_DEBOUNCE_S = 0.4
 BUILD_LATEST_S = 0.5

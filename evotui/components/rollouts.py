@@ -12,7 +12,7 @@ from textual.binding import Binding
 from textual.containers import Container
 from textual.widgets import DataTable
 
-from backend.store.views import PAGE, RolloutFilter, filter_choices, rollout_detail, rollout_page
+from backend.store.reader import PAGE, RolloutFilter, filter_choices, rollout_detail, rollout_page
 from evotui.components import cells
 from evotui.components.fitted_table import Col, FittedTable
 from evotui.components.rollout_detail import RolloutDetail

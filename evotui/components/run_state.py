@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass, field
 
-from backend.store.views import MIX_WINDOW, RunDelta, loads
+from backend.store.reader import MIX_WINDOW, RunDelta, loads
 
 TOPICS = frozenset({"run", "steps", "mix", "evals", "events", "rounds", "versions", "commands",
                     "interventions", "skills", "rollouts", "engine", "log"})

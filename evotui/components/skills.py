@@ -10,7 +10,7 @@ from textual.containers import Container, VerticalScroll
 from textual.content import Content
 from textual.widgets import DataTable, Input, Static
 
-from backend.store.views import skill, skills
+from backend.store.reader import skill, skills
 from evotui.components import cells
 from evotui.components.fitted_table import Col, FittedTable
 from evotui.components.run_screen import RunScreen

@@ -20,7 +20,7 @@ from textual import work
 from textual.worker import Worker, WorkerState, get_current_worker
 
 from backend.harness import run_file
-from backend.store.views import PollCursor, RunReader, code_proposed, harness_code_known, read_delta, tail_file
+from backend.store.reader import PollCursor, RunReader, code_proposed, harness_code_known, read_delta, tail_file
 from evotui.engine_process import EngineHealth, engine_health
 from evotui.messages import CommandSent, DataChanged, HarnessFileChanged, RunUpdated
 

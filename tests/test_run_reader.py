@@ -1,4 +1,4 @@
-"""The TUI's read queries (backend/store/views.py), without Textual: paging, filters, deltas."""
+"""The TUI's read queries (backend/store/reader.py), without Textual: paging, filters, deltas."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from sqlite_utils import Database
 
 from backend.store import Store
 from backend.store.schema import MIGRATIONS
-from backend.store.views import (
+from backend.store.reader import (
     PAGE, PollCursor, RolloutFilter, RunDB, RunReader, code_proposed, distinct_values, filter_choices, fts_phrase,
     harness_code_known, has_fts, intervention_detail, label_rollouts, read_delta, rollout_detail, rollout_page,
     rollouts_by_ids, skills, tail_file,
