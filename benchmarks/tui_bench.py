@@ -169,24 +169,44 @@ async def tui_measures(run_dir: Path, reps: int) -> dict[str, tuple[float, float
     from tui_fixtures import FakeProbe
 
     out: dict[str, tuple[float, float]] = {}
-    start = Clock().__enter__()  # stopped once the first screen is painted (the app keeps running)
-    app = EvoApp(run_dir, watch=False, probe=FakeProbe())
+    start = Clock().__enter__()  # stopped at the first frame with data (the app keeps running)
+    app = EvoApp(run_dir, watch=False, probe=FakeProbe(), warm_start=True)  # as `evotui open` runs it
+    first_frame = FrameWatch(app, start, lambda: app.state.loaded)
     async with app.run_test(size=(120, 40)) as pilot:
-        await until(lambda: app.state.loaded and app.screen.is_mounted)
-        await pilot.pause()
+        await until(lambda: first_frame.seen)
+        out["app start: dashboard painted with data"] = first_frame.seen
+        await until(lambda: app.prebuilt)
         start.__exit__()
-        out["app start: dashboard painted with data"] = (start.wall, start.cpu)
+        out["app start: rollouts screen built in the background"] = (start.wall, start.cpu)
         await pilot.pause(IDLE_S)
         with Clock() as c:
             await app.switch_mode("rollouts")
             screen = app.screen
             await until(lambda: len(screen.rows) >= PAGE)
             await pilot.pause()
-        out["rollouts: first page, first visit (screen built)"] = (c.wall, c.cpu)
+        out["rollouts: first page, first visit"] = (c.wall, c.cpu)
         out["rollouts: first page, coming back"] = await median_pair(reps, pilot, lambda: revisit(app, pilot))
         for name, (_, flt) in FILTERS.items():
             out[name] = await median_pair(reps, pilot, lambda flt=flt: set_filter(screen, pilot, flt))
     return out
+
+
+class FrameWatch:
+    """(wall, cpu) ms on `clock` at the first frame the app renders once `cond()` holds. Headless,
+    the frame is composed as on a terminal and then not written; the app runs on meanwhile (its
+    idle work after the first data, building screens ahead, is not part of this time)."""
+
+    def __init__(self, app, clock: Clock, cond) -> None:
+        self.seen: tuple[float, float] | None = None
+        display = app._display  # every frame passes here (Textual's private hook, kept as it is)
+
+        def watched(screen, renderable) -> None:
+            display(screen, renderable)
+            if self.seen is None and renderable is not None and cond():
+                clock.__exit__()
+                self.seen = (clock.wall, clock.cpu)
+
+        app._display = watched
 
 
 IDLE_S = 0.3  # an operator does not press keys every millisecond: each measure starts from an idle app
@@ -258,10 +278,10 @@ def main(argv=None) -> int:
     db = run_dir / "run.db"
     rows: list[tuple] = cold_start()
     tui = asyncio.run(tui_measures(run_dir, args.reps))
-    rows.append(("app start: dashboard painted with data", *tui.pop("app start: dashboard painted with data"),
-                 None, None))
+    for name in ("app start: dashboard painted with data", "app start: rollouts screen built in the background"):
+        rows.append((name, *tui.pop(name), None, None))
     first = same_sql_ms(db, RolloutFilter())
-    for name in ("rollouts: first page, first visit (screen built)", "rollouts: first page, coming back"):
+    for name in ("rollouts: first page, first visit", "rollouts: first page, coming back"):
         rows.append((name, *tui.pop(name), first, naive_ms(db, "1")))
     for name, (where, flt) in FILTERS.items():
         rows.append((f"rollouts: filter {name}", *tui[name], same_sql_ms(db, flt), naive_ms(db, where)))

@@ -27,10 +27,11 @@ from backend.store.reader import loads
 from evotui.components.run_screen import RunScreen
 from evotui.components.operator import OperatorMixin
 from evotui.components.run_state import RunState
-from evotui.components.screens import MODES, SCREEN_TITLES, preload
+from evotui.components.heap import freeze_long_lived
+from evotui.components.screens import MODES, PREBUILT, SCREEN_TITLES, prebuild, preload
 from evotui.components.sync import SyncMixin
 from evotui.engine_process import EngineHealth, EngineProbe, resume_engine
-from evotui.messages import CommandAcknowledged, CommandSent, LabelChosen, RunUpdated
+from evotui.messages import CommandAcknowledged, CommandSent, LabelChosen, RunUpdated, ScreensImported
 
 
 SCREENS = Binding.Group("screens", compact=True)
@@ -59,8 +60,14 @@ class EvoApp(OperatorMixin, SyncMixin, App[int]):
     ]
 
     def __init__(self, run_dir: Path, *, owns_engine: bool = False, watch: bool = True,
-                 probe: EngineProbe | None = None, spawn: Callable[[Path], object] = resume_engine) -> None:
+                 probe: EngineProbe | None = None, spawn: Callable[[Path], object] = resume_engine,
+                 warm_start: bool = False) -> None:
+        """`warm_start`: the app owns its process (`evotui open`): once the first data is shown,
+        build the busiest screens in the background (components/screens.py) and keep the
+        long-lived objects out of the garbage collector's full passes (components/heap.py). Off
+        where many apps share one process (tests) and each would pay for both."""
         super().__init__()
+        self.warm_start = warm_start
         self.run_dir = Path(run_dir)
         self.owns_engine = owns_engine
         self.watch_files = watch
@@ -72,10 +79,13 @@ class EvoApp(OperatorMixin, SyncMixin, App[int]):
         self.engine_dead_on_exit = False
         self._resume_proc = None
         self._preloaded = False
+        self.prebuilt = False  # the PREBUILT screens are mounted (in the background)
         self._init_sync()
         self._init_operator()
 
     def on_mount(self) -> None:
+        if self.warm_start:
+            freeze_long_lived()  # the modules and the first screen
         self.start_sync(self.watch_files)
 
     def on_unmount(self) -> None:
@@ -104,6 +114,20 @@ class EvoApp(OperatorMixin, SyncMixin, App[int]):
     @work(thread=True, group="preload", exit_on_error=False)
     def _preload_screens(self) -> None:
         preload()
+        if self.warm_start:
+            self.post_message(ScreensImported())
+
+    def on_screens_imported(self, _: ScreensImported) -> None:
+        self._prebuild_screens()
+
+    @work(group="prebuild", exclusive=True, exit_on_error=False)
+    async def _prebuild_screens(self) -> None:
+        """Build the busiest screens in the background (screens.prebuild), one at a time; a task of
+        its own, so keys are answered meanwhile."""
+        for mode in PREBUILT:
+            await prebuild(self, mode)
+        freeze_long_lived()  # the screens' modules and widgets
+        self.prebuilt = True
 
     def _push(self, changed: set[str]) -> None:
         for screen in self.screen_stack:

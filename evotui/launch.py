@@ -26,7 +26,7 @@ def open_tui(run_dir: Path, owns_engine: bool = False) -> int:
     except RunNotReadable as e:
         print(e.cli_line(), file=sys.stderr)
         return 2
-    app = EvoApp(Path(run_dir), owns_engine=owns_engine)
+    app = EvoApp(Path(run_dir), owns_engine=owns_engine, warm_start=True)
     app.run()
     if app.stop_requested:
         print(f"stop requested; the engine stops at its next checkpoint, state saved ({run_dir})", file=sys.stderr)

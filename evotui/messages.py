@@ -36,6 +36,10 @@ class RunUpdated(Message):
         self.log_lines = log_lines
 
 
+class ScreensImported(Message):
+    """Every screen's module is imported (the preload worker): screens can be built ahead."""
+
+
 class RolloutsFetched(Message):
     """A page of rollouts for `flt`: `mode` is top (replace), older (append) or newer (prepend)."""
 

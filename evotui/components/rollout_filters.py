@@ -58,6 +58,7 @@ class RolloutFilterBar(Horizontal):
         self.built = False
         self._building = False
         self._pending: list = []  # calls that arrived before the controls were built
+        self._choices: FilterChoices | None = None  # what the selects offer now
 
     def on_mount(self) -> None:
         # The controls (four Selects with their option lists) cost about a third of the screen's
@@ -101,8 +102,9 @@ class RolloutFilterBar(Horizontal):
             self.query_one(selector).focus()
 
     def set_choices(self, choices: FilterChoices) -> None:
-        if not self._when_built(self.set_choices, choices):
-            return
+        if not self._when_built(self.set_choices, choices) or choices == self._choices:
+            return  # the same lists again (every visit asks): the selects are left as they are
+        self._choices = choices
         self._options("#f-domain", [(d, d) for d in choices.domains])
         self._options("#f-label", [(lbl, lbl) for lbl in choices.labels])
         self._options("#f-verdict", [(v, v) for v in choices.verdicts])

@@ -51,6 +51,7 @@ class RolloutsScreen(RunScreen):
         self.new_waiting = False
         self.fetched = False  # the first page for `filter` has arrived (False: searching)
         self.pending_label: str | None = None
+        self.detail_shown = False  # the detail pane shows a rollout or says why it shows none
 
     def compose_body(self):
         yield RolloutFilterBar()
@@ -64,6 +65,10 @@ class RolloutsScreen(RunScreen):
             self.filter_by_label(self.pending_label)
         else:
             self._fetch_top()
+
+    def settled(self) -> bool:
+        """The first page, the filter bar's controls and the detail of the row under the cursor are in."""
+        return self.fetched and self.query_one(RolloutFilterBar).built and self.detail_shown
 
     # ------------------------------------------------------------ fetching
     def _fetch_top(self) -> None:
@@ -104,6 +109,8 @@ class RolloutsScreen(RunScreen):
         if message.mode == "newer" and len(message.rows) >= PAGE:
             self._fetch_top()  # a burst bigger than a page: start over from the top
             return
+        if message.mode == "newer" and not message.rows:
+            return  # nothing arrived: the table (and its render cache) stays as it is
         if message.mode == "older":
             self.rows += message.rows
             self.has_more = len(message.rows) >= PAGE
@@ -123,11 +130,13 @@ class RolloutsScreen(RunScreen):
 
     def on_rollout_detail_fetched(self, message: RolloutDetailFetched) -> None:
         self.query_one(RolloutDetail).show(message.detail)
+        self.detail_shown = True
 
     def _rebuild(self) -> None:
         self.query_one(FittedTable).set_rows([table_row(r) for r in self.rows], keep_cursor=False)  # follow mode
         if not self.rows:
             self.query_one(RolloutDetail).show_message(self._nothing_shown())
+            self.detail_shown = True
 
     def _add_rows(self, rows: list[dict]) -> None:
         self.query_one(FittedTable).append_rows([table_row(r) for r in rows])

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Iterable
 
 from textual.app import ComposeResult
+from textual.events import ScreenResume
 from textual.screen import Screen
 from textual.widget import Widget
 from textual.worker import Worker
@@ -35,6 +36,7 @@ class RunScreen(Screen):
         # screen's stamp (-1) differs from the app's. Once a first screen is up, the stylesheet is
         # current and this screen's widgets are styled from it as they are registered, so the
         # stamp says so; a real change (a theme) still bumps the app's count and refreshes all.
+        self._style_stamp: tuple | None = None  # style_stamp() when the screen last left or came back
         if _app_shows_a_screen(self.app):
             self._css_update_count = self.app._css_update_count
 
@@ -47,7 +49,23 @@ class RunScreen(Screen):
     def compose_body(self) -> Iterable[Widget]:
         return ()
 
-    def on_screen_resume(self) -> None:
+    def settled(self) -> bool:
+        """Its first data and any widgets it builds late are in (a prebuild lays it out then)."""
+        return True
+
+    def on_screen_suspend(self) -> None:
+        self._style_stamp = style_stamp(self.app)
+
+    def on_screen_resume(self, event: ScreenResume) -> None:
+        # Textual restyles every node of a screen each time it comes back (a third of a visit's
+        # CPU on the rollouts screen, and it empties the tables' render caches). What a restyle
+        # could pick up while the screen was away: a new stylesheet (Textual compares its own
+        # stamp and refreshes then anyway) or new app classes (theme, focus, breakpoint); the
+        # screen's own classes restyle it when they change. Nothing of it changed: skip it.
+        stamp = style_stamp(self.app)
+        if self._style_stamp == stamp:
+            event.refresh_styles = False
+        self._style_stamp = stamp  # styled as of now, restyled or not
         self.refresh_state(set(TOPICS))
 
     def refresh_state(self, changed: set[str]) -> None:
@@ -64,6 +82,11 @@ class RunScreen(Screen):
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         self.app.report_worker_error(event)
+
+
+def style_stamp(app) -> tuple:
+    """What, outside a screen, its styles depend on (the app's stylesheet version, classes, size)."""
+    return app._css_update_count, app.classes, app.pseudo_classes, app.size
 
 
 def _app_shows_a_screen(app) -> bool:
