@@ -38,7 +38,7 @@ from backend.disk import room_problem
 from backend.metrics_export import MetricsExport, reward_term_means
 from backend.policy import checkpoint as ckpt
 from backend.policy import retention
-from backend.policy.generate import GenerationInterrupted, make_engine
+from backend.policy.generate import GenerationInterrupted, make_generator
 from backend.policy.grpo import GRPOTrainer, Sample
 from backend.policy.interrupt import watch as watch_layers
 from backend.policy.load import load_fast_policy
@@ -89,9 +89,9 @@ class Engine:
         adapter = pv["checkpoint"] if pv and pv["checkpoint"] else None
         self.lm = lm if lm is not None and not adapter else load_fast_policy(cfg.model, adapter, seed=cfg.seed)
         store.log("info", f"LoRA trainer: {self.lm.trainer}; device {self.lm.device}, {self.lm.dtype}")
-        self.engine = make_engine(cfg.model.engine, self.lm.model, self.lm.tokenizer, self.lm.device,
-                                  batch_size=cfg.model.gen_batch,
-                                  log=self.say)  # auto's choice and vLLM's LoRA versions go to the run's log
+        self.generator = make_generator(cfg.model.engine, self.lm.model, self.lm.tokenizer, self.lm.device,
+                                        batch_size=cfg.model.gen_batch,
+                                        log=self.say)  # auto's choice and vLLM's LoRA versions go to the run's log
         self.trainer = GRPOTrainer(self.lm.model, self.lm.tokenizer, cfg.train, self.lm.device)
         watch_layers(self.lm.model, self.control.honour)  # a pause or a stop is honoured inside any pass
         if adapter:
@@ -142,15 +142,15 @@ class Engine:
             state = _rng_state()
             try:
                 return self.with_oom_retry(lambda: self._generate(prompts, max_new_tokens, temperature, top_p),
-                                           self.engine, "batch_size")
+                                           self.generator, "batch_size")
             except GenerationInterrupted:
                 _set_rng_state(state)
 
     def _generate(self, prompts, max_new_tokens, temperature, top_p):
-        if getattr(self.engine, "interruptible", False):
-            return self.engine.generate(prompts, max_new_tokens, temperature, top_p,
+        if getattr(self.generator, "interruptible", False):
+            return self.generator.generate(prompts, max_new_tokens, temperature, top_p,
                                         interrupt=self.control.interrupting)
-        return self.engine.generate(prompts, max_new_tokens, temperature, top_p)
+        return self.generator.generate(prompts, max_new_tokens, temperature, top_p)
 
     def with_oom_retry(self, fn, holder, attr: str):
         """Run `fn`; on GPU out-of-memory halve `holder.attr` (a batch size) and retry.
@@ -292,8 +292,8 @@ class Engine:
         `dist`: the data-parallel ranks that generated `items` (a training step's), or None."""
         trained = [s for s in items if is_trained(s.kept, s.advantage) and s.completion_ids]
         samples = [Sample(s.prompt_ids, s.completion_ids, s.loss_mask, s.advantage) for s in trained]
-        if getattr(self.engine, "name", "") == "vllm":
-            self.engine.sleep()  # give vLLM's memory back to training
+        if getattr(self.generator, "name", "") == "vllm":
+            self.generator.sleep()  # give vLLM's memory back to training
         # "batch": TRL's dapo normaliser, every rollout's tokens; "live" (default): the tokens trained on
         denom = float(sum(sum(s.loss_mask) for s in items)) if self.cfg.train.loss_denominator == "batch" else None
         if dist is not None:  # every rank trains on its own rollouts; gradients summed
@@ -316,8 +316,8 @@ class Engine:
                     p.data.zero_()
             self.policy_version = 0
         self.store.set_run(policy_version=self.policy_version or None)
-        if hasattr(self.engine, "refresh"):  # in-place zeroing bypasses the fast engine's change tracking
-            self.engine.refresh()
+        if hasattr(self.generator, "refresh"):  # in-place zeroing bypasses the fast engine's change tracking
+            self.generator.refresh()
         self.say(f"policy restored to version {self.policy_version} (checkpoint at or before step {step})")
 
     # ------------------------------------------------------------ held-out
@@ -328,7 +328,7 @@ class Engine:
         sets = held_out_sets(self.env, self.cfg.eval.n_val, self.cfg.eval.n_test)
         tasks = sets["validation"] + sets["test"]
         items: list[Scored] = []
-        size = EVAL_BATCH_CPU if str(self.lm.device) == "cpu" else getattr(self.engine, "batch_size", len(tasks))
+        size = EVAL_BATCH_CPU if str(self.lm.device) == "cpu" else getattr(self.generator, "batch_size", len(tasks))
         for i in range(0, len(tasks), max(1, size)):  # a pause or a stop is honoured between batches
             self.control.checkpoint(f"held-out eval {i}/{len(tasks)}")
             part, _ = self.collect(tasks[i:i + size], self.harness, 1, greedy=True,

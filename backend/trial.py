@@ -51,8 +51,8 @@ class PolicySnapshot:
                     p.copy_(self.params[n])
         engine.trainer.opt.load_state_dict(copy.deepcopy(self.opt))
         engine.cfg.train.micro_batch = self.micro_batch
-        if hasattr(engine.engine, "refresh"):  # copies into parameters bypass the fast engine's change tracking
-            engine.engine.refresh()
+        if hasattr(engine.generator, "refresh"):  # copies into parameters bypass the fast engine's change tracking
+            engine.generator.refresh()
 
 
 def train_arm(engine: Engine, harness: Harness, step: int, k: int) -> int:

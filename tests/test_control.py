@@ -32,7 +32,7 @@ BATCHES = 30  # one fake step: 1.5 s of generation
 BOUND_S = 2.5  # generous: the next batch boundary is BATCH_S away (0.05 s)
 
 
-class SlowEngine:
+class SlowGenerator:
     """A generation engine whose batches take BATCH_S; it samples with torch's generator (as
     sampling does), one token per call of its tick."""
 
@@ -67,7 +67,7 @@ def engine(tmp_path):
     eng.control = Control(store)
     eng.harness_version = store.run()["harness_version"]
     eng.harness = Harness.from_code(store.get("harness_versions", eng.harness_version)["code"])
-    eng.engine = SlowEngine()
+    eng.generator = SlowGenerator()
     eng.samples = []
     eng.train_step = lambda step, progress: _slow_step(eng, step, progress)
     eng._evaluate_and_judge = lambda step: None
@@ -103,7 +103,7 @@ def test_stop_is_honoured_at_the_next_generation_batch(engine):
     out = engine.run()
     delay = time.monotonic() - sent["at"]
     assert out == {"status": "stopped"} and delay < BOUND_S, delay
-    assert engine.engine.batches < BATCHES  # the step did not run to its end
+    assert engine.generator.batches < BATCHES  # the step did not run to its end
     run = engine.store.run()
     assert run["status"] == "stopped" and run["pid"] is None and run["activity"] is None
     assert engine.store.last_step() == 2  # nothing of the step in flight was committed
@@ -139,7 +139,7 @@ def test_pause_waits_mid_step_and_resume_goes_on(engine):
             run = s.run()
             s.close()
             if run["status"] == "paused":
-                seen["paused_at"], seen["batches"], seen["activity"] = time.monotonic(), engine.engine.batches, \
+                seen["paused_at"], seen["batches"], seen["activity"] = time.monotonic(), engine.generator.batches, \
                     run["activity"]
                 return
             time.sleep(0.05)
@@ -152,19 +152,19 @@ def test_pause_waits_mid_step_and_resume_goes_on(engine):
     watcher.join()
     assert seen["paused_at"] - sent["at"] < BOUND_S and seen["activity"] == "paused"
     assert seen["batches"] < BATCHES  # paused inside the step ...
-    assert out == {"status": "finished"} and engine.engine.batches == BATCHES  # ... which then finished
+    assert out == {"status": "finished"} and engine.generator.batches == BATCHES  # ... which then finished
     assert [c["status"] for c in engine.store.rows("SELECT status FROM commands")] == ["applied", "applied"]
 
 
 def test_a_batch_cut_short_by_a_pause_is_drawn_again_from_the_same_random_state(engine):
-    engine.engine = SlowEngine(interruptible=True, tokens=50, seconds=0.5)
+    engine.generator = SlowGenerator(interruptible=True, tokens=50, seconds=0.5)
     torch.manual_seed(7)
     plain = [engine.generate_fn([[1]], 8, 1.0, 1.0)[0].ids for _ in range(2)]
     torch.manual_seed(7)
     _later(0.1, lambda: _send(engine.store.path, "pause"))  # inside the first batch
     _later(0.8, lambda: _send(engine.store.path, "resume"))
     paused = [engine.generate_fn([[1]], 8, 1.0, 1.0)[0].ids for _ in range(2)]
-    assert engine.engine.interrupted == 1 and paused == plain
+    assert engine.generator.interrupted == 1 and paused == plain
     assert [c["verb"] for c in engine.store.rows("SELECT verb FROM commands WHERE status = 'applied'")] == \
         ["pause", "resume"]
 
@@ -194,11 +194,11 @@ def test_a_stop_inside_transformers_generate_is_raised_between_two_layers_of_the
     """The CPU default engine (transformers generate) over a tiny random Llama: the layer watch
     changes no sample when it never fires, and a stop asked for inside the prompt's prefill (the
     longest pass there is) leaves before the next decoder layer runs."""
-    from backend.policy.generate import HFEngine
+    from backend.policy.generate import HFGenerator
 
     model = _tiny_llama(layers=2)
     tok = SimpleNamespace(pad_token_id=0, eos_token_id=1, decode=lambda ids, skip_special_tokens=True: "")
-    hf = HFEngine(model, tok, "cpu")
+    hf = HFGenerator(model, tok, "cpu")
     prompts = [[5, 6, 7], [8, 9]]
     torch.manual_seed(1)
     plain = [g.ids for g in hf.generate(prompts, 24, 1.0, 1.0)]
@@ -273,10 +273,10 @@ def test_inside_a_pass_a_pause_waits_in_place_and_a_stop_raises(tmp_path):
 
 
 def test_the_fast_engine_is_cut_short_between_decode_steps_and_unchanged_otherwise():
-    from backend.policy.fastgen import FastEngine
+    from backend.policy.fastgen import FastGenerator
     from test_fastgen import Tok, tiny
 
-    eng = FastEngine(tiny(lora=False), Tok(), "cpu")
+    eng = FastGenerator(tiny(lora=False), Tok(), "cpu")
     prompts = [[5, 6, 7], [8, 9]]
     torch.manual_seed(1)
     plain = [g.ids for g in eng.generate(prompts, 16, 1.0, stop_at_eos=False)]

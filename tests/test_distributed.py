@@ -57,7 +57,7 @@ def test_two_ranks_score_and_take_the_one_process_update(tiny_model, spread_harn
     checked by editing backend/ddp once). The loss and gradient norm catch a scale error too."""
     from backend.envs import make_env
     from backend.harness.loader import Harness
-    from backend.policy.generate import make_engine
+    from backend.policy.generate import make_generator
     from backend.policy.grpo import GRPOTrainer, Sample
     from backend.policy.load import load_fast_policy
     from backend.rollout import Scored, score_all
@@ -71,7 +71,7 @@ def test_two_ranks_score_and_take_the_one_process_update(tiny_model, spread_harn
         start = _lora(lm.model)
         leader.attach(SimpleNamespace(lm=lm, trainer=GRPOTrainer(lm.model, lm.tokenizer, cfg.train, lm.device),
                                       env=env, control=SimpleNamespace(checkpoint=lambda *a, **k: None),
-                                      generate_fn=make_engine("hf", lm.model, lm.tokenizer, lm.device).generate))
+                                      generate_fn=make_generator("hf", lm.model, lm.tokenizer, lm.device).generate))
         torch.manual_seed(1)
         items, scores = leader.rollouts(prompts, harness, 5, 1.0, 1.0)
         assert leader.shares == [(0, 3), (3, 6)] and len(items) == 6

@@ -10,8 +10,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from backend.policy.fastgen import FastEngine, _round_to, why_unsupported
-from backend.policy.generate import HFEngine, make_engine
+from backend.policy.fastgen import FastGenerator, _round_to, why_unsupported
+from backend.policy.generate import HFGenerator, make_generator
 
 
 class Tok:
@@ -53,8 +53,8 @@ PROMPTS = [[5, 6, 7, 8, 9], [11, 12], [20, 21, 22, 23, 24, 25, 26, 27], [3]]
 @pytest.mark.parametrize("kind", ["llama", "qwen2"])
 def test_greedy_matches_hf_generate_with_lora(kind):
     model = tiny(kind)
-    hf = HFEngine(model, Tok(), "cpu").generate(PROMPTS, 12, 0.0)
-    fast = FastEngine(model, Tok(), "cpu").generate(PROMPTS, 12, 0.0)
+    hf = HFGenerator(model, Tok(), "cpu").generate(PROMPTS, 12, 0.0)
+    fast = FastGenerator(model, Tok(), "cpu").generate(PROMPTS, 12, 0.0)
     assert [g.ids for g in fast] == [g.ids for g in hf]
     assert [g.finish for g in fast] == [g.finish for g in hf]
 
@@ -63,7 +63,7 @@ def test_logprobs_match_the_trainer():
     from backend.policy.grpo import Sample, collate, token_logprobs
 
     model = tiny()
-    gens = FastEngine(model, Tok(), "cpu").generate(PROMPTS, 10, temperature=1.0)
+    gens = FastGenerator(model, Tok(), "cpu").generate(PROMPTS, 10, temperature=1.0)
     samples = [Sample(p, g.ids, [1] * len(g.ids), 0.0) for p, g in zip(PROMPTS, gens)]
     ids, att, mask, _ = collate(samples, 0, "cpu")
     with torch.no_grad():
@@ -76,20 +76,20 @@ def test_logprobs_match_the_trainer():
 
 def test_refresh_follows_optimizer_steps():
     model = tiny()
-    eng = FastEngine(model, Tok(), "cpu")
+    eng = FastGenerator(model, Tok(), "cpu")
     before = [g.ids for g in eng.generate(PROMPTS, 8, 0.0)]
     opt = torch.optim.SGD([p for p in model.parameters() if p.requires_grad], lr=5.0)
     loss = sum(p.square().sum() for n, p in model.named_parameters() if "lora_B" in n)
     loss.backward()
     opt.step()  # a big step: the greedy continuation changes
-    hf = [g.ids for g in HFEngine(model, Tok(), "cpu").generate(PROMPTS, 8, 0.0)]
+    hf = [g.ids for g in HFGenerator(model, Tok(), "cpu").generate(PROMPTS, 8, 0.0)]
     after = [g.ids for g in eng.generate(PROMPTS, 8, 0.0)]  # no refresh(): noticed by itself
     assert after == hf and after != before
 
 
 def test_sampling_modes_and_stop_handling():
     model = tiny(lora=False)
-    eng = FastEngine(model, Tok(), "cpu")
+    eng = FastGenerator(model, Tok(), "cpu")
     greedy = [g.ids for g in eng.generate(PROMPTS, 8, 0.0)]
     assert [g.ids for g in eng.generate(PROMPTS, 8, 1.0, top_p=1e-6)] == greedy  # top-p keeps only the top token
     torch.manual_seed(1)
@@ -111,10 +111,10 @@ def test_stochastic_rounding_keeps_small_deltas_on_average():
 
 def test_engine_choice_on_cpu():
     model = tiny()
-    assert make_engine("auto", model, Tok(), "cpu").name == "hf"
-    assert make_engine("fast", model, Tok(), "cpu").name == "fast"
+    assert make_generator("auto", model, Tok(), "cpu").name == "hf"
+    assert make_generator("fast", model, Tok(), "cpu").name == "fast"
     with pytest.raises(ValueError, match="CUDA"):
-        make_engine("static", model, Tok(), "cpu")
+        make_generator("static", model, Tok(), "cpu")
     from transformers import GPT2Config
 
     assert "architecture 'gpt2'" in why_unsupported(GPT2Config())
@@ -128,8 +128,8 @@ def test_greedy_matches_hf_on_the_default_model():
     model, tok, _, _ = load_base(ModelConfig(dtype="fp32", device="cpu"))  # fp32: the comparison is exact
     model.eval()
     prompts = [chat_ids(tok, [{"role": "user", "content": q}]) for q in ("What is 17 + 25?", "Hi")]
-    hf = HFEngine(model, tok, "cpu").generate(prompts, 12, 0.0)
-    fast = FastEngine(model, tok, "cpu").generate(prompts, 12, 0.0)
+    hf = HFGenerator(model, tok, "cpu").generate(prompts, 12, 0.0)
+    fast = FastGenerator(model, tok, "cpu").generate(prompts, 12, 0.0)
     assert [g.ids for g in fast] == [g.ids for g in hf]
     assert fast[0].text == hf[0].text
 
@@ -157,8 +157,8 @@ def triton_checks():
     from backend.policy import fastattn
 
     model = tiny()
-    torch_ids = [g.ids for g in FastEngine(model, Tok(), "cpu", kernels="torch").generate(PROMPTS, 6, 0.0)]
-    eng = FastEngine(model, Tok(), "cpu", kernels="triton")
+    torch_ids = [g.ids for g in FastGenerator(model, Tok(), "cpu", kernels="torch").generate(PROMPTS, 6, 0.0)]
+    eng = FastGenerator(model, Tok(), "cpu", kernels="triton")
     assert [g.ids for g in eng.generate(PROMPTS, 6, 0.0)] == torch_ids
 
     torch.manual_seed(0)

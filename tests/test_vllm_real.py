@@ -16,7 +16,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from backend.policy.vllm_engine import vllm_status
+from backend.policy.vllm_generator import vllm_status
 
 WHY = vllm_status("cpu")
 pytestmark = pytest.mark.skipif(WHY is not None, reason=f"needs vLLM's CPU build: {WHY}")
@@ -27,15 +27,15 @@ KL_BOUND, TOKEN_BOUND, ALPHA = 1e-8, 1e-4, 1e-3
 @pytest.fixture(scope="module")
 def setup():
     from backend.config import ModelConfig
-    from backend.policy.generate import HFEngine, make_engine
+    from backend.policy.generate import HFGenerator, make_generator
     from backend.policy.model import chat_ids, load_policy
 
     lm = load_policy(ModelConfig(dtype="fp32", device="cpu"))
     said: list[str] = []
-    eng = make_engine("vllm", lm.model, lm.tokenizer, lm.device, log=said.append)
+    eng = make_generator("vllm", lm.model, lm.tokenizer, lm.device, log=said.append)
     prompts = [chat_ids(lm.tokenizer, [{"role": "user", "content": q}])
                for q in ("What is 17 + 25?", "Hi", "Name a color.")]
-    return lm, eng, HFEngine(lm.model, lm.tokenizer, lm.device), prompts, said
+    return lm, eng, HFGenerator(lm.model, lm.tokenizer, lm.device), prompts, said
 
 
 def set_adapter(model, std: float) -> None:

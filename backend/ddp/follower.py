@@ -87,14 +87,14 @@ class Follower:
     def __init__(self, cfg, adapter: str | None):
         from backend.envs import make_env
         from backend.policy import checkpoint as ckpt
-        from backend.policy.generate import make_engine
+        from backend.policy.generate import make_generator
         from backend.policy.grpo import GRPOTrainer
         from backend.policy.load import load_fast_policy
 
         self.lm = load_fast_policy(cfg.model, adapter, seed=cfg.seed)
         # rank 0's batch size: another decode shape would draw other samples (and may run slower)
-        self.engine = make_engine(cfg.model.engine, self.lm.model, self.lm.tokenizer, self.lm.device,
-                                  batch_size=cfg.model.gen_batch, log=lambda msg: None)  # rank 0 logs which
+        self.generator = make_generator(cfg.model.engine, self.lm.model, self.lm.tokenizer, self.lm.device,
+                                        batch_size=cfg.model.gen_batch, log=lambda msg: None)  # rank 0 logs which
         self.trainer = GRPOTrainer(self.lm.model, self.lm.tokenizer, cfg.train, self.lm.device)
         if adapter:
             ckpt.load_trainer_state(Path(adapter), self.trainer.opt)
@@ -116,8 +116,8 @@ class Follower:
                 raise ValueError(f"unknown message {kind!r} from rank 0")
 
     def generate(self, msg: dict) -> list:
-        if broadcast_params(self.params) and hasattr(self.engine, "refresh"):
-            self.engine.refresh()  # weights set in place (a rollback on rank 0): engines re-read them
+        if broadcast_params(self.params) and hasattr(self.generator, "refresh"):
+            self.generator.refresh()  # weights set in place (a rollback on rank 0): engines re-read them
         torch.manual_seed(msg["seed"])
         prompts = msg["prompts"]
         self.prompts = [p[4] for p in prompts]
@@ -133,19 +133,19 @@ class Follower:
     def _generate(self, msg: dict) -> list:
         while True:
             try:
-                return self.engine.generate(self.prompts, msg["max_new_tokens"], msg["temperature"], msg["top_p"])
+                return self.generator.generate(self.prompts, msg["max_new_tokens"], msg["temperature"], msg["top_p"])
             except torch.cuda.OutOfMemoryError:  # as rank 0's loop does: halve the batch, retry
                 torch.cuda.empty_cache()
-                size = int(getattr(self.engine, "batch_size", 1) or 1)
+                size = int(getattr(self.generator, "batch_size", 1) or 1)
                 if size <= 1:
                     raise
-                self.engine.batch_size = size // 2
+                self.generator.batch_size = size // 2
 
     def train(self, msg: dict) -> dict:
         from backend.policy.grpo import Sample
 
         samples = [Sample(*ids, mask, adv) if ids else Sample(self.prompts[k], self.gens[k].ids, mask, adv)
                    for k, adv, mask, ids in msg["plan"]]
-        if getattr(self.engine, "name", "") == "vllm":
-            self.engine.sleep()  # give vLLM's memory back to training, as rank 0 does
+        if getattr(self.generator, "name", "") == "vllm":
+            self.generator.sleep()  # give vLLM's memory back to training, as rank 0 does
         return self.trainer.step(samples, msg["denom"], sync_grads=sum_grads)

@@ -31,7 +31,7 @@ plain generate 5.8-7.1k tok/s, torch kernels 111k, triton kernels 209k.
 Returned per token: its id and its log-prob under the policy at temperature 1
 (what the trainer computes as the old log-prob).
 
-    >>> eng = FastEngine(lm.model, lm.tokenizer, lm.device)
+    >>> eng = FastGenerator(lm.model, lm.tokenizer, lm.device)
     >>> gens = eng.generate([[1, 2, 3]], max_new_tokens=16, temperature=0.0)
 """
 
@@ -168,8 +168,8 @@ def _silu_mul(gu, inter: int):
     return F.silu(gu[..., :inter]) * gu[..., inter:]
 
 
-class FastEngine:
-    """Prefill + CUDA-graph decode for Llama-shaped models; same interface as HFEngine."""
+class FastGenerator:
+    """Prefill + CUDA-graph decode for Llama-shaped models; same interface as HFGenerator."""
 
     name = "fast"
     interruptible = True

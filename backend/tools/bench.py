@@ -181,16 +181,16 @@ def math_prompts(tok, n: int, seed: int = 0) -> list[list[int]]:
 
 
 def bench_gen(b: Bench) -> None:
-    from backend.policy.fastgen import FastEngine
-    from backend.policy.generate import HFEngine
+    from backend.policy.fastgen import FastGenerator
+    from backend.policy.generate import HFGenerator
 
     B, new = b.a.batch, b.a.new
     model, tok, dev, dtype = load(b, lora=False)
     prompts = math_prompts(tok, B)
     width = max(len(p) for p in prompts)
     b.log(f"gen: batch {B}, prompt {width} tokens, {new} new, {dtype}, {dev}")
-    HFEngine(model, tok, dev).generate(prompts[:8], 8, 1.0)  # warm-up
-    hf = HFEngine(model, tok, dev, batch_size=B, min_new_tokens=new)  # min_new_tokens: no early stop
+    HFGenerator(model, tok, dev).generate(prompts[:8], 8, 1.0)  # warm-up
+    hf = HFGenerator(model, tok, dev, batch_size=B, min_new_tokens=new)  # min_new_tokens: no early stop
     t_hf, _ = b.timed(lambda: hf.generate(prompts, new, 1.0))
     base_tps = plain_generate_check(b, model, tok, prompts, new, B * new / t_hf)
     variants = [("fast, torch kernels", {"kernels": "torch"})]
@@ -204,7 +204,7 @@ def bench_gen(b: Bench) -> None:
     best = None
     for name, kw in variants:
         try:
-            eng = FastEngine(model, tok, dev, max_batch=B, **kw)
+            eng = FastGenerator(model, tok, dev, max_batch=B, **kw)
             run = partial(eng.generate, prompts, new, 1.0, stop_at_eos=False)
             t_warm, _ = b.timed(run)  # captures graphs
             times = [b.timed(run)[0] for _ in range(b.a.reps)]
@@ -221,7 +221,7 @@ def bench_gen(b: Bench) -> None:
     bench_vllm(b, prompts, new, base_tps)
     b.free()
     if best is not None:
-        greedy_agreement(b, best[0], HFEngine(model, tok, dev, batch_size=B), prompts[:16 if b.cuda else 4],
+        greedy_agreement(b, best[0], HFGenerator(model, tok, dev, batch_size=B), prompts[:16 if b.cuda else 4],
                          best[2])
         if b.a.profile and b.cuda:
             profile_step(b, best[0], prompts)
@@ -229,7 +229,7 @@ def bench_gen(b: Bench) -> None:
 
 def bench_vllm(b: Bench, prompts, new: int, base_tps: float) -> None:
     """vLLM's rows in `gen` (backend/tools/bench_engines.py), where it is installed."""
-    from backend.policy.vllm_engine import vllm_status
+    from backend.policy.vllm_generator import vllm_status
 
     from .bench_engines import vllm_gen_rows
 
@@ -475,7 +475,7 @@ def one_step(b: Bench, engine: str, micro: int | None, fused: bool, steps: int =
     finally:
         grpo.token_logprobs = plain
     row = min(rows[1:] or rows, key=lambda r: r["total_ms"])
-    row["engine"] = eng.engine.name
+    row["engine"] = eng.generator.name
     row["micro_batch"] = cfg.train.micro_batch
     store.close()
     del eng, lm
@@ -533,7 +533,7 @@ def bench_dtype(b: Bench, n_prompts: int = 4, prompt_len: int = 300, new: int = 
     """Plain `generate` on long prompts in fp32 (baseline) and bf16, same weights and threads."""
     if b.cuda:
         return b.add(Row("dtype", "fp32 vs bf16 generate", note="CPU only: on CUDA bf16 is the default"))
-    from backend.policy.generate import HFEngine
+    from backend.policy.generate import HFGenerator
 
     model, tok, dev, _ = load(b, lora=False)
     g = torch.Generator().manual_seed(0)
@@ -541,7 +541,7 @@ def bench_dtype(b: Bench, n_prompts: int = 4, prompt_len: int = 300, new: int = 
     rates = {}
     for dtype in (torch.float32, torch.bfloat16):
         model.to(dtype)
-        eng = HFEngine(model, tok, dev, batch_size=n_prompts, min_new_tokens=new)
+        eng = HFGenerator(model, tok, dev, batch_size=n_prompts, min_new_tokens=new)
         eng.generate(prompts[:1], 2, 1.0)  # warm-up
         t, _ = b.timed(partial(eng.generate, prompts, new, 1.0))
         rates[dtype] = n_prompts * new / t

@@ -116,7 +116,7 @@ def _steps(b, harness: str, world: int) -> dict:
                 rows.append(row)
                 b.log(f"ddp {world} rank(s), step {s}: {row['wall_ms']:.0f} ms for {row['n_rollouts']} rollouts ("
                       + ", ".join(f"{name.strip()} {row[k]:.0f}" for k, name in PHASES[1:]) + ")")
-            engine_name = eng.engine.name
+            engine_name = eng.generator.name
             del eng
     finally:
         store.close()

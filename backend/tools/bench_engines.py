@@ -20,10 +20,10 @@ import torch
 def vllm_gen_rows(b, model, tok, dev, prompts, new: int, base_tps: float) -> list[dict]:
     """tok/s of vLLM against plain `generate` (base_tps), same prompts and lengths, EOS ignored.
     `model` is a peft model; `b` is the Bench (timing, log, repetitions). Returns Row fields."""
-    from backend.policy.vllm_engine import VLLMEngine, vllm_build
+    from backend.policy.vllm_generator import VLLMGenerator, vllm_build
 
     rows = []
-    t_init, eng = b.timed(lambda: VLLMEngine(model, tok, dev, log=b.log))
+    t_init, eng = b.timed(lambda: VLLMGenerator(model, tok, dev, log=b.log))
     build = " ".join(vllm_build() or ("vllm", "?"))
     B = len(prompts)
     adapter = eng.request
@@ -53,11 +53,11 @@ def dist_rows(b, model, tok, dev, dtype, prompts, length: int = 32) -> list[dict
     """Teacher-forced agreement of each engine with the policy's forward (see the module doc).
     `model` is a peft model; returns Row fields."""
     from backend.policy.distcheck import teacher_forced
-    from backend.policy.fastgen import FastEngine
-    from backend.policy.vllm_engine import vllm_status
+    from backend.policy.fastgen import FastGenerator
+    from backend.policy.vllm_generator import vllm_status
 
     trained_looking(model)
-    fast = FastEngine(model, tok, dev)
+    fast = FastGenerator(model, tok, dev)
     torch.manual_seed(0)
     conts = [g.ids for g in fast.generate(prompts, length, 1.0, stop_at_eos=False)]
     kind = f"{len(prompts)} x {length} tokens, {str(dtype).split('.')[-1]}, LoRA adapter"
@@ -65,9 +65,9 @@ def dist_rows(b, model, tok, dev, dtype, prompts, length: int = 32) -> list[dict
     rows = []
     why = vllm_status(dev)
     if why is None:
-        from backend.policy.vllm_engine import VLLMEngine
+        from backend.policy.vllm_generator import VLLMGenerator
 
-        engines.append(("vLLM", lambda: VLLMEngine(model, tok, dev, log=b.log)))
+        engines.append(("vLLM", lambda: VLLMGenerator(model, tok, dev, log=b.log)))
     else:
         rows.append(dict(what="vLLM vs HF forward", note=f"not run: {why}"))
     for name, make in engines:

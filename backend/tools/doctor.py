@@ -41,9 +41,9 @@ def report(cfg=None) -> list[tuple[str, str]]:
     from backend.policy import fastattn
     from backend.policy.load import unsloth_status
     from backend.policy.fastgen import why_unsupported
-    from backend.policy.generate import auto_choice, engine_status
+    from backend.policy.generate import auto_choice, generator_status
     from backend.policy.model import pick_device
-    from backend.policy.vllm_engine import vllm_build, vllm_status
+    from backend.policy.vllm_generator import vllm_build, vllm_status
 
     cfg = cfg or RunConfig().model
     out: list[tuple[str, str]] = []
@@ -62,7 +62,7 @@ def report(cfg=None) -> list[tuple[str, str]]:
         fast_why, arch = f"cannot read the model config: {type(e).__name__}: {str(e)[:80]}", "?"
     out.append(("model", f"{cfg.name} ({arch})"))
     cuda = dev.type == "cuda"
-    st = engine_status(mcfg, dev) if arch != "?" else {"vllm": vllm_status(dev), "fast": fast_why, "hf": None}
+    st = generator_status(mcfg, dev) if arch != "?" else {"vllm": vllm_status(dev), "fast": fast_why, "hf": None}
     order, why_auto = auto_choice(st, dev)
     pick = order[0] if cfg.engine == "auto" else cfg.engine
     for name in ("vllm", "fast", "hf"):

@@ -98,7 +98,7 @@ def _vllm_dtype(dtype: torch.dtype) -> str:
     return {torch.float32: "float32", torch.bfloat16: "bfloat16", torch.float16: "float16"}[dtype]
 
 
-class VLLMEngine:
+class VLLMGenerator:
     """vLLM in this process: the base model once, the LoRA adapter per policy version (not merged)."""
 
     name = "vllm"
