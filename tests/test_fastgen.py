@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from backend.policy.fastgen import FastGenerator, _round_to, why_unsupported
-from backend.policy.generate import HFGenerator, make_generator
+from backend.policy.generate import HF_BATCH, HFGenerator, make_generator
 
 
 class Tok:
@@ -109,9 +109,12 @@ def test_stochastic_rounding_keeps_small_deltas_on_average():
     assert abs(float(r.mean()) - float(w.mean())) < 2e-6
 
 
-def test_engine_choice_on_cpu():
+def test_generator_choice_on_cpu():
     model = tiny()
     assert make_generator("auto", model, Tok(), "cpu").name == "hf"
+    # the run's model.gen_batch when it fixes one, else plain generate's default (one place: HF_BATCH)
+    assert make_generator("hf", model, Tok(), "cpu").batch_size == HF_BATCH
+    assert make_generator("hf", model, Tok(), "cpu", batch_size=8).batch_size == 8
     assert make_generator("fast", model, Tok(), "cpu").name == "fast"
     with pytest.raises(ValueError, match="CUDA"):
         make_generator("static", model, Tok(), "cpu")

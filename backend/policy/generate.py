@@ -40,6 +40,8 @@ from backend.policy.stops import eos_ids, finish_at_eos
 from backend.types import Generation
 
 GENERATORS = ("auto", "hf", "fast", "static", "vllm")
+HF_BATCH = 64
+"""Rows plain `generate` decodes at once when the run does not fix `model.gen_batch`."""
 
 
 def left_pad(prompts: list[list[int]], pad: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -58,11 +60,11 @@ class HFGenerator:
 
     name = "hf"
 
-    def __init__(self, model, tokenizer, device, batch_size: int = 64, **generate_kw):
+    def __init__(self, model, tokenizer, device, batch_size: int = 0, **generate_kw):
         self.model = model
         self.tok = tokenizer
         self.device = device
-        self.batch_size = batch_size
+        self.batch_size = batch_size or HF_BATCH  # 0: the default, for plain and static generate alike
         self.generate_kw = generate_kw
         self.eos_ids = eos_ids(model, tokenizer)
 
@@ -139,14 +141,14 @@ def make_generator(kind: str, model, tokenizer, device, batch_size: int = 0, log
                 log(f"generation engine '{name}' failed to start ({type(e).__name__}: {e}); trying the next")
         kind = order[-1]
     if kind == "hf":
-        return HFGenerator(model, tokenizer, device, batch_size or 64)
+        return HFGenerator(model, tokenizer, device, batch_size)
     if kind == "fast" and (st["fast"] is None or torch.device(device).type == "cpu" and
                            st["fast"].startswith("runs on the CPU")):
         from backend.policy.fastgen import FastGenerator
 
         return FastGenerator(model, tokenizer, device, max_batch=batch_size)
     if kind == "static" and st["static"] is None:
-        return HFGenerator(model, tokenizer, device, batch_size or 64, cache_implementation="static")
+        return HFGenerator(model, tokenizer, device, batch_size, cache_implementation="static")
     if kind == "vllm" and st["vllm"] is None:
         from backend.policy.vllm_generator import VLLMGenerator
 
