@@ -25,13 +25,14 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from . import _modes
-from ._modes import isolation_report, sandbox_mode  # noqa: F401  (public)
+from ._modes import CANDIDATES, IS_ROOT, Mode
 
 LAUNCHER = str(Path(__file__).with_name("_launcher.py"))
 INNER_WORKDIR = "/sandbox"
@@ -108,6 +109,97 @@ def run_many(jobs: list[dict], max_workers: int | None = None) -> list[SandboxRe
     workers = max(1, min(len(jobs), max_workers or os.cpu_count() or 1))
     with ThreadPoolExecutor(workers, thread_name_prefix="sandbox") as pool:
         return list(pool.map(lambda j: run_python(**j), jobs))
+
+
+# ---------------------------------------------------------------- the mode this machine allows
+# Chosen by trying: the probe is a run of `run_python` under each candidate mode in turn,
+# so the choice lives here, beside `run_python`, and `_modes` runs nothing.
+
+_lock = threading.RLock()
+_chosen: Mode | None = None
+_trying: Mode | None = None
+_failures: dict[str, str] = {}
+
+
+def sandbox_mode() -> Mode:
+    """The strongest mode that works here (probed once per process)."""
+    global _chosen, _trying
+    if _chosen is not None:
+        return _chosen
+    with _lock:
+        if _trying is not None:  # the probe run itself, re-entering on this thread
+            return _trying
+        if _chosen is not None:
+            return _chosen
+        forced = os.environ.get("EVOTUI_SANDBOX_MODE", "")
+        order = [forced] if forced in CANDIDATES else (["ns", "uid", "plain"] if IS_ROOT else ["ns", "plain"])
+        for name in order:
+            _trying = CANDIDATES[name]
+            try:
+                r = run_python("print('ok')", timeout_s=20)
+            finally:
+                _trying = None
+            if r.status == "passed" and r.stdout.strip() == "ok":
+                _chosen = CANDIDATES[name]
+                break
+            _failures[name] = (r.detail.get("sandbox_error") or r.stderr.strip()[-300:] or r.status)
+        else:
+            _chosen = CANDIDATES["plain"]
+        return _chosen
+
+
+_PROBE = """
+import json, os, socket, sys
+def can_connect(port):
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=1).close()
+        return True
+    except OSError:
+        return False
+print(json.dumps({"uid": os.getuid(), "pid": os.getpid(), "cwd": os.getcwd(),
+    "interfaces": [n for _, n in socket.if_nameindex()],
+    "host_loopback_reachable": can_connect(int(sys.argv[1])),
+    "sees_parent_dir": os.path.exists(sys.argv[2])}))
+"""
+
+
+def isolation_report() -> dict:
+    """What a sandboxed run is isolated from on this machine, measured by a
+    probe run (not assumed): mode, network, filesystem, processes, user."""
+    import socket
+
+    mode = sandbox_mode()
+    with socket.socket() as srv:  # a listener the sandbox must not reach
+        srv.bind(("127.0.0.1", 0))
+        srv.listen(1)
+        r = run_python(_PROBE, argv=[str(srv.getsockname()[1]), os.path.dirname(os.path.abspath(__file__))])
+    try:
+        facts = json.loads(r.stdout)
+    except ValueError:
+        facts = {"probe_error": r.status + ": " + (r.stderr or "")[-300:]}
+    net_ok = mode.namespaces and not facts.get("host_loopback_reachable", True)
+    fs_private = mode.namespaces and not facts.get("sees_parent_dir", True)
+    return {
+        "mode": mode.name,
+        "running_as_root": IS_ROOT,
+        "network_isolated": net_ok,
+        "network": ("new network namespace: no interfaces up, host loopback unreachable" if net_ok
+                    else "NOT isolated: the sandbox shares the host network"),
+        "filesystem_private": fs_private,
+        "filesystem": ("private root: system and Python dirs read-only, work dir at /sandbox, "
+                       "small /tmp, hidden paths masked" if fs_private else
+                       f"NOT private: the whole filesystem is visible with the permissions of uid "
+                       f"{facts.get('uid', '?')}; only the work dir and HOME are the sandbox's own"),
+        "pid_namespace": mode.namespaces and facts.get("pid") == 1,
+        "uid": ("a fresh unprivileged uid per concurrent run" if mode.drop_uid
+                else f"your own uid ({os.getuid()})" + ("; as root RLIMIT_NPROC does not bind, so only "
+                                                       "the wall clock stops a fork bomb" if IS_ROOT else "")),
+        "limits": "RLIMIT_CPU, RLIMIT_AS, RLIMIT_NPROC, RLIMIT_FSIZE, RLIMIT_NOFILE, wall clock "
+                  "(process group killed), no core dumps, no_new_privs",
+        "env": "scrubbed: PATH, HOME (= work dir), TMPDIR, LANG only; python -I",
+        "probe": facts,
+        "rejected_modes": dict(_failures),
+    }
 
 
 def classify(rc: int | None, timed_out: bool, stderr: str, cpu_s: int, ms: int) -> tuple[str, dict]:

@@ -1,5 +1,7 @@
-"""Which isolation this machine allows, chosen once by trying it, and the
-per-run uids that make process limits and clean-up exact when we are root.
+"""The isolation modes a sandbox run can use, and the per-run uids that make
+process limits and clean-up exact when we are root. Which mode this machine
+allows is chosen by trying them (`backend.sandbox.sandbox_mode`, which runs
+code, so it lives with `run_python`; this module runs nothing).
 
 Modes, strongest first (the first that runs `print('ok')` wins; set
 EVOTUI_SANDBOX_MODE=ns|uid|plain to force one):
@@ -15,7 +17,6 @@ EVOTUI_SANDBOX_MODE=ns|uid|plain to force one):
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import sys
@@ -35,102 +36,11 @@ class Mode:
 
 IS_ROOT = os.geteuid() == 0
 UID_BASE = int(os.environ.get("EVOTUI_SANDBOX_UID_BASE", "1870000000"))
-_CANDIDATES = {
+CANDIDATES = {
     "ns": Mode("ns", True, not IS_ROOT, IS_ROOT),
     "uid": Mode("uid", False, False, True),
     "plain": Mode("plain", False, False, False),
 }
-_lock = threading.RLock()
-_chosen: Mode | None = None
-_trying: Mode | None = None
-_failures: dict[str, str] = {}
-
-
-def sandbox_mode() -> Mode:
-    """The strongest mode that works here (probed once per process)."""
-    global _chosen, _trying
-    if _chosen is not None:
-        return _chosen
-    with _lock:
-        if _trying is not None:  # the probe run itself, re-entering on this thread
-            return _trying
-        if _chosen is not None:
-            return _chosen
-        from . import run_python
-
-        forced = os.environ.get("EVOTUI_SANDBOX_MODE", "")
-        order = [forced] if forced in _CANDIDATES else (["ns", "uid", "plain"] if IS_ROOT else ["ns", "plain"])
-        for name in order:
-            _trying = _CANDIDATES[name]
-            try:
-                r = run_python("print('ok')", timeout_s=20)
-            finally:
-                _trying = None
-            if r.status == "passed" and r.stdout.strip() == "ok":
-                _chosen = _CANDIDATES[name]
-                break
-            _failures[name] = (r.detail.get("sandbox_error") or r.stderr.strip()[-300:] or r.status)
-        else:
-            _chosen = _CANDIDATES["plain"]
-        return _chosen
-
-
-_PROBE = """
-import json, os, socket, sys
-def can_connect(port):
-    try:
-        socket.create_connection(("127.0.0.1", port), timeout=1).close()
-        return True
-    except OSError:
-        return False
-print(json.dumps({"uid": os.getuid(), "pid": os.getpid(), "cwd": os.getcwd(),
-    "interfaces": [n for _, n in socket.if_nameindex()],
-    "host_loopback_reachable": can_connect(int(sys.argv[1])),
-    "sees_parent_dir": os.path.exists(sys.argv[2])}))
-"""
-
-
-def isolation_report() -> dict:
-    """What a sandboxed run is isolated from on this machine, measured by a
-    probe run (not assumed): mode, network, filesystem, processes, user."""
-    import socket
-
-    from . import run_python
-
-    mode = sandbox_mode()
-    with socket.socket() as srv:  # a listener the sandbox must not reach
-        srv.bind(("127.0.0.1", 0))
-        srv.listen(1)
-        r = run_python(_PROBE, argv=[str(srv.getsockname()[1]), os.path.dirname(os.path.abspath(__file__))])
-    try:
-        facts = json.loads(r.stdout)
-    except ValueError:
-        facts = {"probe_error": r.status + ": " + (r.stderr or "")[-300:]}
-    net_ok = mode.namespaces and not facts.get("host_loopback_reachable", True)
-    fs_private = mode.namespaces and not facts.get("sees_parent_dir", True)
-    return {
-        "mode": mode.name,
-        "running_as_root": IS_ROOT,
-        "network_isolated": net_ok,
-        "network": ("new network namespace: no interfaces up, host loopback unreachable" if net_ok
-                    else "NOT isolated: the sandbox shares the host network"),
-        "filesystem_private": fs_private,
-        "filesystem": ("private root: system and Python dirs read-only, work dir at /sandbox, "
-                       "small /tmp, hidden paths masked" if fs_private else
-                       f"NOT private: the whole filesystem is visible with the permissions of uid "
-                       f"{facts.get('uid', '?')}; only the work dir and HOME are the sandbox's own"),
-        "pid_namespace": mode.namespaces and facts.get("pid") == 1,
-        "uid": ("a fresh unprivileged uid per concurrent run" if mode.drop_uid
-                else f"your own uid ({os.getuid()})" + ("; as root RLIMIT_NPROC does not bind, so only "
-                                                       "the wall clock stops a fork bomb" if IS_ROOT else "")),
-        "limits": "RLIMIT_CPU, RLIMIT_AS, RLIMIT_NPROC, RLIMIT_FSIZE, RLIMIT_NOFILE, wall clock "
-                  "(process group killed), no core dumps, no_new_privs",
-        "env": "scrubbed: PATH, HOME (= work dir), TMPDIR, LANG only; python -I",
-        "probe": facts,
-        "rejected_modes": dict(_failures),
-    }
-
-
 def ro_binds(pythonpath: list[str]) -> list[str]:
     """Host paths visible read-only inside the private root (ns mode)."""
     system = ["/usr", "/lib", "/lib64", "/lib32", "/bin", "/sbin", "/etc/ld.so.cache",
