@@ -23,7 +23,8 @@ step.
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Callable
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Callable, Iterator
 
 from backend.commands import CONTROL_VERBS, CommandRefused, check, intervention_id
 from backend.store import Store, loads
@@ -56,7 +57,8 @@ class Control:
         self.stop_requested = False
         self.activity: str | None = None
         self._polled = 0.0
-        self._waiting = False
+        self._waiting: set[str] = set()  # the control verbs waiting in the table at the last look
+        self._stop_only = False
 
     def request_stop(self) -> None:
         """From a signal handler: only a flag (the next checkpoint does the rest)."""
@@ -70,14 +72,25 @@ class Control:
 
     def interrupting(self) -> bool:
         """Cheap enough to ask once per generated token: a stop was asked for, or a pause or stop
-        command waits (the table is read at most every POLL_S)."""
+        command waits (the table is read at most every POLL_S); inside `stop_only`, a stop only."""
         if self.stop_requested:
             return True
         now = time.monotonic()
         if now - self._polled >= self.POLL_S:
             self._polled = now
-            self._waiting = any(c["verb"] in ("pause", "stop") for c in self.store.pending_commands())
-        return self._waiting
+            self._waiting = {c["verb"] for c in self.store.pending_commands() if c["verb"] in ("pause", "stop")}
+        return "stop" in self._waiting if self._stop_only else bool(self._waiting)
+
+    @contextmanager
+    def stop_only(self) -> Iterator[None]:
+        """Inside: a stop is honoured as anywhere, a pause waits for the next checkpoint outside.
+        For a data-parallel update: the other ranks wait for rank 0 in a collective, which has a
+        timeout, so rank 0 must not wait out a pause there (backend/ddp/leader.py)."""
+        self._stop_only = True
+        try:
+            yield
+        finally:
+            self._stop_only = False
 
     def honour(self) -> None:
         """Inside a long pass of the model (called before every decoder layer,
@@ -91,8 +104,10 @@ class Control:
         while the run is paused, and raise `StopRequested` once a stop was asked for."""
         if activity is not None:
             self.report(activity)
+        if self._stop_only and not self.stop_requested and "stop" not in self._waiting:
+            return  # a pause waits for the next checkpoint outside
         apply_pending(self, context)
-        self._waiting = False
+        self._waiting = set()
         if self.store.run().get("paused") and not self.stop_requested:
             resume_to = self.activity
             self.report("paused")

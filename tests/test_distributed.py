@@ -7,6 +7,7 @@ collectives and the loop are the real ones."""
 from __future__ import annotations
 
 import multiprocessing
+from contextlib import nullcontext
 from types import SimpleNamespace
 
 import pytest
@@ -70,7 +71,8 @@ def test_two_ranks_score_and_take_the_one_process_update(tiny_model, spread_harn
         prompts = _prompts(env, harness, lm.tokenizer, 3, 2)
         start = _lora(lm.model)
         leader.attach(SimpleNamespace(lm=lm, trainer=GRPOTrainer(lm.model, lm.tokenizer, cfg.train, lm.device),
-                                      env=env, control=SimpleNamespace(checkpoint=lambda *a, **k: None),
+                                      env=env,
+                                      control=SimpleNamespace(checkpoint=lambda *a, **k: None, stop_only=nullcontext),
                                       generate_fn=make_generator("hf", lm.model, lm.tokenizer, lm.device).generate))
         torch.manual_seed(1)
         items, scores = leader.rollouts(prompts, harness, 5, 1.0, 1.0)

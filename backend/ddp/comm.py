@@ -5,7 +5,12 @@ the rendezvous TCPStore. Waiting polls `check` (a blocked `wait` would need a
 timeout, and a rank may wait for as long as rank 0 is paused). A rank that
 dies is noticed while waiting (`alive` says so), never by a hang.
 
-`sum_grads` and `broadcast_params` are the two tensor collectives.
+`sum_grads` and `broadcast_params` are the two tensor collectives; `synced_update` wraps
+one update so that every rank takes it or every rank leaves it (a stop met inside it).
+
+Stopping: rank 0 sets `STOP_KEY` in the store when the run ends (launch.ranks); a rank
+working on a message checks it between decoder layers and decode steps (`StopWatch`) and
+leaves that message, so it reads "end" at its next batch boundary instead of finishing it.
 """
 
 from __future__ import annotations
@@ -102,6 +107,12 @@ class Channel:
             self.store.delete_key(f"msg/{self.seq}/{r}")
         return out
 
+    def end(self) -> None:
+        """The run ends: every rank leaves what it is doing at its next batch boundary (STOP_KEY,
+        `StopWatch`), then reads "end" and exits."""
+        self.store.set(STOP_KEY, b"1")
+        self.send("end", [None] * (self.world - 1))
+
     # ---------------------------------------------------------------- ranks 1..N-1
     def started(self) -> None:
         self.store.set(f"up/{self.rank}", b"1")
@@ -133,6 +144,74 @@ def split(n: int, world: int) -> list[tuple[int, int]]:
         out.append((start, end))
         start = end
     return out
+
+
+STOP_KEY = "stop"
+STOP_POLL_S = 0.2
+"""A rank asks the store whether rank 0 is stopping at most this often (one round trip each)."""
+
+
+class RankStopping(Exception):
+    """Raised inside a rank's pass once rank 0 said the run ends: the message in hand is left."""
+
+
+class StopWatch:
+    """`check()` raises RankStopping once rank 0 set STOP_KEY (the layer watch and the fast engine's
+    interrupt call it; the store is asked at most every STOP_POLL_S); `asked()` only says so."""
+
+    def __init__(self, store) -> None:
+        self.store = store
+        self._asked_at = 0.0
+        self._stopping = False
+
+    def asked(self) -> bool:
+        now = time.monotonic()
+        if not self._stopping and now - self._asked_at >= STOP_POLL_S:
+            self._asked_at = now
+            self._stopping = self.store.check([STOP_KEY])
+        return self._stopping
+
+    def check(self) -> None:
+        if self.asked():
+            raise RankStopping()
+
+
+class UpdateAbandoned(Exception):
+    """Another rank left this update before summing the gradients: no rank takes it."""
+
+
+def synced_update(step: Callable[[Callable], dict], device) -> dict:
+    """Run `step(sync_grads)` (one `GRPOTrainer.step`) so that every rank takes the update or none does.
+
+    Before the gradients are summed (once per epoch) the ranks vote in one all-reduce: a rank
+    that leaves the step before its vote (rank 0 meeting a stop inside its backward, a rank whose
+    pass raised) votes "leave" on its way out, and the exception goes on; every other rank then
+    raises `UpdateAbandoned` at its vote instead of waiting in the gradients' all-reduce for a rank
+    that never comes. No rank's optimizer steps in the abandoned epoch."""
+    in_collective = False
+
+    def sync(params: list[torch.Tensor]) -> None:
+        nonlocal in_collective
+        in_collective = True
+        if _anyone_leaving(False, device):
+            raise UpdateAbandoned()
+        sum_grads(params)
+        in_collective = False
+
+    try:
+        return step(sync)
+    except UpdateAbandoned:
+        raise
+    except BaseException:
+        if not in_collective:  # a collective that failed half-way cannot be voted on again
+            _anyone_leaving(True, device)
+        raise
+
+
+def _anyone_leaving(leaving: bool, device) -> bool:
+    flag = torch.tensor([1.0 if leaving else 0.0], device=device)
+    dist.all_reduce(flag, op=dist.ReduceOp.SUM)
+    return bool(flag.item() > 0)
 
 
 def sum_grads(params: list[torch.Tensor]) -> None:

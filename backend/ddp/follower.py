@@ -13,6 +13,11 @@ answers rank 0's messages until "end":
   advantages rank 0 computed, take the GRPO update with the gradients summed
   over ranks, reply with the metrics.
 
+When rank 0 ends the run (a stop, an error) it sets the store's stop key: a
+rank in the middle of a message leaves it at its next decoder layer or decode
+step (`comm.StopWatch`; an update is left on every rank together,
+`comm.synced_update`), replies that it left, and reads "end".
+
 It never opens the run database and writes nothing to the run directory.
 It exits when rank 0 does: rank 0's pid is gone (kill -9 of the run), or the
 store rank 0 serves goes away.
@@ -31,11 +36,13 @@ import torch
 import torch.distributed as dist
 
 from backend.config import config_from_dict
-from backend.ddp.comm import COLLECTIVE_TIMEOUT, Channel, broadcast_params, device_type, sum_grads
+from backend.ddp.comm import (COLLECTIVE_TIMEOUT, Channel, RankStopping, StopWatch, UpdateAbandoned,
+                              broadcast_params, device_type, synced_update)
 from backend.ddp.leader import trainable
 from backend.ddp.share import failure, judge
 from backend.harness.check import HarnessError
 from backend.harness.client import WorkerFailure
+from backend.policy.interrupt import GenerationInterrupted, watch as watch_layers
 from backend.rollout import from_generation
 
 
@@ -104,16 +111,19 @@ class Follower:
         self.gens: list = []
 
     def serve(self, channel: Channel) -> None:
+        self.stop = StopWatch(channel.store)
+        watch_layers(self.lm.model, self.stop.check)  # rank 0 ending the run is met between layers
         while True:
             kind, msg = channel.receive()
             if kind == "end":
                 return
-            if kind == "generate":
-                channel.reply(self.generate(msg))
-            elif kind == "train":
-                channel.reply(self.train(msg))
-            else:
+            handle = {"generate": self.generate, "train": self.train}.get(kind)
+            if handle is None:
                 raise ValueError(f"unknown message {kind!r} from rank 0")
+            try:
+                channel.reply(handle(msg))
+            except (RankStopping, GenerationInterrupted, UpdateAbandoned):
+                channel.reply({"left": kind})  # rank 0 is ending the run: "end" comes next
 
     def generate(self, msg: dict) -> list:
         if broadcast_params(self.params) and hasattr(self.generator, "refresh"):
@@ -133,7 +143,10 @@ class Follower:
     def _generate(self, msg: dict) -> list:
         while True:
             try:
-                return self.generator.generate(self.prompts, msg["max_new_tokens"], msg["temperature"], msg["top_p"])
+                args = (self.prompts, msg["max_new_tokens"], msg["temperature"], msg["top_p"])
+                if getattr(self.generator, "interruptible", False):  # its own kernels: no layer watch there
+                    return self.generator.generate(*args, interrupt=self.stop.asked)
+                return self.generator.generate(*args)
             except torch.cuda.OutOfMemoryError:  # as rank 0's loop does: halve the batch, retry
                 torch.cuda.empty_cache()
                 size = int(getattr(self.generator, "batch_size", 1) or 1)
@@ -148,4 +161,4 @@ class Follower:
                    for k, adv, mask, ids in msg["plan"]]
         if getattr(self.generator, "name", "") == "vllm":
             self.generator.sleep()  # give vLLM's memory back to training, as rank 0 does
-        return self.trainer.step(samples, msg["denom"], sync_grads=sum_grads)
+        return synced_update(lambda sync: self.trainer.step(samples, msg["denom"], sync_grads=sync), self.lm.device)

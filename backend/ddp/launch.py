@@ -115,8 +115,8 @@ def ranks(cfg: RunConfig, adapter: str | None) -> Iterator[Leader | None]:
         channel.wait_ready()
         yield Leader(channel, world)
     finally:
-        with contextlib.suppress(Exception):  # ranks between steps read it and exit; others are ended
-            channel.send("end", [None] * (world - 1))
+        with contextlib.suppress(Exception):  # ranks leave the message in hand, read "end" and exit
+            channel.end()
         _join(procs)
         if dist.is_initialized():
             dist.destroy_process_group()

@@ -12,7 +12,8 @@ and train (backend/loop.py: `collect(..., dist=)` and `update_policy`):
 - `update(items, trained, samples, denom)`: the trained rollouts are dealt out
   by token count (`balance`), each rank's loss divided by the whole batch's
   token count, the gradients summed before clipping (the one-process update
-  on the batch).
+  on the batch). A stop met inside it leaves the update on every rank
+  (`comm.synced_update`); a pause met there waits for the next checkpoint.
 
 `times` holds rank 0's view of the last `rollouts`: its own generation, its own
 judging, and how long it then waited for the other ranks.
@@ -25,7 +26,7 @@ import time
 import torch
 
 from backend.ddp.balance import balance
-from backend.ddp.comm import Channel, broadcast_params, split, sum_grads
+from backend.ddp.comm import Channel, DistributedError, UpdateAbandoned, broadcast_params, split, synced_update
 from backend.ddp.share import Prescored, Prompt, judge, raise_failure
 from backend.rollout import from_generation
 from backend.policy.grpo import Sample
@@ -104,7 +105,13 @@ class Leader:
         tokens = [float(sum(sum(smp.mask) for _, smp in w)) for w in work]
         self.channel.send("train", [{"plan": [_entry(r, src, own[src][j]) for src, j in plan[r]], "denom": denom}
                                     for r in range(1, self.world)])
-        mine = eng.trainer.step([smp for _, smp in work[0]], denom, sync_grads=sum_grads)
+        try:
+            with eng.control.stop_only():  # the other ranks will wait for this one in a collective
+                mine = synced_update(lambda sync: eng.trainer.step([smp for _, smp in work[0]], denom,
+                                                                   sync_grads=sync), eng.lm.device)
+        except UpdateAbandoned as e:  # a rank left the update: its failure is raised while reading replies
+            replies = self.channel.replies()
+            raise DistributedError(f"a rank left the update: {replies}") from e
         return combine([mine] + self.channel.replies(), tokens)
 
 

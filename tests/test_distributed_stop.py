@@ -1,0 +1,125 @@
+"""A stop or a pause given to rank 0 of a data-parallel run (2 gloo ranks on the CPU) reaches every
+rank at the next batch boundary, and the run ends with its state saved.
+
+The hard case is a stop raised inside the update, while rank 1 trains and is about to sum the
+gradients with rank 0: rank 0 must not leave it waiting in the collective (it used to, until
+rank 0 gave up on it after launch.JOIN_S and ended it)."""
+
+from __future__ import annotations
+
+import multiprocessing
+import threading
+import time
+
+import pytest
+
+from backend import runs
+from backend.ddp.launch import JOIN_S
+from backend.ddp.leader import Leader
+from backend.store import Store
+from test_distributed import _cfg
+
+EXTRA = ("train.tasks_per_step=2", "train.group_size=2", "train.max_new_tokens_cap=4", "eval.n_val=2",
+         "eval.n_test=2", "eval.max_new_tokens=4", "eval.every=10", "evolve.enabled=false")
+
+
+def _stop_at_update(monkeypatch, n: int, how: str) -> dict:
+    """At rank 0's `n`-th update: a stop (as SIGTERM asks for it) or a pause command, then the update
+    itself, whose first decoder layer on rank 0 meets it. Returns when that was, and the run."""
+    seen = {"calls": 0}
+    update = Leader.update
+
+    def update_then_meet(self, *args, **kwargs):
+        seen["calls"] += 1
+        if seen["calls"] == n:
+            seen["at"] = time.monotonic()
+            if how == "stop":
+                self.engine.control.request_stop()
+            else:
+                self.engine.store.send_command("pause", {})
+                self.engine.control._polled = 0.0  # the layer watch reads the table at once
+        return update(self, *args, **kwargs)
+
+    monkeypatch.setattr(Leader, "update", update_then_meet)
+    return seen
+
+
+def _run(tiny_model, spread_harness, steps: int, run_dir):
+    return runs.start(_cfg(tiny_model, f"steps={steps}", f"harness={spread_harness}", *EXTRA), run_dir, quiet=True)
+
+
+def test_a_stop_inside_the_update_ends_every_rank_with_the_last_step_saved(tiny_model, spread_harness, monkeypatch):
+    seen = _stop_at_update(monkeypatch, 2, "stop")
+    run = runs.runs_root() / "ddp-stop"
+    _, s = _run(tiny_model, spread_harness, 3, run)
+    ended_s = time.monotonic() - seen["at"]
+    assert s["status"] == "stopped"
+    assert ended_s < JOIN_S / 2, f"the run took {ended_s:.1f} s to end after the stop"  # rank 1 was not waited out
+    assert not multiprocessing.active_children()
+    store = Store.open(run, create=False)
+    try:
+        assert store.last_step() == 1 and store.latest_policy_version()["step"] == 1  # step 2 dropped whole
+        assert store.run()["status"] == "stopped"
+    finally:
+        store.close()
+    monkeypatch.undo()
+    _, s = runs.resume(run, steps=2, quiet=True)  # every rank loads step 1's checkpoint and goes on
+    assert s["status"] == "finished" and not multiprocessing.active_children()
+
+
+@pytest.mark.timeout(120)  # before the fix the pause was waited out inside the update: forever
+def test_a_pause_inside_the_update_waits_at_the_next_step_boundary(tiny_model, spread_harness, monkeypatch):
+    """A pause met inside rank 0's update is not waited out there (rank 1 would wait in the collective,
+    which has a timeout): the update is taken on every rank, the step committed, and the run waits
+    at the boundary, where the operator's stop then ends it."""
+    seen = _stop_at_update(monkeypatch, 1, "pause")
+    run = runs.runs_root() / "ddp-pause"
+    operator = threading.Thread(target=_stop_once_paused, args=(run, seen), daemon=True)
+    operator.start()
+    _, s = _run(tiny_model, spread_harness, 3, run)
+    operator.join(5)
+    assert s["status"] == "stopped" and seen["calls"] == 1 and not multiprocessing.active_children()
+    assert seen["paused_after_step"] == 1  # the pause took effect at the boundary, after the update
+    store = Store.open(run, create=False)
+    try:
+        assert store.last_step() == 1 and store.latest_policy_version()["step"] == 1  # the update was taken
+    finally:
+        store.close()
+
+
+def _stop_once_paused(run, seen: dict, limit_s: float = 100.0) -> None:
+    """The operator: once the run shows paused, send a stop (through the run's own store)."""
+    deadline = time.monotonic() + limit_s
+    while time.monotonic() < deadline:
+        time.sleep(0.05)
+        if not (run / "run.db").exists():
+            continue
+        store = Store.open(run, create=False)
+        try:
+            if store.run().get("paused"):
+                seen["paused_after_step"] = store.last_step()
+                store.send_command("stop", {})
+                return
+        finally:
+            store.close()
+
+
+def test_inside_stop_only_a_pause_is_left_for_later_and_a_stop_raises(tmp_path):
+    """`Control.stop_only`, around rank 0's share of a data-parallel update: a waiting pause is
+    neither applied nor waited out there (the next checkpoint outside does both); a stop raises."""
+    from backend.dispatch import Control, StopRequested
+    from test_control import build_run
+
+    store = build_run(tmp_path / "run.db", steps=1)
+    store.set_run(status="running")
+    control = Control(store)
+    store.send_command("pause", {})
+    with control.stop_only():
+        assert not control.interrupting()
+        control.honour()  # returns at once
+    assert store.run()["paused"] == 0 and store.pending_commands()
+    store.send_command("stop", {})
+    control._polled = 0.0  # the next ask reads the table now
+    with control.stop_only(), pytest.raises(StopRequested):
+        control.honour()
+    assert control.stop_requested and not store.pending_commands()  # pause and stop applied, no wait
