@@ -17,10 +17,16 @@ each committed once, the newest policy version's checkpoint on disk, the stop
 command acknowledged. The next case resumes the same run, so every resume is
 checked too. Nothing here is asserted by the test suite.
 
-Two settings differ from the default, to reach every phase in minutes:
+The same command runs on a CUDA machine: the run gets the `gpu` profile there
+(`--profile auto`, backend/profiles.py), and so do this script's defaults
+(`DEFAULTS`, the same rule: `profiles.resolve("auto")`). On the CPU two
+settings differ from the run's default, to reach every phase in minutes:
 `evolve.every=1` (a round after every step) and held-out sets of 16 + 16
 (`eval.n_val`, `eval.n_test`); neither changes how a phase is interrupted (a
-held-out batch is 16 problems on the CPU either way).
+held-out batch is 16 problems on the CPU either way). On a GPU a step takes
+seconds: the profile's held-out sets stay (200 + 500 problems, long enough to be
+caught in the middle), the stop comes 0.2 s into a phase, and the run is long
+enough never to finish while the cases resume it.
 """
 
 from __future__ import annotations
@@ -39,6 +45,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT)]
 
 from backend.commands import check  # noqa: E402
+from backend.profiles import resolve  # noqa: E402
 from backend.store import Store  # noqa: E402
 
 PHASES = {
@@ -49,7 +56,10 @@ PHASES = {
     "round": lambda a: a.startswith("round at step"),
 }
 WAYS = ("command", "sigterm")
-DEFAULT_SETS = ["evolve.every=1", "eval.n_val=16", "eval.n_test=16"]
+DEFAULTS = {  # per profile of the run: --set overrides, --into, --steps
+    "cpu": {"sets": ["evolve.every=1", "eval.n_val=16", "eval.n_test=16"], "into": 1.0, "steps": 20},
+    "gpu": {"sets": ["evolve.every=1"], "into": 0.2, "steps": 1000},
+}
 POLL_S = 0.05
 
 
@@ -202,10 +212,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--phases", default=",".join(PHASES), help=f"comma-separated, of: {', '.join(PHASES)}")
     ap.add_argument("--ways", default=",".join(WAYS), help="command, sigterm or both")
     ap.add_argument("--run-dir", type=Path, help="where the run lives (default: a new temporary folder)")
-    ap.add_argument("--steps", type=int, default=20, help="the run's steps (it never gets near the end)")
+    ap.add_argument("--steps", type=int, help="the run's steps; it never gets near the end (default: DEFAULTS)")
     ap.add_argument("--set", dest="sets", action="append", default=None,
-                    help=f"config override for the run (default: {' '.join(DEFAULT_SETS)})")
-    ap.add_argument("--into", type=float, default=1.0, help="seconds into the phase before the stop is sent")
+                    help="config override for the run (default: DEFAULTS for the machine's profile)")
+    ap.add_argument("--into", type=float, help="seconds into the phase before the stop is sent (default: DEFAULTS)")
     ap.add_argument("--reach-timeout", type=float, default=1200, help="seconds to wait for a phase")
     ap.add_argument("--stop-timeout", type=float, default=300, help="seconds to wait for the stop")
     args = ap.parse_args(argv)
@@ -214,9 +224,14 @@ def main(argv: list[str] | None = None) -> int:
     bad = [p for p in phases if p not in PHASES] + [w for w in ways if w not in WAYS]
     if bad:
         ap.error(f"unknown phase or way: {', '.join(bad)}")
-    args.sets = DEFAULT_SETS if args.sets is None else args.sets
+    profile = resolve("auto")  # what `evotui run` picks on this machine
+    defaults = DEFAULTS[profile]
+    args.sets = defaults["sets"] if args.sets is None else args.sets
+    args.into = defaults["into"] if args.into is None else args.into
+    args.steps = defaults["steps"] if args.steps is None else args.steps
     run_dir = args.run_dir or Path(tempfile.mkdtemp(prefix="stop-latency-")) / "run"
-    print(f"run dir {run_dir}; settings: {' '.join(args.sets)}; {load()}", flush=True)
+    print(f"run dir {run_dir}; profile {profile}; settings: {' '.join(args.sets)}; stop {args.into} s into a "
+          f"phase; {load()}", flush=True)
     cases = []
     run_dir.parent.mkdir(parents=True, exist_ok=True)
     with open(run_dir.parent / f"{run_dir.name}.engine.out", "ab") as log:
