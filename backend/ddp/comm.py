@@ -107,10 +107,14 @@ class Channel:
             self.store.delete_key(f"msg/{self.seq}/{r}")
         return out
 
-    def end(self) -> None:
-        """The run ends: every rank leaves what it is doing at its next batch boundary (STOP_KEY,
-        `StopWatch`), then reads "end" and exits."""
+    def stop(self) -> None:
+        """The run is ending: every rank leaves what it is doing at its next decoder layer or
+        decode step (STOP_KEY, `StopWatch`) and replies that it left."""
         self.store.set(STOP_KEY, b"1")
+
+    def end(self) -> None:
+        """The run ends: every rank leaves what it is doing (`stop`), then reads "end" and exits."""
+        self.stop()
         self.send("end", [None] * (self.world - 1))
 
     # ---------------------------------------------------------------- ranks 1..N-1
