@@ -38,7 +38,7 @@ import torch.distributed as dist
 from backend.config import config_from_dict
 from backend.ddp.comm import (COLLECTIVE_TIMEOUT, Channel, RankStopping, StopWatch, UpdateAbandoned,
                               broadcast_params, device_type, synced_update)
-from backend.ddp.leader import trainable
+from backend.ddp.leader import marking, trainable
 from backend.ddp.share import failure, judge
 from backend.harness.check import HarnessError
 from backend.harness.client import WorkerFailure
@@ -131,14 +131,17 @@ class Follower:
         torch.manual_seed(msg["seed"])
         prompts = msg["prompts"]
         self.prompts = [p[4] for p in prompts]
+        t0 = time.perf_counter()
         self.gens = self._generate(msg)
         items = [from_generation(p, g) for p, g in zip(prompts, self.gens)]
         code, weights = msg["harness"]
+        t1 = time.perf_counter()
         try:
             judged = judge(items, self.env, code, weights, msg["max_new_tokens"])
         except (HarnessError, WorkerFailure) as e:  # rank 0 stops the run with it, as on one process
             return {"gens": self.gens, "failed": failure(e)}
-        return {"gens": self.gens, "judged": judged}
+        return {"gens": self.gens, "judged": judged,
+                "ms": {"gen_ms": (t1 - t0) * 1000, "judge_ms": (time.perf_counter() - t1) * 1000}}
 
     def _generate(self, msg: dict) -> list:
         while True:
@@ -161,4 +164,7 @@ class Follower:
                    for k, adv, mask, ids in msg["plan"]]
         if getattr(self.generator, "name", "") == "vllm":
             self.generator.sleep()  # give vLLM's memory back to training, as rank 0 does
-        return synced_update(lambda sync: self.trainer.step(samples, msg["denom"], sync_grads=sync), self.lm.device)
+        t0, marks = time.perf_counter(), []
+        stats = synced_update(lambda sync: self.trainer.step(samples, msg["denom"], sync_grads=marking(sync, marks)),
+                              self.lm.device)
+        return dict(stats, backward_ms=((marks[0] if marks else time.perf_counter()) - t0) * 1000)

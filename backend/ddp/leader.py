@@ -15,8 +15,10 @@ and train (backend/loop.py: `collect(..., dist=)` and `update_policy`):
   on the batch). A stop met inside it leaves the update on every rank
   (`comm.synced_update`); a pause met there waits for the next checkpoint.
 
-`times` holds rank 0's view of the last `rollouts`: its own generation, its own
-judging, and how long it then waited for the other ranks.
+`times` holds rank 0's view of the last step: its own generation, its own
+judging, how long it then waited for the other ranks, each rank's own
+generation, judging and backward passes up to the gradients' all-reduce (`by_rank`), and how many trained
+rollouts the balance moved (benchmarks read it: backend/tools/bench_ddp.py).
 """
 
 from __future__ import annotations
@@ -74,9 +76,11 @@ class Leader:
         t1 = time.perf_counter()
         judged = judge(items, eng.env, code, weights, max_new_tokens)
         t2 = time.perf_counter()
+        by_rank = [{"gen_ms": (t1 - t0) * 1000, "judge_ms": (t2 - t1) * 1000}]
         for r, reply in enumerate(self.channel.replies(), start=1):
             if reply.get("failed"):
                 raise_failure(r, reply["failed"])
+            by_rank.append(reply["ms"])
             a, b = self.shares[r]
             for p, g, j in zip(prompts[a:b], reply["gens"], reply["judged"]):
                 it = from_generation(p, g)
@@ -84,7 +88,7 @@ class Leader:
                 items.append(it)
             judged += reply["judged"]
         self.times = {"gen_ms": (t1 - t0) * 1000, "judge_ms": (t2 - t1) * 1000,
-                      "wait_ms": (time.perf_counter() - t2) * 1000}
+                      "wait_ms": (time.perf_counter() - t2) * 1000, "by_rank": by_rank}
         return items, Prescored(code, [j.scores for j in judged])
 
     def update(self, items: list, trained: list, samples: list[Sample], denom: float | None) -> dict:
@@ -105,14 +109,31 @@ class Leader:
         tokens = [float(sum(sum(smp.mask) for _, smp in w)) for w in work]
         self.channel.send("train", [{"plan": [_entry(r, src, own[src][j]) for src, j in plan[r]], "denom": denom}
                                     for r in range(1, self.world)])
+        self.times["moved"] = sum(src != r for r, p in enumerate(plan) for src, _ in p)
+        t0, marks = time.perf_counter(), []
         try:
             with eng.control.stop_only():  # the other ranks will wait for this one in a collective
                 mine = synced_update(lambda sync: eng.trainer.step([smp for _, smp in work[0]], denom,
-                                                                   sync_grads=sync), eng.lm.device)
+                                                                   sync_grads=marking(sync, marks)), eng.lm.device)
         except UpdateAbandoned as e:  # a rank left the update: its failure is raised while reading replies
             replies = self.channel.replies()
             raise DistributedError(f"a rank left the update: {replies}") from e
-        return combine([mine] + self.channel.replies(), tokens)
+        replies = self.channel.replies()
+        own_ms = ((marks[0] if marks else time.perf_counter()) - t0) * 1000
+        for rank, ms in enumerate([own_ms] + [r.get("backward_ms", 0.0) for r in replies]):
+            if rank < len(self.times.get("by_rank", [])):
+                self.times["by_rank"][rank]["backward_ms"] = ms
+        return combine([mine] + replies, tokens)
+
+
+def marking(sync, marks: list[float]):
+    """`sync` (the gradients' all-reduce) noting in `marks` when each rank reaches it: the time
+    before it is the rank's own forward and backward passes, after it the wait for the others."""
+    def noted(params):
+        marks.append(time.perf_counter())
+        return sync(params)
+
+    return noted
 
 
 def _entry(rank: int, src: int, own: tuple[int, Sample]) -> tuple:

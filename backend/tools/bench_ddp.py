@@ -50,13 +50,30 @@ def ddp_rows(b, harness: str) -> list[dict]:
         rows.append({"what": name, "baseline": f"{one[key] / 1000:.2f} s", "ours": f"{many[key] / 1000:.2f} s",
                      "ratio": f"{many[key] / one[key]:.2f}x time" if one[key] > 0 else "",
                      "note": f"{many['trained']} vs {one['trained']} sequences trained" if key == "train_ms" else ""})
-    return rows
+    return rows + _by_rank(many)
 
 
 PHASES = (("wall_ms", "step"), ("gen_ms", "  generate (rank 0's share)"),
           ("score_ms", "  judge + score (rank 0)"), ("wait_ms", "  wait for the other ranks"),
           ("train_ms", "  train"), ("store_ms", "  store (rank 0)"), ("rest_ms", "  rest (filter, rows, checkpoint)"))
 """The phases of a step as rank 0 spends it; they add up to the step's wall time."""
+
+
+def _by_rank(row: dict) -> list[dict]:
+    """Each rank's own times in the N-rank step (rank 0 | rank 1 | ...): the slowest sets the step."""
+    times = row.get("ranks") or {}
+    by_rank = times.get("by_rank") or []
+    rows = []
+    for key, name in (("gen_ms", "generate"), ("judge_ms", "judge + score its share"),
+                      ("backward_ms", "update up to the all-reduce")):
+        if by_rank and all(key in r for r in by_rank):
+            each = " | ".join(f"{r[key] / 1000:.2f}" for r in by_rank)
+            rows.append({"what": f"  by rank: {name}", "ours": f"{each} s",
+                         "note": "rank 0 | rank 1 | ...; the others wait for the slowest"})
+    if "moved" in times:
+        rows.append({"what": "  trained rollouts the balance moved", "ours": str(times["moved"]),
+                     "note": f"of {row['trained']}: dealt out by tokens before the update"})
+    return rows
 
 
 def _phases(row: dict) -> dict:
@@ -113,6 +130,8 @@ def _steps(b, harness: str, world: int) -> dict:
                 row["wall_ms"] = (time.perf_counter() - t0) * 1000
                 row["trained"] = json.loads(row["metrics_json"])["trained_sequences"]
                 row = _phases(row)
+                if dist is not None:  # the ranks' own times (backend/ddp/leader.py: Leader.times)
+                    row["ranks"] = json.loads(json.dumps(dist.times))
                 rows.append(row)
                 b.log(f"ddp {world} rank(s), step {s}: {row['wall_ms']:.0f} ms for {row['n_rollouts']} rollouts ("
                       + ", ".join(f"{name.strip()} {row[k]:.0f}" for k, name in PHASES[1:]) + ")")
