@@ -24,6 +24,8 @@ rollouts the balance moved (benchmarks read it: backend/tools/bench_ddp.py).
 from __future__ import annotations
 
 import time
+from contextlib import contextmanager
+from typing import Iterator
 
 import torch
 
@@ -71,7 +73,8 @@ class Leader:
         broadcast_params(trainable(eng.lm.model))  # a rollback on rank 0 reaches every rank
         a, b = self.shares[0]
         t0 = time.perf_counter()
-        gens = eng.generate_fn([p[4] for p in prompts[a:b]], max_new_tokens, temperature, top_p)
+        with self._stop_spreads():
+            gens = eng.generate_fn([p[4] for p in prompts[a:b]], max_new_tokens, temperature, top_p)
         items = [from_generation(p, g) for p, g in zip(prompts[a:b], gens)]
         t1 = time.perf_counter()
         judged = judge(items, eng.env, code, weights, max_new_tokens)
@@ -113,8 +116,8 @@ class Leader:
         t0, marks = time.perf_counter(), []
         try:
             with eng.control.stop_only():  # the other ranks will wait for this one in a collective
-                mine = synced_update(lambda sync: eng.trainer.step([smp for _, smp in work[0]], denom,
-                                                                   sync_grads=marking(sync, marks)), eng.lm.device)
+                mine = synced_update(lambda sync: self._own_update(work[0], denom, marking(sync, marks)),
+                                     eng.lm.device)
         except UpdateAbandoned as e:  # a rank left the update: its failure is raised while reading replies
             replies = self.channel.replies()
             raise DistributedError(f"a rank left the update: {replies}") from e
@@ -124,6 +127,22 @@ class Leader:
             if rank < len(self.times.get("by_rank", [])):
                 self.times["by_rank"][rank]["backward_ms"] = ms
         return combine([mine] + replies, tokens)
+
+    def _own_update(self, work: list[tuple[int, Sample]], denom: float, sync) -> dict:
+        with self._stop_spreads():  # before this rank's vote: the others then leave their passes too
+            return self.engine.trainer.step([smp for _, smp in work], denom, sync_grads=sync)
+
+    @contextmanager
+    def _stop_spreads(self) -> Iterator[None]:
+        """Rank 0 leaving its own pass by an exception (a stop met between layers, or a failure)
+        ends the run: the other ranks are told at once, so they leave theirs at their next layer or
+        decode step instead of finishing a share nobody will use. (Anything the loop retries, an
+        interrupted or out-of-memory batch, is caught inside `generate_fn`.)"""
+        try:
+            yield
+        except BaseException:
+            self.channel.stop()
+            raise
 
 
 def marking(sync, marks: list[float]):
