@@ -123,3 +123,52 @@ def test_inside_stop_only_a_pause_is_left_for_later_and_a_stop_raises(tmp_path):
     with control.stop_only(), pytest.raises(StopRequested):
         control.honour()
     assert control.stop_requested and not store.pending_commands()  # pause and stop applied, no wait
+
+
+def test_a_rank_leaves_its_share_of_a_batch_when_rank_0_ends_the_run():
+    """Rank 1's side (`Follower.serve`), with a stand-in engine that decodes until it is asked to
+    stop: rank 0 sets the stop key mid-batch; the rank leaves at a decode step soon after (the
+    store is asked every STOP_POLL_S), replies that it left, and returns at "end"."""
+    import pickle
+    from types import SimpleNamespace
+
+    import torch
+    import torch.distributed as dist
+
+    from backend.ddp.comm import STOP_KEY, STOP_POLL_S, Channel
+    from backend.ddp.follower import Follower
+    from backend.policy.interrupt import GenerationInterrupted
+
+    store = dist.HashStore()
+    step_s = 0.02
+
+    class Decoder:  # an engine with its own kernels: asks `interrupt` between decode steps
+        interruptible = True
+        steps = 0
+        stop_at = None
+
+        def generate(self, prompts, max_new_tokens, temperature, top_p, interrupt):
+            while True:
+                self.steps += 1
+                if self.steps == 3:
+                    store.set(STOP_KEY, b"1")  # rank 0 ends the run, mid-batch
+                    self.stop_at = self.steps
+                if interrupt():
+                    raise GenerationInterrupted()
+                assert self.steps < 200, "never asked to stop"
+                time.sleep(step_s)
+
+    dist.init_process_group("gloo", store=dist.PrefixStore("pg", store), rank=0, world_size=1)
+    try:
+        rank1 = Follower.__new__(Follower)  # its policy and engine are the stand-ins
+        rank1.lm = SimpleNamespace(model=torch.nn.Linear(1, 1))
+        rank1.generator, rank1.params = Decoder(), [torch.zeros(2)]
+        rank0 = Channel(store, 0, 2)
+        rank0.send("generate", [{"prompts": [(0, 0, None, "p", [1, 2])], "max_new_tokens": 8, "temperature": 1.0,
+                                 "top_p": 1.0, "seed": 0, "harness": ("", {})}])
+        rank0.send("end", [None])
+        rank1.serve(Channel(store, 1, 2))  # returns: it read "end"
+    finally:
+        dist.destroy_process_group()
+    assert pickle.loads(store.get("out/1/1")) == {"left": "generate"}
+    assert rank1.generator.steps - rank1.generator.stop_at <= STOP_POLL_S / step_s + 2
