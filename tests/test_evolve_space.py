@@ -128,7 +128,9 @@ def test_stored_outcomes_set_the_next_step(tmp_path):
 def test_log_scale_knobs_step_by_factors_and_leave_zero():
     knob = next(k for k in space.knobs(HARNESSES["math"], "math", CAP) if k.name == "REWARD_WEIGHTS.format")
     vals = space.values(knob, 0.1, space.Steps.of(knob, []))
-    assert vals[:3] == [pytest.approx(0.2), 0.0, pytest.approx(0.05)]  # the term switched off second
+    assert vals[:3] == [0.0, pytest.approx(0.2), pytest.approx(0.05)]  # a secondary term: off first
+    main = next(k for k in space.knobs(HARNESSES["math"], "math", CAP) if k.name == "REWARD_WEIGHTS.correct")
+    assert 0.0 not in space.values(main, 1.0, space.Steps.of(main, []))  # the verdict's term never
     assert space.values(knob, 0.0, space.Steps(size=math.log(2), way=1))[0] == knob.floor
 
 

@@ -94,6 +94,8 @@ class Knob:
     floor: float = 0.0
     """Log-scale knobs: the smallest positive value a move from 0 goes to."""
     choices: tuple[Any, ...] = ()
+    off_first: bool = False
+    """Numeric knobs: 0 (the term switched off) is the first move, before any step."""
     targets: tuple[str, ...] = ()
     """Failure labels this knob answers (the proposer ranks by their share)."""
     prefer: Callable[[JSON, JSON], int] | None = None
@@ -205,10 +207,18 @@ def _weights(code: str) -> list[Knob]:
     if len(names) < 2:
         return []  # a lone term's weight only rescales the reward: no group-relative advantage changes
     out = []
+    weights = constant(code, "REWARD_WEIGHTS")
+    weights = weights if isinstance(weights, dict) else {}
+    main = max(sorted(names), key=lambda n: weights.get(n, 0.0) if isinstance(weights.get(n), (int, float)) else 0.0)
     for name in sorted(names):
+        # A secondary term is first switched off: group_std rescales any spread a term makes
+        # inside a group to a full update, so halving or doubling format credit changes no
+        # advantage in a group the evaluator judged alike (on 4 x H100, every such move
+        # replayed at signal +0.000), while 0 removes that update. The main term (the largest
+        # weight: the verdict) is never switched off.
         out.append(Knob(f"REWARD_WEIGHTS.{name}", "REWARD_WEIGHTS", (name,), "float", 0.0,
                         *_narrow(spec.REWARD_WEIGHT, 0.0, 4.0), step=math.log(2.0), min_step=math.log(1.1),
-                        log=True, floor=0.05, targets=helps.get(name, (DEAD,)),
+                        log=True, floor=0.05, off_first=name != main, targets=helps.get(name, (DEAD,)),
                         prefer=_up_when(helps.get(name, ())),
                         hypothesis=f"The reward term '{name}' is weighted wrongly against the others."))
     return out
@@ -343,11 +353,8 @@ def values(knob: Knob, old: JSON, steps: Steps, table: JSON | None = None, metri
             v = _shift(knob, float(old), way, steps.size * scale)
             if v != old and v not in out:
                 out.append(v)
-    if knob.log and knob.lo == 0 and old > 0:
-        # off: a log scale halves a weight forever and never reaches 0, yet dropping a
-        # reward term (format credit in a harness whose reward already needs the answer) is
-        # the move an engineer tries early: second, after the preferred unit step
-        out.insert(min(1, len(out)), 0.0)
+    if knob.off_first and old > 0:  # a log scale alone never reaches 0
+        out.insert(0, 0.0)
     return out
 
 
