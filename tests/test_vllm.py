@@ -126,3 +126,52 @@ def test_auto_falls_back_when_vllm_fails_to_start(monkeypatch):
     monkeypatch.setitem(sys.modules, "vllm", None)  # `import vllm` raises ImportError
     assert make_generator("auto", tiny(), Tok(), "cpu", log=said.append).name == "hf"
     assert any("'vllm' failed to start" in line for line in said)
+
+
+def test_a_stop_between_engine_steps_aborts_the_batch(monkeypatch):
+    """The interruptible path: requests queued (`enqueue`), the engine stepped here, `interrupt`
+    asked before each step; yes aborts exactly the batch's requests. (Against real vLLM:
+    tests/test_vllm_real.py.)"""
+    from backend.policy.interrupt import GenerationInterrupted
+
+    calls = {}
+    stand_in_vllm(monkeypatch, calls)
+    eng = VLLMGenerator(tiny(), Tok(), "cpu", model_path="base-folder", log=lambda m: None)
+
+    class Engine:  # each step finishes one request, the last one first (outputs come in any order)
+        def __init__(self):
+            self.queue, self.aborted = [], []
+
+        def has_unfinished_requests(self):
+            return bool(self.queue)
+
+        def step(self):
+            external, n = self.queue.pop()
+            ids = [7] * n + [2]
+            out = NS(token_ids=ids, text="7", finish_reason="stop", logprobs=[{t: NS(logprob=-1.0)} for t in ids])
+            return [NS(request_id=external, finished=True, outputs=[out])]
+
+        def abort_request(self, ids, internal=False):
+            assert internal  # the ids `enqueue` gave are the engine's internal ones
+            self.aborted += ids
+            self.queue.clear()
+
+    engine = Engine()
+
+    def enqueue(requests, params, lora_request=None, use_tqdm=False):
+        """vLLM numbers the requests (external ids, its outputs carry them) and returns the engine's
+        internal ids (with a random suffix)."""
+        engine.queue += [(str(8 + k), len(r["prompt_token_ids"])) for k, r in enumerate(requests)]
+        return [f"{8 + k}-x{k}" for k in range(len(requests))]
+
+    eng.llm.enqueue, eng.llm.llm_engine = enqueue, engine
+    assert eng.interruptible
+    gens = eng.generate([[1], [1, 2], [1, 2, 3]], 4, 1.0, interrupt=lambda: False)
+    assert [g.ids for g in gens] == [[7, 2], [7, 7, 2], [7, 7, 7, 2]]  # in the prompts' order (8 < 9 < 10)
+    assert "lora" not in calls  # stepped here, not through LLM.generate
+    asked = []
+    with pytest.raises(GenerationInterrupted):
+        eng.generate([[1], [1, 2], [1, 2, 3]], 4, 1.0, interrupt=lambda: asked.append(1) or len(asked) >= 2)
+    assert engine.aborted == ["8-x0", "9-x1", "10-x2"] and not engine.queue
+    eng.generate([[1]], 4, 1.0)  # without `interrupt`: LLM.generate as before
+    assert calls["lora"] == [1]

@@ -116,3 +116,27 @@ def test_sleep_is_a_no_op_on_the_cpu_build(setup):
     assert eng.can_sleep is False and any("no sleep mode" in line for line in said)
     eng.sleep()
     assert eng.generate(prompts[:1], 2, 0.0)[0].ids
+
+
+def test_a_stop_aborts_the_batch_in_flight_and_the_engine_goes_on(setup):
+    """`interrupt` is asked between engine steps: the third ask says stop, so the batch's requests
+    are aborted mid-decode (GenerationInterrupted), the engine is left with none, and the next
+    batch, interruptible or not, decodes as before."""
+    from backend.policy.interrupt import GenerationInterrupted
+
+    lm, eng, hf, prompts, _ = setup
+    set_adapter(lm.model, 0.0)
+    asked = []
+
+    def stop_at_third_step() -> bool:
+        asked.append(1)
+        return len(asked) >= 3
+
+    assert eng.interruptible
+    with pytest.raises(GenerationInterrupted):
+        eng.generate(prompts, 64, 0.0, interrupt=stop_at_third_step)
+    assert len(asked) == 3 and not eng.llm.llm_engine.has_unfinished_requests()
+    plain = eng.generate(prompts, 12, 0.0)
+    watched = eng.generate(prompts, 12, 0.0, interrupt=lambda: False)
+    assert [g.ids for g in watched] == [g.ids for g in plain] == [r.ids for r in hf.generate(prompts, 12, 0.0)]
+    assert [g.logprobs for g in watched] == [g.logprobs for g in plain]

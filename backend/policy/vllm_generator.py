@@ -20,6 +20,12 @@ vLLM runs in this process (VLLM_ENABLE_V1_MULTIPROCESSING=0): a killed run
 leaves no engine process behind. On the CPU its OpenMP threads are not bound
 to cores (VLLM_CPU_OMP_THREADS_BIND=nobind): the trainer shares the process.
 
+A stop or a pause is honoured within a batch: given `interrupt`, the requests
+are queued (`LLM.enqueue`) and the engine stepped here, `interrupt()` asked
+before each step (one decode step of the running requests); yes aborts the
+batch's requests (`abort_request`) and raises `GenerationInterrupted`, and the
+loop draws the batch again after the checkpoint.
+
 Per-token log-probs come back with every sample (vLLM's raw log-probs: the
 policy at temperature 1, before top-p), and `teacher_forced_logprobs` gives
 the full next-token distributions for backend/policy/distcheck.py.
@@ -36,6 +42,7 @@ from pathlib import Path
 
 import torch
 
+from backend.policy.interrupt import GenerationInterrupted
 from backend.policy.stops import eos_ids, finish_at_eos
 from backend.types import Generation
 
@@ -163,9 +170,17 @@ class VLLMGenerator:
             self.llm.wake_up()
             self.asleep = False
 
-    def generate(self, prompts, max_new_tokens, temperature=1.0, top_p=1.0, stop_at_eos: bool = True
-                 ) -> list[Generation]:
-        """Sample continuations; `stop_at_eos=False` decodes every row to the end (benchmarks)."""
+    @property
+    def interruptible(self) -> bool:
+        """A batch can be cut short between two engine steps (`generate(..., interrupt=)`): the
+        requests are queued (`LLM.enqueue`) and the engine stepped here, as `LLM.generate` does."""
+        return hasattr(self.llm, "enqueue") and hasattr(self.llm, "llm_engine")
+
+    def generate(self, prompts, max_new_tokens, temperature=1.0, top_p=1.0, stop_at_eos: bool = True,
+                 interrupt=None) -> list[Generation]:
+        """Sample continuations; `stop_at_eos=False` decodes every row to the end (benchmarks).
+        `interrupt()`, asked between engine steps (each one decode step of the running requests):
+        once it says yes the batch's requests are aborted and `GenerationInterrupted` raised."""
         if not prompts:
             return []
         self._ready()
@@ -175,8 +190,11 @@ class VLLMGenerator:
         params = self.vllm.SamplingParams(temperature=max(temperature, 0.0), top_p=top_p, top_k=0,
                                           max_tokens=max_new_tokens, logprobs=0, ignore_eos=not stop_at_eos,
                                           stop_token_ids=self.eos_ids if stop_at_eos else [])
-        outs = self.llm.generate([{"prompt_token_ids": list(p)} for p in prompts], params,
-                                 lora_request=self.request, use_tqdm=False)
+        requests = [{"prompt_token_ids": list(p)} for p in prompts]
+        if interrupt is not None and self.interruptible:
+            outs = self._run_interruptibly(requests, params, interrupt)
+        else:
+            outs = self.llm.generate(requests, params, lora_request=self.request, use_tqdm=False)
         gens = []
         for o in outs:
             c = o.outputs[0]
@@ -187,6 +205,22 @@ class VLLMGenerator:
                 finish = "stop"
             gens.append(Generation(ids=toks, text=c.text, finish=finish, logprobs=lps[:len(toks)] if lps else None))
         return gens
+
+    def _run_interruptibly(self, requests: list[dict], params, interrupt) -> list:
+        """`LLM.generate`'s loop with `interrupt()` asked before each engine step; the outputs in the
+        requests' order (as `LLM.generate` orders them: by the numbered request ids it gave them).
+        `enqueue` returns the engine's internal request ids, which is what the abort takes."""
+        internal_ids = self.llm.enqueue(requests, params, lora_request=self.request, use_tqdm=False)
+        engine = self.llm.llm_engine
+        done = []
+        while engine.has_unfinished_requests():
+            if interrupt():
+                engine.abort_request(list(internal_ids), internal=True)  # partial completions dropped
+                raise GenerationInterrupted()
+            done += [out for out in engine.step() if out.finished]
+        if len(done) != len(requests):
+            raise RuntimeError(f"vLLM finished {len(done)} of {len(requests)} requests")
+        return sorted(done, key=lambda out: int(out.request_id))
 
     def teacher_forced_logprobs(self, prompts: list[list[int]], continuations: list[list[int]]) -> torch.Tensor:
         """(n, T, V) float32 next-token log-probs along prompt + continuation, as vLLM samples them.
