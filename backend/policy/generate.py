@@ -23,8 +23,8 @@ so the trainer never re-tokenizes text. Generators that run the model's own
 modules (`hf`, `static`) are paused and stopped from inside, before any decoder
 layer of any forward (the loop's `backend/policy/interrupt.py` watch; a pause
 waits there, in place). A generator with its own kernels and
-`interruptible = True` (`fast`) also takes `interrupt=`, a cheap callable asked
-between prefill chunks and decode steps: when it says yes, the batch is cut
+`interruptible = True` (`fast`, `vllm`) also takes `interrupt=`, a cheap callable asked
+between prefill chunks and decode steps (vLLM: between engine steps): when it says yes, the batch is cut
 short and `GenerationInterrupted` raised (the loop then honours a pause or a
 stop and draws the batch again from the same random state).
 """
