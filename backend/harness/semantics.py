@@ -24,7 +24,7 @@ import math
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from backend.types import JSON, Group, GroupKey, Rollout
 
@@ -33,7 +33,17 @@ from .spec import HarnessSpec
 
 if TYPE_CHECKING:
     from .client import HarnessWorker
-    from .loader import Harness
+
+class Applicable(Protocol):
+    """What applying a harness reads of it: its code (for the worker) and its validated constants.
+    `backend.harness.loader.Harness` is one; this module does not import the loader, which imports it."""
+
+    @property
+    def code(self) -> str: ...
+
+    @property
+    def spec(self) -> HarnessSpec: ...
+
 
 DEAD_TOL = 1e-6
 """Rewards closer than this count as equal (one place: training, replay, metrics)."""
@@ -191,7 +201,7 @@ def filter_and_advantage(keys: Sequence[GroupKey], outs: list[RolloutOut], finis
     return groups
 
 
-def apply_harness(harness: Harness, batch: Sequence[Rollout], worker: HarnessWorker | None = None,
+def apply_harness(harness: Applicable, batch: Sequence[Rollout], worker: HarnessWorker | None = None,
                   limit_s: float | None = None) -> BatchOut:
     """Apply `harness` (a `backend.harness.loader.Harness`) to `batch` through the worker.
 
