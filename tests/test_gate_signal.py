@@ -64,3 +64,28 @@ def test_lenient_extraction_is_tried_first_when_the_reward_misses_correct_answer
     table, metrics = diagnose.failure_table(weak, steps), diagnose.round_metrics(weak, steps)
     ranked = [key for _, key, _ in options(context(weak), table, metrics)]
     assert ranked[0] == "lenient_extraction", ranked[:5]
+
+
+def test_an_inconclusive_replay_gets_one_second_look_once_the_window_has_grown(tmp_path):
+    """Early in a run the replay window is short; the candidate is replayed once more when a
+    replay would read 1.5 times the rollouts, at half the error rate, and never a third time."""
+    from backend.config import RunConfig
+    from backend.evolve import interventions as iv, run_round
+    from synthetic_run import add_steps
+
+    cfg = RunConfig()
+    cfg.train.tasks_per_step, cfg.train.group_size = 12, 8
+    cfg.evolve.replay_max_rows, cfg.evolve.window = 4096, 64
+    mix = {"correct": 0.03, "tagged": 0.03, "wrong": 0.4, "tagged_wrong": 0.4, "rambling": 0.14}
+    s = build_run(tmp_path / "run.db", steps=2, groups=12, group_size=8, mix=mix, cfg=cfg)
+    first = submit(context(s, cfg=cfg), replace_name(DEFAULT, "extract_answer", LENIENT), "lenient extraction")
+    assert first["verdict"] == "inconclusive", first["reason"]
+    assert iv.second_looks(context(s, cfg=cfg)) == []  # no more rollouts yet
+    add_steps(s, 3, 12, groups=12, group_size=8, mix=mix)
+    looks = iv.second_looks(context(s, cfg=cfg))
+    assert [c.params[iv.SECOND_LOOK] for c in looks] == [first["id"]]
+    run_round(context(s, cfg=cfg))
+    second = [r for r in s.interventions() if r.params.get(iv.SECOND_LOOK) == first["id"]]
+    assert len(second) == 1 and second[0].status == "passed", [(r.status, r.reason) for r in second]
+    assert second[0].reason.startswith(f"second look at #{first['id']} over ") and "alpha 0.025" in second[0].reason
+    assert iv.second_looks(context(s, cfg=cfg)) == []  # looked at once more, never again

@@ -27,7 +27,7 @@ from backend.types import Intervention, JSON, TrialArm
 
 from . import interventions as iv
 from .replay import BLOCK_MIN, BLOCK_SHARE, MAX_ROWS, adversarial_check, adversarial_copies, judge, replay, select_rows
-from .stats import Decision, decide, pair_up, paired_binary, paired_bootstrap, per_unit, replay_rows
+from .stats import ALPHA, Decision, decide, pair_up, paired_binary, paired_bootstrap, per_unit, replay_rows
 
 
 if TYPE_CHECKING:
@@ -87,8 +87,13 @@ def _replay_all(ctx: EvolveContext, todo: list[Intervention]) -> list[JSON]:
     for row, res in zip(todo, results[1:]):
         names = row.names
         try:
+            # a second look at an inconclusive candidate spends half the error rate (Bonferroni
+            # over its two looks), so looking again never makes a false pass likelier than one look
+            looked = row.params.get(iv.SECOND_LOOK)
             verdict, reason, metrics, score = judge(row.kind, names, rows, results[0], res, fixed, cfg.min_gain,
-                                                    cfg.min_effect)
+                                                    cfg.min_effect, alpha=ALPHA / 2 if looked else ALPHA)
+            if looked:
+                reason = f"second look at #{looked} over {len(rows)} rollouts (alpha {ALPHA / 2}): {reason}"
             if verdict != "failed" and row.id in attacked:
                 verdict, reason, metrics = _adversarial(base_fake, attacked[row.id], fake_kinds,
                                                         (verdict, reason, metrics))

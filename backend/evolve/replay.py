@@ -52,7 +52,7 @@ from backend.store.rollouts import split_labels
 from backend.types import JSON
 
 from .diagnose import auc
-from .stats import Decision, Effect, decide, pair_up, paired_bootstrap
+from .stats import ALPHA, Decision, Effect, decide, pair_up, paired_bootstrap
 
 
 if TYPE_CHECKING:
@@ -319,7 +319,7 @@ def _diagnostic_gain(rows: list[JSON], old: JSON, new: JSON, names: list[str],
 
 def judge(kind: str, names: list[str], rows: list[JSON], old_res: Replayed, new_res: Replayed,
           fixed_ids: set[int], min_gain: float,
-          min_effect: float | None = None) -> tuple[str, str, JSON, float]:
+          min_effect: float | None = None, alpha: float = ALPHA) -> tuple[str, str, JSON, float]:
     """(verdict 'passed'|'inconclusive'|'failed', reason, metrics, score) for a replayed candidate.
     Hard failures first (a broken replay, crashes, a validity block, regressions); then the
     statistical rule (`decision`), except for diagnostics, judged by what they explain."""
@@ -355,7 +355,7 @@ def judge(kind: str, names: list[str], rows: list[JSON], old_res: Replayed, new_
         ok, why, score, extra = _diagnostic_gain(rows, old, new, names, min_gain)
         m.update(extra)
         return ("passed" if ok else "failed"), why, m, score
-    return _gain(kind, rows, old, new, m, min_gain, min_effect)
+    return _gain(kind, rows, old, new, m, min_gain, min_effect, alpha)
 
 
 TARGETS = {"reward": "signal", "filter": "kept_agreement", "advantage": "adv_agreement"}
@@ -402,7 +402,7 @@ def _signal(ix: list[int], v: JSON, correct: list[bool]) -> float:
     (1.0, -1.0)
     """
     mixed = len({correct[i] for i in ix}) > 1
-    mass = {i: abs(v["adv"][i]) for i in ix if is_trained(v["kept"][i], v["adv"][i])}
+    mass: dict[int, float] = {i: abs(float(v["adv"][i])) for i in ix if is_trained(v["kept"][i], v["adv"][i])}
     total = sum(mass.values())
     if total == 0:
         return 0.0
@@ -410,13 +410,13 @@ def _signal(ix: list[int], v: JSON, correct: list[bool]) -> float:
     return (2 * aligned - total) / total
 
 
-def _effect(rows: list[JSON], old: JSON, new: JSON, metric: str) -> Effect:
+def _effect(rows: list[JSON], old: JSON, new: JSON, metric: str, alpha: float = ALPHA) -> Effect:
     return paired_bootstrap(*pair_up(_per_group(rows, old, metric), _per_group(rows, new, metric)),
-                            seed=0, metric=metric)
+                            seed=0, metric=metric, alpha=alpha)
 
 
 def decision(kind: str, rows: list[JSON], old: JSON, new: JSON, min_gain: float,
-             min_effect: float | None = None) -> Decision:
+             min_effect: float | None = None, alpha: float = ALPHA) -> Decision:
     """The gate's rule on a replayed change, paired over replayed groups (seeded bootstrap).
 
     A reward change is judged on `signal` (`_signal`): what share of each group's update
@@ -431,12 +431,12 @@ def decision(kind: str, rows: list[JSON], old: JSON, new: JSON, min_gain: float,
     Filters and the advantage rule are judged on their own metric. Agreement is the harm
     guard for every kind."""
     metric = TARGETS.get(kind, "agreement")
-    guard = _effect(rows, old, new, "agreement") if metric != "agreement" else None
-    return decide(_effect(rows, old, new, metric), min_gain, guard, min_effect=min_effect)
+    guard = _effect(rows, old, new, "agreement", alpha) if metric != "agreement" else None
+    return decide(_effect(rows, old, new, metric, alpha), min_gain, guard, min_effect=min_effect, alpha=alpha)
 
 
 def _gain(kind: str, rows: list[JSON], old: JSON, new: JSON, m: JSON, min_gain: float,
-          min_effect: float | None) -> tuple[str, str, JSON, float]:
+          min_effect: float | None, alpha: float = ALPHA) -> tuple[str, str, JSON, float]:
     d = {k: m[f"{k}_new"] - m[f"{k}_old"] for k in ("agreement", "kept_agreement", "adv_agreement")}
     d["auc"] = (m["auc_new"] or 0.5) - (m["auc_old"] or 0.5)
     d["dead"] = m["dead_frac_old"] - m["dead_frac_new"]
@@ -446,7 +446,7 @@ def _gain(kind: str, rows: list[JSON], old: JSON, new: JSON, m: JSON, min_gain: 
         return "failed", f"reward ranks correct rollouts lower (auc {d['auc']:+.2f})", m, 0.0
     if kind == "filter" and m["kept_frac_new"] < MIN_KEPT:
         return "failed", f"filter keeps only {m['kept_frac_new']:.0%} of rollouts", m, 0.0
-    dec = decision(kind, rows, old, new, min_gain, min_effect)
+    dec = decision(kind, rows, old, new, min_gain, min_effect, alpha)
     m["decision"] = dec.to_dict()
     reason = dec.reason
     if dec.status == "inconclusive" and m["revived"]:

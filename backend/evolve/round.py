@@ -113,9 +113,14 @@ def _round(ctx: EvolveContext, summary: JSON) -> None:
     ctx.log("info", f"round at step {ctx.step}: {_text(summary)}")
 
 
+SECOND_LOOKS = 1
+"""Inconclusive replays looked at again per round (`interventions.second_looks`), before new candidates."""
+
+
 def propose_all(ctx: EvolveContext, table: list[JSON], metrics: JSON, steps: range,
                 rules: Rules | None = None) -> list[iv.Candidate]:
-    """Revision candidates first (at most two), then the configured proposer fills the slots.
+    """Revision candidates first (at most two), then one second look at an inconclusive
+    replay that more data could settle, then the configured proposer fills the slots.
     With `rules`, revision and offline candidates that the churn rules refuse do not take a slot."""
     cfg = ctx.cfg.evolve
     parent, code = ctx.harness_version, ctx.harness.code
@@ -132,6 +137,9 @@ def propose_all(ctx: EvolveContext, table: list[JSON], metrics: JSON, steps: ran
             c = None
         if c is not None and c.code not in exclude and (rules is None or rules.reason(c) is None):
             exclude.add(c.code)
+            out.append(c)
+    for c in iv.second_looks(ctx)[:SECOND_LOOKS]:
+        if rules is None or rules.reason(c) is None:
             out.append(c)
     n = max(1, cfg.candidates - len(out))
     if cfg.proposer == "llm":

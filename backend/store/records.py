@@ -78,6 +78,12 @@ class EvolutionRecords(Queries):
         with self.tx():
             self.update("interventions", iid, {"params_json": dumps(params)})
 
+    def replay_sizes(self) -> dict[int, int]:
+        """{intervention id: rollouts its largest replay read}, for every replayed intervention."""
+        return {r["intervention_id"]: int(r["n"] or 0) for r in self.rows(
+            "SELECT intervention_id, max(n_rollouts) AS n FROM backtests WHERE mode = 'replay' "
+            "GROUP BY intervention_id")}
+
     def known_codes(self) -> set[str]:
         """Code of every candidate this run has already proposed."""
         return {r["code"] for r in self.rows("SELECT code FROM interventions WHERE code != ''")}
