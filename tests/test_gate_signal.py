@@ -89,3 +89,23 @@ def test_an_inconclusive_replay_gets_one_second_look_once_the_window_has_grown(t
     assert len(second) == 1 and second[0].status == "passed", [(r.status, r.reason) for r in second]
     assert second[0].reason.startswith(f"second look at #{first['id']} over ") and "alpha 0.025" in second[0].reason
     assert iv.second_looks(context(s, cfg=cfg)) == []  # looked at once more, never again
+
+
+def test_groups_neither_harness_trains_on_do_not_dilute_a_reward_change(tmp_path):
+    """Signal is averaged over the groups either harness trains on: appending steps whose
+    groups are dead under both (untagged wrong answers only) leaves the decision as it was."""
+    from backend.config import RunConfig
+    from synthetic_run import add_steps
+
+    cfg = RunConfig()
+    cfg.evolve.replay_max_rows, cfg.evolve.window = 4096, 64
+    decisions = []
+    for extra in (0, 6):
+        s = build_run(tmp_path / f"run{extra}.db", steps=3, groups=12, group_size=8, mix=WEAK, cfg=cfg)
+        if extra:
+            add_steps(s, 4, 3 + extra, groups=12, group_size=8, mix={"correct": 0.0, "tagged": 0.0, "wrong": 1.0,
+                                                                      "rambling": 0.0})
+        res = submit(context(s, cfg=cfg), replace_name(DEFAULT, "extract_answer", LENIENT), "lenient extraction")
+        row = _decision(s, res)
+        decisions.append((row["effect"], row["ci_low"], row["ci_high"], row["n"]))
+    assert decisions[0] == decisions[1], decisions
