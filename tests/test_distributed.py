@@ -90,12 +90,13 @@ def test_two_ranks_score_and_take_the_one_process_update(tiny_model, spread_harn
             ([0.9, -0.4, 0.0, 1.2, -0.7, 0.3], [0, 1, 3, 4, 5]),
             ([0.5, -1.0, 0.8, 0.0, 0.0, 0.0], [0, 1, 2]),
         ]
-        got = []
+        got, shapes = [], []
         for adv, chosen in updates:
             trained = [items[k] for k in chosen]
             samples = [Sample(items[k].prompt_ids, items[k].completion_ids, items[k].loss_mask, adv[k])
                        for k in chosen]
             got.append(leader.update(items, trained, samples, None))
+            shapes.append([r["shape"] for r in leader.times["by_rank"]])
         after = _lora(lm.model)
 
     ref = load_fast_policy(cfg.model, None, seed=cfg.seed)
@@ -113,6 +114,18 @@ def test_two_ranks_score_and_take_the_one_process_update(tiny_model, spread_harn
         assert g["loss"] == pytest.approx(w["loss"], abs=1e-6)
         assert g["grad_norm"] == pytest.approx(w["grad_norm"], rel=1e-5)
         assert g["tokens"] == w["tokens"]
+    # each rank reports the micro-batches its update ran (bench_ddp sets them beside one process's)
+    for (_, chosen), by_rank in zip(updates, shapes):
+        assert sum(sh["rows"] for sh in by_rank) == len(chosen)
+        lengths = [len(items[k].prompt_ids) + len(items[k].completion_ids) for k in chosen]
+        assert sum(sh["seq_tokens"] for sh in by_rank) == sum(lengths)
+        for sh in by_rank:
+            assert sh["micro_batch"] == 4 and sh["micro_batches"] == -(-sh["rows"] // 4) == len(sh["pass_ms"])
+            assert sh["seq_tokens"] <= sh["padded_tokens"] <= sh["rows"] * sh["max_len"]
+    alone = trainer.last_shape  # one process, the second update's whole batch: 3 rows, one micro-batch
+    lengths = [len(items[k].prompt_ids) + len(items[k].completion_ids) for k in updates[1][1]]
+    assert (alone["rows"], alone["micro_batches"], alone["max_len"]) == (3, 1, max(lengths))
+    assert alone["padded_tokens"] == 3 * max(lengths) and alone["seq_tokens"] == sum(lengths)
 
 
 def test_balance_deals_every_trained_rollout_once_and_evens_the_work():
@@ -190,7 +203,8 @@ def test_bench_ddp_runs_one_and_two_ranks(tiny_model, capsys):
     assert "GRPO step, 1 vs 2 CPU processes: rollouts/s" in out
     assert "2 rollouts on 1 process vs 4 on 2" in out and "section failed" not in out
     for phase in ("wait for the other ranks", "by rank: generate", "by rank: update up to the all-reduce",
-                  "trained rollouts the balance moved"):
+                  "trained rollouts the balance moved", "update: micro-batches x rows",
+                  "update: tokens padded / own", "update: padded tokens per second"):
         assert phase in out, phase
 
 

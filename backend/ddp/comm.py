@@ -15,6 +15,7 @@ leaves that message, so it reads "end" at its next batch boundary instead of fin
 
 from __future__ import annotations
 
+import os
 import pickle
 import time
 from datetime import timedelta
@@ -37,6 +38,19 @@ def device_type(cfg) -> str:
     if d == "auto":
         return "cuda" if torch.cuda.is_available() else "cpu"
     return torch.device(d).type
+
+
+def threads_per_rank(world: int) -> int:
+    """Torch's CPU threads in each of `world` ranks of one host: the cores this process may use,
+    shared out. Left at torch's default (every core) in each rank, N ranks run N times as many
+    threads as there are cores in any parallel CPU op (as torchrun, which starts each rank at one
+    thread, avoids); on CUDA the ranks' CPU work (batching, judging, the optimizer's bookkeeping)
+    then waits for cores, and on the CPU the passes themselves do."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        cores = os.cpu_count() or 1
+    return max(1, cores // max(world, 1))
 
 
 FAST_POLL_S = 0.001

@@ -37,7 +37,7 @@ import torch.distributed as dist
 
 from backend.config import config_from_dict
 from backend.ddp.comm import (COLLECTIVE_TIMEOUT, Channel, RankStopping, StopWatch, UpdateAbandoned,
-                              broadcast_params, device_type, synced_update)
+                              broadcast_params, device_type, synced_update, threads_per_rank)
 from backend.ddp.leader import marking, trainable
 from backend.ddp.share import failure, judge
 from backend.harness.check import HarnessError
@@ -58,8 +58,8 @@ def main(rank: int, world: int, port: int, cfg_dict: dict, adapter: str | None, 
         if cuda:  # rank 0 started this rank seeing only its own GPU (launch._only_gpu)
             torch.cuda.set_device(0)
             cfg.model.device = "cuda:0"
-        elif not cfg.model.threads:
-            torch.set_num_threads(max(1, (os.cpu_count() or 1) // world))
+        if not cfg.model.threads:  # the ranks share the host's cores
+            torch.set_num_threads(threads_per_rank(world))
         channel.started()
         dist.init_process_group("nccl" if cuda else "gloo", store=dist.PrefixStore("pg", store), rank=rank,
                                 world_size=world, timeout=COLLECTIVE_TIMEOUT)
@@ -167,4 +167,5 @@ class Follower:
         t0, marks = time.perf_counter(), []
         stats = synced_update(lambda sync: self.trainer.step(samples, msg["denom"], sync_grads=marking(sync, marks)),
                               self.lm.device)
-        return dict(stats, backward_ms=((marks[0] if marks else time.perf_counter()) - t0) * 1000)
+        return dict(stats, backward_ms=((marks[0] if marks else time.perf_counter()) - t0) * 1000,
+                    shape=self.trainer.last_shape)

@@ -23,7 +23,7 @@ import torch
 import torch.distributed as dist
 
 from backend.config import RunConfig, to_dict
-from backend.ddp.comm import COLLECTIVE_TIMEOUT, Channel, DistributedError, device_type
+from backend.ddp.comm import COLLECTIVE_TIMEOUT, Channel, DistributedError, device_type, threads_per_rank
 from backend.ddp.leader import Leader
 
 JOIN_S = 10.0
@@ -87,8 +87,8 @@ def ranks(cfg: RunConfig, adapter: str | None) -> Iterator[Leader | None]:
     for var in ("GLOO_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME"):  # one host: the loopback interface
         os.environ.setdefault(var, "lo")
     threads = torch.get_num_threads()
-    if not cuda and not cfg.model.threads:  # N processes share the cores
-        torch.set_num_threads(max(1, (os.cpu_count() or 1) // world))
+    if not cfg.model.threads:  # N processes share the cores, on CUDA too
+        torch.set_num_threads(threads_per_rank(world))
     store = dist.TCPStore("127.0.0.1", 0, world, True, timeout=COLLECTIVE_TIMEOUT, wait_for_workers=False)
     ctx = _start_method(cuda)
     from backend.ddp import follower

@@ -17,7 +17,8 @@ and train (backend/loop.py: `collect(..., dist=)` and `update_policy`):
 
 `times` holds rank 0's view of the last step: its own generation, its own
 judging, how long it then waited for the other ranks, each rank's own
-generation, judging and backward passes up to the gradients' all-reduce (`by_rank`), and how many trained
+generation, judging and backward passes up to the gradients' all-reduce with the micro-batches
+they ran (`by_rank`; `GRPOTrainer.last_shape`), and how many trained
 rollouts the balance moved (benchmarks read it: backend/tools/bench_ddp.py).
 """
 
@@ -123,9 +124,11 @@ class Leader:
             raise DistributedError(f"a rank left the update: {replies}") from e
         replies = self.channel.replies()
         own_ms = ((marks[0] if marks else time.perf_counter()) - t0) * 1000
-        for rank, ms in enumerate([own_ms] + [r.get("backward_ms", 0.0) for r in replies]):
+        mine_then = [{"backward_ms": own_ms, "shape": eng.trainer.last_shape}] + replies
+        for rank, reply in enumerate(mine_then):
             if rank < len(self.times.get("by_rank", [])):
-                self.times["by_rank"][rank]["backward_ms"] = ms
+                self.times["by_rank"][rank]["backward_ms"] = reply.get("backward_ms", 0.0)
+                self.times["by_rank"][rank]["shape"] = reply.get("shape", {})
         return combine([mine] + replies, tokens)
 
     def _own_update(self, work: list[tuple[int, Sample]], denom: float, sync) -> dict:

@@ -20,6 +20,7 @@ so the batch x length x vocab logits are never held at once.
 from __future__ import annotations
 
 import math
+import time
 from dataclasses import dataclass
 
 import torch
@@ -170,6 +171,35 @@ def grpo_loss(new_lp, old_lp, adv, mask, clip_eps: float, ref_lp=None, kl_coef: 
     return loss, stats
 
 
+class PassShape:
+    """What one epoch of `GRPOTrainer.step` ran: the micro-batch size and count, the tokens it
+    computed (rows x padded length) against the sequences' own, and each micro-batch's wall time
+    (on CUDA: to the loss read back after its forward, so the previous backward counts there).
+    Data-parallel ranks report it beside one process's (backend/tools/bench_ddp.py)."""
+
+    def __init__(self, micro_batch: int, samples: list[Sample]):
+        self.out = {"micro_batch": int(micro_batch), "micro_batches": 0, "rows": len(samples), "padded_tokens": 0,
+                    "seq_tokens": sum(len(s.prompt_ids) + len(s.completion_ids) for s in samples),
+                    "max_len": 0, "pass_ms": []}
+        self._t = None
+
+    def start(self, ids: torch.Tensor) -> None:
+        self._lap()
+        self.out["micro_batches"] += 1
+        self.out["padded_tokens"] += int(ids.numel())
+        self.out["max_len"] = max(self.out["max_len"], int(ids.shape[1]))
+
+    def _lap(self) -> None:
+        now = time.perf_counter()
+        if self._t is not None:
+            self.out["pass_ms"].append(round((now - self._t) * 1000, 2))
+        self._t = now
+
+    def done(self) -> dict:
+        self._lap()
+        return self.out
+
+
 class GRPOTrainer:
     """One optimizer over the LoRA parameters; `step(samples)` does one update."""
 
@@ -180,6 +210,7 @@ class GRPOTrainer:
         self.device = device
         params = [p for p in model.parameters() if p.requires_grad]
         self.opt = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=0.0)
+        self.last_shape: dict = {}  # the last step's micro-batches (`PassShape`): benchmarks compare ranks with it
 
     def _batches(self, samples):
         mb = self.cfg.micro_batch
@@ -228,10 +259,13 @@ class GRPOTrainer:
         stats = {"loss": 0.0, "kl": 0.0, "clip_frac": 0.0}
         ent_sum = ent_n = 0.0
         n_mb = 0
+        shape = PassShape(self.cfg.micro_batch, samples)
         self.model.train()
-        for _ in range(self.cfg.ppo_epochs):
+        for epoch in range(self.cfg.ppo_epochs):
             self.opt.zero_grad(set_to_none=True)
             for k, (ids, att, m, adv) in enumerate(self._batches(samples)):
+                if epoch == 0:
+                    shape.start(ids)
                 new_lp, ent = token_logprobs(self.model, ids, att, self.cfg.logprob_chunk, want_entropy=one_pass)
                 old = new_lp.detach() if one_pass else olds[k]
                 if one_pass:
@@ -244,6 +278,8 @@ class GRPOTrainer:
                 stats["kl"] += st["kl"]
                 stats["clip_frac"] += st["clip_frac"]
                 n_mb += 1
+            if epoch == 0:
+                self.last_shape = shape.done()
             params = [p for p in self.model.parameters() if p.requires_grad]
             if sync_grads is not None:
                 sync_grads(params)

@@ -11,7 +11,12 @@ scoring (each rank judges and scores its own share; rank 0 then applies the
 harness to the batch), the wait for the other ranks' shares, the update
 (trained rollouts dealt out by token count, gradients all-reduced), the
 store (rank 0 alone writes every rollout) and the rest (filters, rows,
-checkpoint).
+checkpoint). Below them, each rank's update beside the one process's: the
+micro-batches it ran (count x rows), the tokens they computed with padding
+against the sequences' own, and the time per micro-batch and padded tokens
+per second (`GRPOTrainer.last_shape`): a rank slower at the same micro-batches
+points at the host (cores, clocks), one with more or longer micro-batches at the
+code.
 
     evotui bench --out /tmp/bench -- --only ddp --gpus 2
     evotui bench --quick -- --only ddp --gpus 2      # CPU: 2 gloo processes, tiny sizes
@@ -50,7 +55,7 @@ def ddp_rows(b, harness: str) -> list[dict]:
         rows.append({"what": name, "baseline": f"{one[key] / 1000:.2f} s", "ours": f"{many[key] / 1000:.2f} s",
                      "ratio": f"{many[key] / one[key]:.2f}x time" if one[key] > 0 else "",
                      "note": f"{many['trained']} vs {one['trained']} sequences trained" if key == "train_ms" else ""})
-    return rows + _by_rank(many)
+    return rows + _by_rank(many) + _shape_rows(one, many)
 
 
 PHASES = (("wall_ms", "step"), ("gen_ms", "  generate (rank 0's share)"),
@@ -74,6 +79,43 @@ def _by_rank(row: dict) -> list[dict]:
         rows.append({"what": "  trained rollouts the balance moved", "ours": str(times["moved"]),
                      "note": f"of {row['trained']}: dealt out by tokens before the update"})
     return rows
+
+
+def _shape_rows(one: dict, many: dict) -> list[dict]:
+    """The micro-batches each rank's update ran beside the one process's (`GRPOTrainer.last_shape`):
+    a rank trains about the one-GPU batch, so a different count, size or padding shows here."""
+    base = one.get("shape") or {}
+    ranks = [r.get("shape") or {} for r in (many.get("ranks") or {}).get("by_rank") or []]
+    if not base or not ranks or not all(ranks):
+        return []
+
+    def each(fmt) -> str:
+        return " | ".join(fmt(r) for r in ranks)
+
+    def passes(sh: dict) -> str:
+        return f"{sh['micro_batches']} x {sh['micro_batch']}"
+
+    def padded(sh: dict) -> str:
+        return f"{sh['padded_tokens']:,} / {sh['seq_tokens']:,}"
+
+    def per_pass(sh: dict) -> str:
+        ms = sh["pass_ms"]
+        return f"{sum(ms) / max(len(ms), 1):.0f}"
+
+    def rate(sh: dict) -> str:
+        return f"{sh['padded_tokens'] / max(sum(sh['pass_ms']) / 1000, 1e-9):,.0f}"
+
+    note = "1 process, then rank 0 | rank 1 | ..."
+    return [
+        {"what": "  update: micro-batches x rows", "baseline": passes(base), "ours": each(passes),
+         "note": f"{note}; longest sequence {base['max_len']} vs {each(lambda r: str(r['max_len']))} tokens"},
+        {"what": "  update: tokens padded / own", "baseline": padded(base), "ours": each(padded),
+         "note": f"{note}; rows {base['rows']} vs {each(lambda r: str(r['rows']))}"},
+        {"what": "  update: ms per micro-batch", "baseline": per_pass(base), "ours": each(per_pass),
+         "note": f"{note}; mean wall time of a forward + backward"},
+        {"what": "  update: padded tokens per second", "baseline": rate(base), "ours": each(rate),
+         "note": f"{note}; lower on a rank with the same micro-batches: the host, not the code"},
+    ]
 
 
 def _phases(row: dict) -> dict:
@@ -132,6 +174,8 @@ def _steps(b, harness: str, world: int) -> dict:
                 row = _phases(row)
                 if dist is not None:  # the ranks' own times (backend/ddp/leader.py: Leader.times)
                     row["ranks"] = json.loads(json.dumps(dist.times))
+                else:  # the one process's micro-batches, to set beside each rank's
+                    row["shape"] = json.loads(json.dumps(eng.trainer.last_shape))
                 rows.append(row)
                 b.log(f"ddp {world} rank(s), step {s}: {row['wall_ms']:.0f} ms for {row['n_rollouts']} rollouts ("
                       + ", ".join(f"{name.strip()} {row[k]:.0f}" for k, name in PHASES[1:]) + ")")
