@@ -109,3 +109,10 @@ def test_groups_neither_harness_trains_on_do_not_dilute_a_reward_change(tmp_path
         row = _decision(s, res)
         decisions.append((row["effect"], row["ci_low"], row["ci_high"], row["n"]))
     assert decisions[0] == decisions[1], decisions
+
+
+def test_a_window_no_harness_trains_on_leaves_a_reward_change_inconclusive(tmp_path):
+    """Every group dead under both (the CPU default's first steps): nothing to judge, not a failure."""
+    s = build_run(tmp_path / "run.db", steps=2, mix={"correct": 0.0, "tagged": 0.0, "wrong": 1.0, "rambling": 0.0})
+    res = submit(context(s), set_constant(DEFAULT, "REWARD_WEIGHTS", {"correct": 1.0, "format": 0.0}), "format off")
+    assert res["verdict"] == "inconclusive", res["reason"]
