@@ -36,13 +36,12 @@ class EnginePolicy:
     def generate(self, harness: Harness, n_tasks: int) -> list[JSON]:
         """A batch from the current policy under `harness`, as rollout rows (not stored). Every arm
         of a round's probes draws the same prompts with the same sampling seeds (one seed per step)."""
-        from backend.rollout import group_stats, rollout_row
+        from backend.rollout import rollout_row
 
         engine = self.engine
         rng = engine.seed_step(10_000_000 + self.step)
         tasks = engine.env.sample_tasks(probe_size(engine, n_tasks), rng, harness.curriculum)
-        items, _ = engine.collect(tasks, harness, engine.cfg.train.group_size)
-        group_stats(items, harness)
+        items, _ = engine.collect(tasks, harness, engine.cfg.train.group_size)  # scored: filters, advantages
         mnt = int(harness.sampling.get("max_new_tokens", 128))
         return [rollout_row(s, self.step, engine.harness_version, engine.policy_version, mnt) for s in items]
 

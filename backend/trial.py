@@ -25,7 +25,6 @@ import torch
 
 from backend.envs import held_out_sets
 from backend.harness.loader import Harness
-from backend.rollout import group_stats
 from backend.types import TrialArm
 
 
@@ -61,8 +60,7 @@ def train_arm(engine: Engine, harness: Harness, step: int, k: int) -> int:
     for j in range(k):
         rng = engine.seed_step(TRIAL_SEED + step * 64 + j)  # the same tasks and sampling seeds in every arm
         tasks = engine.env.sample_tasks(engine.cfg.train.tasks_per_step, rng, harness.curriculum)
-        items, _ = engine.collect(tasks, harness, engine.cfg.train.group_size)
-        group_stats(items, harness)
+        items, _ = engine.collect(tasks, harness, engine.cfg.train.group_size)  # scored: filters, advantages
         made += len(items)
         engine.update_policy(items)
     return made
