@@ -40,6 +40,8 @@ if TYPE_CHECKING:
 
 DRAWS = 4
 """Parameter draws per snippet or skill before moving on to the next option."""
+SKILL_BONUS = 0.05
+"""How far a retrieved skill ranks above the snippet it was made from."""
 EXPLORE, RECORD, RELEVANCE = 0.3, 0.2, 0.5
 """Weights of a knob's score: less-tried first, its record of passes, its match to the failure table."""
 
@@ -56,7 +58,11 @@ def options(ctx: EvolveContext, table: list[JSON], metrics: JSON) -> list[tuple[
     domain = ctx.harness.domain
     opts: list[tuple[float, str, object]] = [(t.score(by_label, metrics), t.id, t) for t in TEMPLATES
                                              if domain in t.domains]
-    opts += [(1.5 * sum(by_label.get(lbl, {}).get("share", 0.0) for lbl in c["trigger"].get("labels", [])),
+    made_by = {key: score for score, key, _ in opts}
+    # a skill ranks at least as high as the snippet it was made from, and above it: the same
+    # change, with a record of having helped (and its card counts the use)
+    opts += [(max(1.5 * sum(by_label.get(lbl, {}).get("share", 0.0) for lbl in c["trigger"].get("labels", [])),
+                  made_by.get(c["change"].get("template") or "", 0.0) + SKILL_BONUS),
               "skill:" + c["name"], c) for c in sk.retrieve(ctx.store, table, domain, k=4)]
     history = ctx.store.move_history()
     for knob in space.knobs(ctx.harness.code, domain, ctx.cfg.train.max_new_tokens_cap, ctx.cfg.math.datasets):
