@@ -14,7 +14,12 @@ rollout of the batch, as TRL does ("batch"; `train.loss_denominator`). The
 two differ by the live fraction, which a dead group lowers: tests/test_grpo_parity.py.
 Log-probs are computed in chunks
 of positions through the LM head, each chunk's gradient formed in forward,
-so the batch x length x vocab logits are never held at once.
+so the batch x length x vocab logits are never held at once. A step reads the
+device back once per epoch (its statistics stay on the device until then, and
+micro-batches reach CUDA from pinned memory), so the host queues a micro-batch's
+kernels while the device runs them instead of waiting three times per micro-batch
+(transformers still reads the padding mask at each forward's start)
+(tests/test_distributed_passes.py).
 """
 
 from __future__ import annotations
@@ -145,7 +150,16 @@ def collate(samples: list[Sample], pad_id: int, device):
         # target position j predicts token j+1; completion token k sits at p+k
         loss_mask[i, p - 1 : p - 1 + len(s.completion_ids)] = torch.tensor(s.mask, dtype=torch.float32)
     adv = torch.tensor([s.advantage for s in samples], dtype=torch.float32)
-    return ids.to(device), att.to(device), loss_mask.to(device), adv.to(device)
+    return tuple(_to_device(t, device) for t in (ids, att, loss_mask, adv))
+
+
+def _to_device(t: torch.Tensor, device) -> torch.Tensor:
+    """`t` on `device` without waiting for the device: a plain copy to CUDA from pageable memory
+    waits for every kernel queued before it (the previous micro-batch's backward), a copy from
+    pinned memory does not (the pinned block is kept until the copy is done)."""
+    if torch.device(device).type == "cuda":
+        return t.pin_memory().to(device, non_blocking=True)
+    return t.to(device)
 
 
 def grpo_loss(new_lp, old_lp, adv, mask, clip_eps: float, ref_lp=None, kl_coef: float = 0.0,
@@ -155,6 +169,14 @@ def grpo_loss(new_lp, old_lp, adv, mask, clip_eps: float, ref_lp=None, kl_coef: 
     Shapes: new_lp, old_lp, ref_lp, mask (B, T); adv (B,).
     Returns (loss, stats) where stats has kl and clip_frac (detached floats).
     """
+    loss, kl, clip_frac = grpo_terms(new_lp, old_lp, adv, mask, clip_eps, ref_lp, kl_coef, denom)
+    return loss, {"kl": float(kl), "clip_frac": float(clip_frac)}
+
+
+def grpo_terms(new_lp, old_lp, adv, mask, clip_eps: float, ref_lp=None, kl_coef: float = 0.0,
+               denom: float | None = None):
+    """`grpo_loss` with its kl and clip_frac left on the device (detached 0-d tensors): reading
+    them back waits for the device, so the trainer reads a step's statistics once, at its end."""
     denom = denom or mask.sum().clamp(min=1.0)
     ratio = torch.exp(new_lp - old_lp)
     a = adv.unsqueeze(1)
@@ -167,37 +189,47 @@ def grpo_loss(new_lp, old_lp, adv, mask, clip_eps: float, ref_lp=None, kl_coef: 
         kl = (k3 * mask).sum() / denom
         loss = loss + kl_coef * kl
     clipped = ((ratio - 1).abs() > clip_eps).float()
-    stats = {"kl": float(kl.detach()), "clip_frac": float((clipped * mask).sum() / mask.sum().clamp(min=1))}
-    return loss, stats
+    return loss, kl.detach(), ((clipped * mask).sum() / mask.sum().clamp(min=1)).detach()
 
 
 class PassShape:
     """What one epoch of `GRPOTrainer.step` ran: the micro-batch size and count, the tokens it
-    computed (rows x padded length) against the sequences' own, and each micro-batch's wall time
-    (on CUDA: to the loss read back after its forward, so the previous backward counts there).
+    computed (rows x padded length) against the sequences' own, and where the time went.
+
+    `pass_ms`: each micro-batch's time from its start to its backward queued (on the CPU, computed);
+    `issue_ms`: their sum with the collating between them; `wait_ms`: the wait at the epoch's end
+    for the device to finish what was queued. On CUDA the host runs ahead of the device until the
+    launch queue is full, so a host that cannot keep the device busy shows as a small wait.
     Data-parallel ranks report it beside one process's (backend/tools/bench_ddp.py)."""
 
     def __init__(self, micro_batch: int, samples: list[Sample]):
         self.out = {"micro_batch": int(micro_batch), "micro_batches": 0, "rows": len(samples), "padded_tokens": 0,
                     "seq_tokens": sum(len(s.prompt_ids) + len(s.completion_ids) for s in samples),
-                    "max_len": 0, "pass_ms": []}
-        self._t = None
+                    "max_len": 0, "pass_ms": [], "issue_ms": 0.0, "wait_ms": 0.0}
+        self._t = self._pass_t = time.perf_counter()
 
     def start(self, ids: torch.Tensor) -> None:
-        self._lap()
+        """A micro-batch of `ids` (rows x padded length), collated, begins."""
+        self._lap("issue_ms")
+        self._pass_t = self._t
         self.out["micro_batches"] += 1
         self.out["padded_tokens"] += int(ids.numel())
         self.out["max_len"] = max(self.out["max_len"], int(ids.shape[1]))
 
-    def _lap(self) -> None:
-        now = time.perf_counter()
-        if self._t is not None:
-            self.out["pass_ms"].append(round((now - self._t) * 1000, 2))
-        self._t = now
+    def queued(self) -> None:
+        """The micro-batch's forward and backward are queued (on the CPU: done)."""
+        self._lap("issue_ms")
+        self.out["pass_ms"].append(round((self._t - self._pass_t) * 1000, 2))
 
-    def done(self) -> dict:
-        self._lap()
+    def finished(self) -> dict:
+        """The device finished the epoch's passes (their statistics were read back)."""
+        self._lap("wait_ms")
         return self.out
+
+    def _lap(self, kind: str) -> None:
+        now = time.perf_counter()
+        self.out[kind] = round(self.out[kind] + (now - self._t) * 1000, 2)
+        self._t = now
 
 
 class GRPOTrainer:
@@ -220,16 +252,17 @@ class GRPOTrainer:
     @torch.no_grad()
     def _reference(self, samples, with_ref: bool):
         """Old log-probs (and reference log-probs) per micro-batch, plus entropy."""
-        olds, refs, ent_sum, ent_n = [], [], 0.0, 0.0
+        olds, refs = [], []
+        ent = torch.zeros(2, dtype=torch.float64, device=self.device)  # entropy sum, tokens: read once
         self.model.eval()
         for ids, att, m, _ in self._batches(samples):
-            lp, ent = token_logprobs(self.model, ids, att, self.cfg.logprob_chunk, want_entropy=True)
+            lp, e = token_logprobs(self.model, ids, att, self.cfg.logprob_chunk, want_entropy=True)
             olds.append(lp)
-            ent_sum += float((ent * m).sum())
-            ent_n += float(m.sum())
+            ent += torch.stack([(e * m).sum(), m.sum()]).double()
             if with_ref:
                 with self.model.disable_adapter():
                     refs.append(token_logprobs(self.model, ids, att, self.cfg.logprob_chunk)[0])
+        ent_sum, ent_n = ent.tolist()
         return olds, refs, ent_sum / max(ent_n, 1.0)
 
     def step(self, samples: list[Sample], denom_tokens: float | None = None, sync_grads=None) -> dict:
@@ -263,23 +296,33 @@ class GRPOTrainer:
         self.model.train()
         for epoch in range(self.cfg.ppo_epochs):
             self.opt.zero_grad(set_to_none=True)
+            # Sums of (loss, kl, clip_frac, entropy, entropy tokens) stay on the device and are
+            # read once per epoch: a read per micro-batch would wait for its forward and backward
+            # before the next one is queued, so the host's work (collating, queueing kernels)
+            # would add to the device's instead of overlapping it.
+            sums = torch.zeros(5, dtype=torch.float64, device=self.device)
+            timed = shape if epoch == 0 else None
             for k, (ids, att, m, adv) in enumerate(self._batches(samples)):
-                if epoch == 0:
-                    shape.start(ids)
+                if timed is not None:
+                    timed.start(ids)
                 new_lp, ent = token_logprobs(self.model, ids, att, self.cfg.logprob_chunk, want_entropy=one_pass)
                 old = new_lp.detach() if one_pass else olds[k]
-                if one_pass:
-                    ent_sum += float((ent.detach() * m).sum())
-                    ent_n += float(m.sum())
-                loss, st = grpo_loss(new_lp, old, adv, m, self.cfg.clip_eps,
-                                     refs[k] if with_ref else None, self.cfg.kl_coef, denom=denom)
+                loss, kl, clip_frac = grpo_terms(new_lp, old, adv, m, self.cfg.clip_eps,
+                                                 refs[k] if with_ref else None, self.cfg.kl_coef, denom=denom)
                 loss.backward()
-                stats["loss"] += float(loss.detach())
-                stats["kl"] += st["kl"]
-                stats["clip_frac"] += st["clip_frac"]
+                ent_terms = [(ent.detach() * m).sum(), m.sum()] if one_pass else [kl.new_zeros(()), kl.new_zeros(())]
+                sums += torch.stack([loss.detach(), kl, clip_frac, *ent_terms]).double()
                 n_mb += 1
-            if epoch == 0:
-                self.last_shape = shape.done()
+                if timed is not None:
+                    timed.queued()
+            loss_sum, kl_sum, clip_sum, e_sum, e_n = sums.tolist()  # waits for the epoch's passes
+            if timed is not None:
+                self.last_shape = timed.finished()
+            stats["loss"] += loss_sum
+            stats["kl"] += kl_sum
+            stats["clip_frac"] += clip_sum
+            ent_sum += e_sum
+            ent_n += e_n
             params = [p for p in self.model.parameters() if p.requires_grad]
             if sync_grads is not None:
                 sync_grads(params)

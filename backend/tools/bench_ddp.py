@@ -13,10 +13,10 @@ harness to the batch), the wait for the other ranks' shares, the update
 store (rank 0 alone writes every rollout) and the rest (filters, rows,
 checkpoint). Below them, each rank's update beside the one process's: the
 micro-batches it ran (count x rows), the tokens they computed with padding
-against the sequences' own, and the time per micro-batch and padded tokens
-per second (`GRPOTrainer.last_shape`): a rank slower at the same micro-batches
-points at the host (cores, clocks), one with more or longer micro-batches at the
-code.
+against the sequences' own, the host's time queueing them and the wait for
+the device after, and padded tokens per second (`GRPOTrainer.last_shape`): a
+rank slower at the same micro-batches points at the host (cores, clocks) or
+the card, one with more or longer micro-batches at the code.
 
     evotui bench --out /tmp/bench -- --only ddp --gpus 2
     evotui bench --quick -- --only ddp --gpus 2      # CPU: 2 gloo processes, tiny sizes
@@ -102,8 +102,11 @@ def _shape_rows(one: dict, many: dict) -> list[dict]:
         ms = sh["pass_ms"]
         return f"{sum(ms) / max(len(ms), 1):.0f}"
 
+    def split_ms(sh: dict) -> str:
+        return f"{sh['issue_ms']:.0f} + {sh['wait_ms']:.0f}"
+
     def rate(sh: dict) -> str:
-        return f"{sh['padded_tokens'] / max(sum(sh['pass_ms']) / 1000, 1e-9):,.0f}"
+        return f"{sh['padded_tokens'] / max((sh['issue_ms'] + sh['wait_ms']) / 1000, 1e-9):,.0f}"
 
     note = "1 process, then rank 0 | rank 1 | ..."
     return [
@@ -112,7 +115,9 @@ def _shape_rows(one: dict, many: dict) -> list[dict]:
         {"what": "  update: tokens padded / own", "baseline": padded(base), "ours": each(padded),
          "note": f"{note}; rows {base['rows']} vs {each(lambda r: str(r['rows']))}"},
         {"what": "  update: ms per micro-batch", "baseline": per_pass(base), "ours": each(per_pass),
-         "note": f"{note}; mean wall time of a forward + backward"},
+         "note": f"{note}; mean time to queue (CUDA) or run (CPU) a forward + backward"},
+        {"what": "  update: queueing, then waiting (ms)", "baseline": split_ms(base), "ours": each(split_ms),
+         "note": f"{note}; the host's time collating and queueing, then the wait for the device at the end"},
         {"what": "  update: padded tokens per second", "baseline": rate(base), "ours": each(rate),
          "note": f"{note}; lower on a rank with the same micro-batches: the host, not the code"},
     ]
