@@ -202,7 +202,8 @@ def test_bench_ddp_runs_one_and_two_ranks(tiny_model, capsys):
     out = capsys.readouterr().out
     assert "GRPO step, 1 vs 2 CPU processes: rollouts/s" in out
     assert "2 rollouts on 1 process vs 4 on 2" in out and "section failed" not in out
-    for phase in ("wait for the other ranks", "by rank: generate", "by rank: update up to the all-reduce",
+    for phase in ("step, median of the steps after the first",
+                  "wait for the other ranks", "by rank: generate", "by rank: update up to the all-reduce",
                   "trained rollouts the balance moved", "update: micro-batches x rows",
                   "update: tokens padded / own", "update: queueing, then waiting (ms)",
                   "update: padded tokens per second"):
