@@ -199,7 +199,8 @@ class PassShape:
     `pass_ms`: each micro-batch's time from its start to its backward queued (on the CPU, computed);
     `issue_ms`: their sum with the collating between them; `wait_ms`: the wait at the epoch's end
     for the device to finish what was queued. On CUDA the host runs ahead of the device until the
-    launch queue is full, so a host that cannot keep the device busy shows as a small wait.
+    launch queue is full and then waits inside the launches, so a large wait says the device is the
+    bottleneck, a small one says nothing more.
     Data-parallel ranks report it beside one process's (backend/tools/bench_ddp.py)."""
 
     def __init__(self, micro_batch: int, samples: list[Sample]):
