@@ -56,6 +56,14 @@ class ModelConfig:
     """Rows the generation engine decodes at once (0 = auto: 64 on the CPU; on CUDA the fast engine
     sizes it from free GPU memory, so runs sharing a card take different paths). Fix it (the gpu
     profile does) to make a run's arithmetic independent of its neighbours."""
+    gpu_share: float = 0.0
+    """CUDA only: the fraction of the card this run may hold (0 = no limit: the whole card). With a
+    share the caching allocator stops at it, and every batch size planned from memory (the auto
+    micro-batch, the fast engine's auto batch) reads the share left to this run, never the card's
+    free memory, which moves with the other runs on the card. Runs sharing a card should have
+    shares that add up to at most about 0.9 (each CUDA context also takes some memory); then an
+    out-of-memory error, and the smaller batch the loop retries with, follow from the run's own
+    allocations only (docs/results/gpu-trajectory-split/)."""
 
 
 @dataclass
@@ -335,6 +343,8 @@ def validate(cfg: RunConfig) -> RunConfig:
             bad(f"domain: unknown domain '{d}' (choose from {', '.join(DOMAINS)})")
     if cfg.model.gen_batch < 0:
         bad(f"model.gen_batch must be 0 (auto) or a positive row count, got {cfg.model.gen_batch}")
+    if not 0.0 <= cfg.model.gpu_share <= 1.0:
+        bad(f"model.gpu_share must be between 0 (no limit) and 1 (the whole card), got {cfg.model.gpu_share}")
     t = cfg.train
     if t.group_size < 2:
         bad(f"train.group_size must be at least 2 for group-relative advantages, got {t.group_size}")

@@ -261,6 +261,7 @@ class Engine:
             "score_ms": times["score_ms"], "diagnose_ms": times["diagnose_ms"], "train_ms": train_ms,
             "store_ms": 0.0, "total_ms": total_ms,
             "metrics_json": dumps({"trained_sequences": len(samples), "ckpt_ms": (time.perf_counter() - t0) * 1000,
+                                   **self.batch_shapes(trained=bool(samples)),
                                    **({"wait_ms": times["wait_ms"]} if "wait_ms" in times else {}),
                                    "reward_terms": reward_term_means([s.components for s in items])}),
         }
@@ -274,6 +275,15 @@ class Engine:
             retention.prune(self.run_dir, self.store, self.cfg.train.keep_checkpoints)
         step_row["store_ms"] = store_ms
         return step_row
+
+    def batch_shapes(self, trained: bool = True) -> dict:
+        """The batch sizes this step ran with (a step's arithmetic depends on them): the training
+        micro-batch (None when nothing was trained) and the generation batch. They change when
+        planned from free memory or lowered after an out-of-memory error; benchmarks/run_shapes.py
+        lists them per step."""
+        shapes = {"micro_batch": self.trainer.last_shape.get("micro_batch") if trained else None}
+        gen = getattr(self.generator, "batch_size", None)
+        return {**shapes, "gen_batch": gen} if isinstance(gen, int) else shapes
 
     def ensure_disk_room(self) -> None:
         """Stop cleanly before a checkpoint that would pass the run's disk budget or fill its disk."""

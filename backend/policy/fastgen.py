@@ -189,6 +189,7 @@ class FastGenerator:
         self.cuda = self.device.type == "cuda"
         self.use_graphs = self.cuda if use_graphs is None else use_graphs and self.cuda
         self.max_batch = max_batch
+        self._last_cap = 64 if not self.cuda else 0  # auto: the last batch chosen from free memory
         self.attn_tile = attn_tile  # Triton attention: (cache columns per block, warps)
         from backend.policy import fastattn
 
@@ -427,6 +428,16 @@ class FastGenerator:
         self._ws[B] = ws
         return ws
 
+    @property
+    def batch_size(self) -> int:
+        """Rows decoded at once: `max_batch` when fixed, else the size last chosen from free memory.
+        The loop halves it after an out-of-memory error (`Engine.with_oom_retry`), which fixes it."""
+        return self.max_batch or self._last_cap
+
+    @batch_size.setter
+    def batch_size(self, rows: int) -> None:
+        self.max_batch = int(rows)
+
     def _batch_cap(self, width: int, max_new: int) -> int:
         if self.max_batch:
             return self.max_batch
@@ -434,7 +445,8 @@ class FastGenerator:
             return 64
         from backend.policy.memory import generation_batch
 
-        return generation_batch(self.spec, width + max_new, self.device)
+        self._last_cap = generation_batch(self.spec, width + max_new, self.device)
+        return self._last_cap
 
     @torch.no_grad()
     def generate(self, prompts: list[list[int]], max_new_tokens: int, temperature: float = 1.0,

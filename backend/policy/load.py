@@ -21,6 +21,7 @@ import os
 import torch
 
 from backend.config import DEFAULT_MODEL, ModelConfig
+from backend.policy import memory
 from backend.policy.model import LoadedModel, load_policy, pick_device
 
 
@@ -75,8 +76,10 @@ def load_fast_policy(cfg: ModelConfig, adapter_dir=None, seed: int | None = None
 
     A fresh adapter's random init (LoRA A) is drawn after `torch.manual_seed(seed)`: without it,
     two runs of one seed started from different initial adapters (torch seeds each process
-    at random). EVOTUI_NO_UNSLOTH=1 forces peft.
+    at random). EVOTUI_NO_UNSLOTH=1 forces peft. On CUDA the run's `model.gpu_share` of the
+    card is claimed first (backend/policy/memory.py).
     """
+    memory.claim_share(pick_device(cfg.device), cfg.gpu_share)
     if seed is not None:
         torch.manual_seed(seed)
     why = "EVOTUI_NO_UNSLOTH is set" if os.environ.get("EVOTUI_NO_UNSLOTH") else unsloth_status(cfg.device)

@@ -71,12 +71,39 @@ def balance(n: int, micro: int) -> int:
     return -(-n // passes)
 
 
-def free_bytes(device) -> int:
-    """Free memory on a CUDA device (what the caching allocator holds counts as free)."""
+_SHARES: dict[int, float] = {}  # CUDA device index -> the fraction of it this process may hold
+
+
+def claim_share(device, share: float) -> None:
+    """Limit this process to `share` of a CUDA device (`model.gpu_share`; 0 = no limit; not CUDA: nothing).
+
+    Without a share, `free_bytes` reads the card's free memory, which the other processes on
+    the card move from moment to moment: two runs of one seed then plan different micro-batches,
+    or one of them meets an out-of-memory error the other does not, and they train on different
+    arithmetic (docs/results/gpu-trajectory-split/). With it, the caching allocator stops at the
+    share and the planner reads what is left of it, which depends on this process alone.
+    """
     device = torch.device(device)
-    free, _ = torch.cuda.mem_get_info(device)
-    reserved = torch.cuda.memory_reserved(device) - torch.cuda.memory_allocated(device)
-    return int(free + reserved)
+    if device.type != "cuda" or not share:
+        return
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    torch.cuda.set_per_process_memory_fraction(share, index)
+    _SHARES[index] = share
+
+
+def free_bytes(device) -> int:
+    """Memory this process may still plan for on a CUDA device.
+
+    With a share (`claim_share`): the share less what this process has allocated. Without
+    one: the card's free memory, with what the caching allocator holds counted as free."""
+    device = torch.device(device)
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    allocated = torch.cuda.memory_allocated(index)
+    if index in _SHARES:
+        total = torch.cuda.get_device_properties(index).total_memory
+        return max(0, int(_SHARES[index] * total) - allocated)
+    free, _ = torch.cuda.mem_get_info(index)
+    return int(free + torch.cuda.memory_reserved(index) - allocated)
 
 
 def auto_micro_batch(model, samples, device, chunk: int = 64, fallback: int = 8) -> int:
