@@ -97,6 +97,15 @@ class ReportReads(Queries):
         return self.rows(f"SELECT i.id, i.title, i.kind, i.status, b.mode, b.verdict, b.reason, {cols} "
                          "FROM backtests b JOIN interventions i ON i.id = b.intervention_id ORDER BY b.id")
 
+    def step_metrics(self) -> list[Row]:
+        """step, created_at (when the step was stored) and metrics_json of every step."""
+        return self.rows("SELECT step, created_at, metrics_json FROM steps ORDER BY step")
+
+    def log_lines(self, containing: str) -> list[Row]:
+        """ts, step, level and message of the run's log lines whose message contains `containing`."""
+        return self.rows("SELECT ts, step, level, message FROM events WHERE kind = 'log' "
+                         "AND instr(message, ?) > 0 ORDER BY id", (containing,))
+
     def round_skips(self) -> list[Row]:
         """step and skipped_json of every round (none before m003)."""
         if not self._has("rounds", ("skipped_json",)):
