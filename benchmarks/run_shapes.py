@@ -49,13 +49,15 @@ def describe(run_dir: str) -> list[str]:
     s = Store.open(Path(run_dir), readonly=True)
     try:
         rows = s.step_metrics()
+        totals = sorted(r["total_ms"] for r in s.step_series() if r["total_ms"] is not None)
         setup = [r["message"] for key in SETUP_LINES for r in s.log_lines(key)]
         ooms = s.log_lines(OOM_LINE)
     finally:
         s.close()
     metrics = [(r["step"], json.loads(r["metrics_json"] or "{}")) for r in rows]
     stored = [(r["step"], r["created_at"]) for r in rows]
-    lines = [f"{Path(run_dir).name}: {len(rows)} steps"]
+    median = f", median step {totals[len(totals) // 2] / 1000:.2f} s" if totals else ""
+    lines = [f"{Path(run_dir).name}: {len(rows)} steps{median}"]
     lines += [f"  {m}" for m in setup]
     lines.append("  micro-batch: " + spans([(st, m.get("micro_batch", "?")) for st, m in metrics]))
     lines.append("  generation batch: " + spans([(st, m.get("gen_batch", "?")) for st, m in metrics]))
