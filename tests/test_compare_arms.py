@@ -83,6 +83,19 @@ def test_runs_are_pinned_to_the_least_busy_gpu(monkeypatch):
     assert compare.visible_gpus() == ["2", "5"]
 
 
+def test_runs_sharing_a_card_each_get_a_slice_of_it(tmp_path):
+    """Eight runs on two cards: each new run's config caps it at 0.225 of its card, so which run
+    meets an out-of-memory error no longer depends on its neighbours; a set share wins."""
+    base = RunConfig()
+    d = compare.grid_config(base, 8, ["0", "1"])
+    compare.run_args(tmp_path, d, "static", 0, 0)
+    assert load_config(tmp_path / "configs" / "static-s0.toml").model.gpu_share == pytest.approx(0.225)
+    assert compare.grid_config(base, 2, ["0", "1"])["model"]["gpu_share"] == 0.0  # a card each
+    assert compare.grid_config(base, 4, [])["model"]["gpu_share"] == 0.0  # the CPU
+    base.model.gpu_share = 0.5
+    assert compare.grid_config(base, 8, ["0", "1"])["model"]["gpu_share"] == 0.5
+
+
 def _run(seed, curve, probes=0):
     return {"seed": seed, "test_evals": [{"step": s, "accuracy": a} for s, a in curve],
             "steps": [{"dead_group_frac": 0.5}], "promoted": [], "repeated": [], "blocked": [],

@@ -178,6 +178,40 @@ def visible_gpus() -> list[str]:
         return []
 
 
+CARD_USE = 0.9
+"""Share of a card that the runs placed on it may hold together (the rest: the CUDA context, other users)."""
+
+
+def card_share(jobs: int, gpus: list[str], share: float) -> float:
+    """`model.gpu_share` for a run of a `--jobs` grid: a set share is kept; runs that share a
+    card (more jobs than visible GPUs) get an equal slice of it. Without one, the run that meets
+    an out-of-memory error first halves its micro-batch for good, and which run that is depends
+    on its neighbours: twins of one seed then train on different arithmetic
+    (docs/results/gpu-trajectory-split).
+
+    >>> card_share(8, ["0", "1"], 0.0), card_share(2, ["0", "1"], 0.0), card_share(8, [], 0.0)
+    (0.225, 0.0, 0.0)
+    >>> card_share(8, ["0", "1"], 0.5)
+    0.5
+    """
+    if share or not gpus:
+        return share
+    per_card = math.ceil(jobs / len(gpus))
+    return round(CARD_USE / per_card, 3) if per_card > 1 else share
+
+
+def grid_config(base: RunConfig, jobs: int, gpus: list[str], quiet: bool = True) -> dict:
+    """The config every new run of a `--jobs` grid starts from: `base`, with its card share."""
+    base_d = to_dict(base)
+    share = card_share(jobs, gpus, base.model.gpu_share)
+    if share != base.model.gpu_share:
+        base_d["model"]["gpu_share"] = share
+        if not quiet:
+            print(f"{jobs} runs over {len(gpus)} GPU(s): each new run holds at most {share:g} of its card "
+                  "(model.gpu_share; set it to override)", flush=True)
+    return base_d
+
+
 def pick_gpu(gpus: list[str], busy: list[str]) -> str | None:
     """The visible GPU with the fewest running runs (the first on a tie); None with 0 or 1 GPU."""
     if len(gpus) < 2:
@@ -214,8 +248,8 @@ def run_parallel(base: RunConfig, seeds: list[int], out: Path, jobs: int, quiet:
     check_arms(base, arms, seeds, out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "configs").mkdir(exist_ok=True)
-    base_d = to_dict(base)
     gpus = visible_gpus()
+    base_d = grid_config(base, jobs, gpus, quiet)
 
     def launch(arm: str, seed: int, extra: int, gpu: str | None):
         args = run_args(out, base_d, arm, seed, extra)
