@@ -369,10 +369,6 @@ def _per_group(rows: list[JSON], v: JSON, metric: str) -> JSON:
     for g, ix in v["groups"].items():
         if metric == "agreement":
             val = [v["high"][i] == correct[i] for i in ix]
-        elif metric == "recall":  # evaluator-correct rollouts the reward scores high
-            val = [v["high"][i] for i in ix if correct[i]]
-        elif metric == "specificity":  # evaluator-wrong rollouts the reward scores low
-            val = [not v["high"][i] for i in ix if not correct[i]]
         elif metric == "signal":
             out[g] = _signal(ix, v, correct)
             continue
