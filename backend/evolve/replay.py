@@ -221,9 +221,7 @@ def view(rows: list[JSON], res: Replayed) -> JSON:
     correct = [bool(r["correct"]) for r in rows]
     thr = reward_threshold(res.harness.weights)
     high = [x > thr for x in rewards]
-    groups: dict[tuple[Any, ...], list[int]] = {}
-    for i, g in enumerate(res.out.groups):
-        groups.setdefault(g, []).append(i)
+    groups = {g.key: list(g.members) for g in res.out.by_group}
     dead = res.out.dead
     kept = [o.kept for o in outs]
     adv = [o.advantage for o in outs]
@@ -416,7 +414,7 @@ def _effect(rows: list[JSON], old: JSON, new: JSON, metric: str, alpha: float = 
     a, b = _per_group(rows, old, metric), _per_group(rows, new, metric)
     if metric == "signal":
         # over the groups either harness trains on: a group dead under both is in neither
-        # update (the loss is averaged over trained rollouts only, README "GRPO conventions"),
+        # update (by default the loss is averaged over trained rollouts only, README "GRPO conventions"),
         # so counting it would shrink every effect by the share of dead groups, a property of
         # the policy rather than of the change (80% on 2 x H100, where lenient extraction's
         # +0.030 [+0.018, +0.043] over all groups missed min_gain 0.02 for that reason)

@@ -208,12 +208,16 @@ def _weights(code: str) -> list[Knob]:
         return []  # a lone term's weight only rescales the reward: no group-relative advantage changes
     out = []
     weights = constant(code, "REWARD_WEIGHTS")
-    weights = weights if isinstance(weights, dict) else {}
-    main = max(sorted(names), key=lambda n: weights.get(n, 0.0) if isinstance(weights.get(n), (int, float)) else 0.0)
+
+    def weight(name: str) -> float:
+        w = weights.get(name) if isinstance(weights, dict) else None
+        return float(w) if isinstance(w, (int, float)) else 0.0
+
+    main = max(sorted(names), key=weight)
     for name in sorted(names):
         # A secondary term is first switched off: group_std rescales any spread a term makes
         # inside a group to a full update, so halving or doubling format credit changes no
-        # advantage in a group the evaluator judged alike (on 4 x H100, every such move
+        # advantage in a group the evaluator judged alike (on 2 x H100, every such move
         # replayed at signal +0.000), while 0 removes that update. The main term (the largest
         # weight: the verdict) is never switched off.
         out.append(Knob(f"REWARD_WEIGHTS.{name}", "REWARD_WEIGHTS", (name,), "float", 0.0,

@@ -78,15 +78,6 @@ class BatchOut:
     by_group: list[Group] = field(default_factory=list)
 
     @property
-    def groups(self) -> list[GroupKey]:
-        """The group key of each rollout, in batch order."""
-        keys: list[GroupKey] = [()] * len(self.rollouts)
-        for g in self.by_group:
-            for i in g.members:
-                keys[i] = g.key
-        return keys
-
-    @property
     def dead(self) -> set[GroupKey]:
         """Keys of the groups whose rewards tie."""
         return {g.key for g in self.by_group if g.dead}
