@@ -50,6 +50,16 @@ Where the numbers come from:
     different batch shapes and drew different samples: on 4 x H100 two runs that
     trained identically in principle (coevolve-expert, no training-relevant
     promotion, and static-expert) ended 0.009 apart on the default suite.
+  - `evolve.trials = "off"`: in the evidence runs of sessions 4-6 (2-step trials,
+    one a round, paired over 200 validation problems) every trial ended
+    `inconclusive`: 133 and 132 on the two suites in session 4, 77 in session 6.
+    They were most of the search's cost: in session 6 the search spent 90-111%
+    of a run's training rollouts, of which probes were 3,134 and replay about
+    10,000 a run, and trials the rest (about 40,000). A trial of a few steps cannot
+    see the gain of a curriculum or token-budget change (docs/gate.md: about 0.12
+    detectable with 200 problems). With trials off such changes stay
+    `inconclusive` for an operator, and an auto-promoting run does not propose them
+    (`offline.judgeable_by_trial`). `--set evolve.trials=on` brings them back.
 """
 
 from __future__ import annotations
@@ -68,6 +78,7 @@ PROFILES: dict[str, dict[str, object]] = {
         "eval.every": 20,
         "evolve.replay_max_rows": 8192,
         "model.gen_batch": 512,
+        "evolve.trials": "off",
     },
 }
 CHOICES = ("auto", *PROFILES)

@@ -110,7 +110,8 @@ def test_stored_outcomes_set_the_next_step(tmp_path):
     store = Store.open(tmp_path / "run.db")  # no rollouts needed: the proposer reads only the interventions
     store.create_run("t", to_dict(RunConfig()), 0, 1)
     store.add_harness_version(HARNESSES["math"], None, "", "active", sha(HARNESSES["math"]))
-    ctx = SimpleNamespace(store=store, cfg=RunConfig(), harness=SimpleNamespace(code=HARNESSES["math"], domain="math"))
+    ctx = SimpleNamespace(store=store, cfg=RunConfig(), harness=SimpleNamespace(code=HARNESSES["math"], domain="math"),
+                          auto_promote=lambda: False, policy=None)
     knob = next(k for k in space.knobs(ctx.harness.code, "math", CAP) if k.name == "SAMPLING.temperature")
     first = next(space.moves(ctx.harness.code, knob, space.Steps.of(knob, [])))
     c = iv.Candidate(title=first.title(), code=first.apply(ctx.harness.code), parent_version=1,
@@ -172,3 +173,41 @@ def test_curriculum_knobs_follow_the_runs_datasets():
     assert default - other == {"CURRICULUM.level", "CURRICULUM.datasets.basic_arithmetic",
                                "CURRICULUM.datasets.chain_sum"}
     assert names(None) == default  # unknown datasets: the harness's own mix
+
+
+@pytest.mark.parametrize("name", ["math", "code"])
+def test_a_knob_says_it_needs_a_trial_exactly_when_the_backtest_would_ask_for_one(name):
+    """`Knob.needs_trial` (what the proposer reads) and `backtest.needs_trial` (what the gate
+    does) are one rule: checked on the first move of every knob of the shipped harnesses."""
+    from backend.evolve.backtest import needs_trial
+    from backend.harness.loader import Harness
+
+    code = HARNESSES[name]
+    base = Harness.from_code(code)
+    for knob in space.knobs(code, DOMAIN[name], CAP):
+        move = next(space.moves(code, knob, space.Steps.of(knob, [])))
+        asked = needs_trial(Harness.from_code(move.apply(code)), base) is not None
+        assert knob.needs_trial == asked, knob.name
+
+
+class _TrialsOn:
+    trials = True
+
+
+@pytest.mark.parametrize("auto, policy, offered", [
+    (True, None, False),         # auto-promote, no trials: nobody could ever promote such a change
+    (True, _TrialsOn(), True),   # auto-promote with trials: a trial judges it
+    (False, None, True),         # supervised: an inconclusive change waits for the operator
+])
+def test_changes_that_need_a_trial_are_proposed_only_where_something_can_judge_them(tmp_path, auto, policy, offered):
+    store = Store.open(tmp_path / "run.db")
+    store.create_run("t", to_dict(RunConfig()), 0, 1)
+    store.add_harness_version(HARNESSES["math"], None, "", "active", sha(HARNESSES["math"]))
+    ctx = SimpleNamespace(store=store, cfg=RunConfig(), harness=SimpleNamespace(code=HARNESSES["math"], domain="math"),
+                          auto_promote=lambda: auto, policy=policy)
+    knobs = {key[len(space.PREFIX):] for _, key, _ in offline.options(ctx, [], {}) if key.startswith(space.PREFIX)}
+    trial_knobs = {"SAMPLING.max_new_tokens", "CURRICULUM.level", "CURRICULUM.datasets.basic_arithmetic",
+                   "CURRICULUM.datasets.chain_sum"}
+    assert (trial_knobs <= knobs) if offered else not (trial_knobs & knobs)
+    assert "SAMPLING.temperature" in knobs  # the knobs replay or a probe judges are always there
+    store.close()

@@ -52,6 +52,14 @@ def knob_score(knob: space.Knob, by_label: JSON, steps: space.Steps) -> float:
     return RELEVANCE * relevance + EXPLORE / (1 + steps.tried) + RECORD * (steps.good + 1) / (steps.tried + 2)
 
 
+def judgeable_by_trial(ctx: EvolveContext) -> bool:
+    """Whether a change that needs a trial can end anywhere but `inconclusive` in this run.
+    Without trials (`evolve.trials` off, as on the CPU and in the gpu profile) an inconclusive
+    change waits for an operator; in auto-promote mode nobody is asked, so proposing it would
+    only take a slot from a change the gate can judge."""
+    return not ctx.auto_promote() or (ctx.policy is not None and ctx.policy.trials)
+
+
 def options(ctx: EvolveContext, table: list[JSON], metrics: JSON) -> list[tuple[float, str, object]]:
     """(score, key, option) for every snippet, skill and knob that fits this round, best first."""
     by_label = {e["label"]: e for e in table}
@@ -66,6 +74,8 @@ def options(ctx: EvolveContext, table: list[JSON], metrics: JSON) -> list[tuple[
               "skill:" + c["name"], c) for c in sk.retrieve(ctx.store, table, domain, k=4)]
     history = ctx.store.move_history()
     for knob in space.knobs(ctx.harness.code, domain, ctx.cfg.train.max_new_tokens_cap, ctx.cfg.math.datasets):
+        if knob.needs_trial and not judgeable_by_trial(ctx):
+            continue
         steps = space.Steps.of(knob, history.get(knob.name, []))
         opts.append((knob_score(knob, by_label, steps), space.PREFIX + knob.name, (knob, steps)))
     return sorted([o for o in opts if o[0] > 0], key=lambda o: (-o[0], o[1]))
