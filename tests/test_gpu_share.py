@@ -28,6 +28,7 @@ def card(monkeypatch):
     state = SimpleNamespace(free=60 * GIB, allocated=2 * GIB, reserved=3 * GIB, fractions=[])
     cuda = torch.cuda
     monkeypatch.setattr(memory, "_SHARES", {})
+    monkeypatch.setattr(memory, "_FOOTPRINT", {})
     monkeypatch.setattr(cuda, "current_device", lambda: 0)
     monkeypatch.setattr(cuda, "mem_get_info", lambda i=None: (state.free, 80 * GIB))
     monkeypatch.setattr(cuda, "memory_allocated", lambda i=None: state.allocated)
@@ -102,3 +103,21 @@ def test_an_out_of_memory_error_halves_the_fast_engines_batch():
     assert said == ["GPU out of memory: lowering batch_size from 64 to 32"]
     assert [g.ids for g in out] == [g.ids for g in FastGenerator(tiny(), Tok(), "cpu").generate(
         PROMPTS * 3, 4, temperature=0.0)]  # greedy rows do not depend on the batch they share
+
+
+def test_with_a_share_the_training_plan_does_not_follow_the_runs_own_history(card):
+    """An evolving run's round leaves memory behind (a probe's KV cache of another batch
+    shape) that its static twin never allocates: after its first plan, a run's micro-batch
+    depends on the batch alone, so the twins keep planning alike."""
+    memory.claim_share("cuda:0", 0.25)
+    plan = lambda: memory.pick_micro_batch(SMOLLM2, 384, memory.training_bytes("cuda:0"))  # noqa: E731
+    twin = plan()
+    card.allocated = 4 * GIB  # the evolving run after its first round's probe
+    assert plan() == twin
+    assert memory.pick_micro_batch(SMOLLM2, 384, memory.free_bytes("cuda:0")) < twin  # what it read before
+    card.free = 0  # and the neighbours still do not count
+    assert plan() == twin
+
+
+def test_without_a_share_the_training_plan_reads_the_card(card):
+    assert memory.training_bytes("cuda:0") == memory.free_bytes("cuda:0")

@@ -106,6 +106,29 @@ def free_bytes(device) -> int:
     return int(free + torch.cuda.memory_reserved(index) - allocated)
 
 
+_FOOTPRINT: dict[int, int] = {}  # CUDA device index -> bytes this process held when it first planned a micro-batch
+
+
+def training_bytes(device) -> int:
+    """Memory a training micro-batch may plan for on a CUDA device.
+
+    With a share: the share less what this process held when it first planned a
+    micro-batch, kept for the rest of the run. What it holds later depends on its own
+    history: an evolution round's probe leaves a KV cache of its own batch shape in the
+    fast engine, so after the first round an evolving run read less free memory than its
+    static twin of the same seed, planned a different micro-batch and trained on different
+    arithmetic (4 x H200, session 7: coevolve-expert left static-expert at steps 5 to 12 in
+    5 of 5 seeds with only a diagnostic promoted). `pick_micro_batch`'s margin covers what
+    the process allocates later. Without a share: `free_bytes`, which moves with the card."""
+    device = torch.device(device)
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    if index not in _SHARES:
+        return free_bytes(device)
+    held = _FOOTPRINT.setdefault(index, torch.cuda.memory_allocated(index))
+    total = torch.cuda.get_device_properties(index).total_memory
+    return max(0, int(_SHARES[index] * total) - held)
+
+
 def auto_micro_batch(model, samples, device, chunk: int = 64, fallback: int = 8) -> int:
     """Micro-batch for a GRPO step over `samples` (prompt + completion lengths); `fallback` off CUDA."""
     device = torch.device(device)
@@ -115,7 +138,7 @@ def auto_micro_batch(model, samples, device, chunk: int = 64, fallback: int = 8)
     spec = Spec.of(cfg)
     T = max(len(s.prompt_ids) + len(s.completion_ids) for s in samples)
     dtype_bytes = unwrap(model).get_input_embeddings().weight.element_size()
-    return balance(len(samples), pick_micro_batch(spec, T, free_bytes(device), chunk, dtype_bytes))
+    return balance(len(samples), pick_micro_batch(spec, T, training_bytes(device), chunk, dtype_bytes))
 
 
 def generation_batch(spec: Spec, total_len: int, device, fraction: float = 0.5, cap: int = 512) -> int:
