@@ -189,6 +189,11 @@ class EvolveConfig:
     calculation asks for more (docs/gate.md). The gpu profile raises it."""
     plant_trap: bool = False
     """Submit the domain's planted exploitable harness once, to show validity diagnostics block it."""
+    skill_library: str = "global"
+    """Where the run's skills come from and go: "global" (its own cards plus the library at
+    $EVOTUI_HOME/skills.json, which it also adds to, when EVOTUI_HOME is set) or "run" (its own
+    cards only). `evotui compare` runs its arms with "run": seeds that read each other's cards
+    are not independent samples (docs/gate.md)."""
     llm: LLMProposerConfig = field(default_factory=LLMProposerConfig)
 
 
@@ -382,6 +387,8 @@ def validate(cfg: RunConfig) -> RunConfig:
         bad("evolve.cooldown_after and evolve.probe_max_tasks must be at least 1, evolve.cooldown_rounds >= 0")
     if cfg.evolve.every < 1 or cfg.evolve.window < 1 or cfg.evolve.candidates < 1:
         bad("evolve.every, evolve.window and evolve.candidates must be at least 1")
+    if cfg.evolve.skill_library not in ("global", "run"):
+        bad(f"evolve.skill_library must be 'global' or 'run', got '{cfg.evolve.skill_library}'")
     if cfg.evolve.proposer not in ("offline", "llm"):
         bad(f"evolve.proposer must be 'offline' or 'llm', got '{cfg.evolve.proposer}'")
     if cfg.model.dtype not in ("auto", "bf16", "fp16", "fp32"):

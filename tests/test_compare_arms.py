@@ -59,6 +59,7 @@ def test_the_arms():
     ce = compare.arm_config(base, "coevolve-expert", 3)
     assert ce.harness == se.harness and ce.evolve.enabled and ce.evolve.auto_promote
     assert ce.evolve.proposer == "offline" and ce.name == "coevolve-expert"
+    assert ce.evolve.skill_library == "run"  # seeds must not read each other's skills
     assert compare.arm_config(base, "coevolve", 3).harness == ""
     assert compare.arm_config(base, "control", 3, extra_tasks=2).train.tasks_per_step == 6
 

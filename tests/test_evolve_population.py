@@ -129,9 +129,28 @@ def test_a_real_round_s_probes_are_counted(store):
     (rnd,) = facts["rounds"]
     assert rnd["tried"] == rnd["passed"] + rnd["inconclusive"] + rnd["failed"] > 0
     md = "\n".join(search_lines({"coevolve": [{"seed": 0, "search": facts}]}))
-    assert f"| coevolve s0 | 1 | 0 | {rnd['tried']} | {rnd['passed']} |" in md
+    assert f"| coevolve s0 | 1 | 0 | 0 | {rnd['tried']} | {rnd['passed']} |" in md and rnd["error"] is None
     assert "- v1 (active; children" in md and ", ".join(rnd["knobs"]) in md
     assert probe_rollouts(store.path.parent) == math.ceil(b["search_rollouts"])  # what the control arm gets
+
+
+def test_a_round_that_stopped_on_an_error_is_counted_and_its_error_shown(store, monkeypatch):
+    """A round that raises proposes nothing: the report must say it failed, not show an empty
+    round (4 x H200, session 7: 40 rounds of two 200-step runs proposed nothing, and the report
+    could not tell an error from an idle search)."""
+    from backend.evolve import round as round_module
+
+    def broken(*a, **k):
+        raise RuntimeError("the proposer broke")
+
+    monkeypatch.setattr(round_module, "propose_all", broken)
+    out = run_round(context(store, probe=make_probe())).summary
+    assert out["error"] == "RuntimeError: the proposer broke"
+    (rnd,) = search_facts(store)["rounds"]
+    assert rnd["tried"] == 0 and rnd["error"] == "RuntimeError: the proposer broke"
+    md = "\n".join(search_lines({"coevolve": [{"seed": 0, "search": search_facts(store)}]}))
+    assert "| coevolve s0 | 1 | 1 | 1 | 0 |" in md
+    assert "1 round(s) stopped on an error; the first, at step" in md and "the proposer broke" in md
 
 
 def test_the_tui_reads_the_same_frontier_and_shows_it(tmp_path):

@@ -4,7 +4,8 @@ import json
 
 import pytest
 
-from backend.evolve import after_eval, promote, run_round
+from backend.config import RunConfig
+from backend.evolve import after_eval, offline, promote, run_round
 from backend.evolve import skill_commands
 from backend.evolve.skills import SkillError, global_library, retrieve
 from synthetic_run import add_eval, build_run, context, make_probe, outcomes
@@ -116,3 +117,30 @@ def test_global_library_under_evotui_home(tmp_path, monkeypatch):
     other = build_run(tmp_path / "b" / "run.db", steps=6)
     assert [c["name"] for c in retrieve(other, [{"label": "no_answer_tag", "share": 0.9}], "math")] == \
         ["lenient_extraction"]
+
+
+def test_a_run_scoped_library_neither_reads_nor_adds_to_the_global_one(tmp_path, monkeypatch):
+    """`evolve.skill_library = "run"` (what compare's arms use): runs sharing $EVOTUI_HOME stay
+    independent samples. On 4 x H200 (session 7) the default suite's coevolve seeds promoted
+    skills the other suite's runs had learned minutes before, in the same compare call."""
+    monkeypatch.setenv("EVOTUI_HOME", str(tmp_path / "home"))
+    global_library().parent.mkdir(parents=True)
+    cfg = RunConfig()
+    cfg.evolve.skill_library = "run"
+    s = build_run(tmp_path / "a" / "run.db", steps=6)
+    add_eval(s, 5, outcomes(40, 12))
+    ctx = context(s, cfg=cfg, probe=make_probe())
+    run_round(ctx)
+    promote(ctx, next(r["id"] for r in s.rows("SELECT * FROM interventions") if "Lenient" in r["title"]), "t")
+    ctx.step = 10
+    add_eval(s, 10, outcomes(40, 20))
+    after_eval(ctx, 0.5)
+    assert [c["name"] for c in skill_commands.skills_list(s.path.parent)] == ["lenient_extraction"]  # its own
+    assert not global_library().exists()  # nothing written for other runs
+    skill_commands.export_skills(s, global_library())  # another run's card is there now
+    other = build_run(tmp_path / "b" / "run.db", steps=6)
+    table = [{"label": "no_answer_tag", "share": 0.9}]
+    assert [c["name"] for c in retrieve(other, table, "math")] == ["lenient_extraction"]
+    assert retrieve(other, table, "math", shared=False) == []
+    keys = [key for _, key, _ in offline.options(context(other, cfg=cfg), table, {})]
+    assert not [k for k in keys if k.startswith("skill:")]

@@ -139,7 +139,8 @@ def learn_skill(ctx: EvolveContext, row: Intervention, gain: stats.Effect) -> st
                         "domain": ctx.harness.domain},
             "change": change, "evidence": evidence, "uses": 0, "helped": 1}
     name, action = sk.upsert(store, card, source=f"run:{run_name}")
-    sk.save_global(dict(card, name=name))
+    if sk.shares_library(ctx):
+        sk.save_global(dict(card, name=name))
     ctx.effects.skills.append(name)
     ctx.log("info", f"skill '{name}' {action} from intervention #{row.id} (validation {gain.text()})")
     return name

@@ -71,7 +71,8 @@ def options(ctx: EvolveContext, table: list[JSON], metrics: JSON) -> list[tuple[
     # change, with a record of having helped (and its card counts the use)
     opts += [(max(1.5 * sum(by_label.get(lbl, {}).get("share", 0.0) for lbl in c["trigger"].get("labels", [])),
                   made_by.get(c["change"].get("template") or "", 0.0) + SKILL_BONUS),
-              "skill:" + c["name"], c) for c in sk.retrieve(ctx.store, table, domain, k=4)]
+              "skill:" + c["name"], c) for c in sk.retrieve(ctx.store, table, domain, k=4,
+                                                            shared=sk.shares_library(ctx))]
     history = ctx.store.move_history()
     for knob in space.knobs(ctx.harness.code, domain, ctx.cfg.train.max_new_tokens_cap, ctx.cfg.math.datasets):
         if knob.needs_trial and not judgeable_by_trial(ctx):

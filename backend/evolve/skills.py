@@ -38,6 +38,7 @@ from backend.types import JSON
 
 
 if TYPE_CHECKING:
+    from .context import EvolveContext
     from .stats import Effect
     from backend.store import Store
 
@@ -149,14 +150,15 @@ def bump(store: Store, names: list[str], uses: int = 0, helped: int = 0, evidenc
         store.update_skill(r["id"], values)
 
 
-def retrieve(store: Store, table: list[JSON], domain: str, k: int = 4) -> list[JSON]:
-    """Cards whose trigger labels show up in the failure table, best match first.
+def retrieve(store: Store, table: list[JSON], domain: str, k: int = 4, shared: bool = True) -> list[JSON]:
+    """Cards whose trigger labels show up in the failure table, best match first; `shared`:
+    the global library's cards too (`evolve.skill_library`), else the run's own.
 
     Match = sum of the shares of the trigger labels present, times a prior from
     the card's record (helped / uses, smoothed)."""
     shares = {e["label"]: e["share"] for e in table}
     scored = []
-    for card in cards(store) + global_cards(exclude=store):
+    for card in cards(store) + (global_cards(exclude=store) if shared else []):
         if card.get("domain") and domain and card["domain"] != domain:
             continue
         match = sum(shares.get(lbl, 0.0) for lbl in card["trigger"].get("labels", []))
@@ -219,6 +221,11 @@ def import_skills(store: Store, path: str | Path) -> list[tuple[str, str]]:
         raise SkillError(f"{path}: no .json skill files in this folder")
     found = [(c, str(f)) for f in files for c in read_file(f)]
     return [upsert(store, c, source=f"import:{src}") for c, src in found]
+
+
+def shares_library(ctx: EvolveContext) -> bool:
+    """Whether this run reads and adds to the global library (`evolve.skill_library`)."""
+    return ctx.cfg.evolve.skill_library == "global"
 
 
 def global_library() -> Path | None:

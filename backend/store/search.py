@@ -82,12 +82,14 @@ class SearchReads(Queries):
         return (loads(rows[0]["failure_table_json"], []) or []) if rows else []
 
     def round_outcomes(self) -> list[Row]:
-        """Per round, in order: {round_id, step, tried, passed, inconclusive, failed, knobs}: the
-        backtest verdicts of its candidates (kept after a later promotion or veto) and the
-        search-space knobs its moves explored."""
+        """Per round, in order: {round_id, step, tried, passed, inconclusive, failed, knobs, error}:
+        the backtest verdicts of its candidates (kept after a later promotion or veto), the
+        search-space knobs its moves explored, and the error that ended the round (or None)."""
         rounds = {r["id"]: {"round_id": r["id"], "step": r["step"], "tried": 0, "passed": 0, "inconclusive": 0,
-                            "failed": 0, "knobs": []}
-                  for r in self.rows("SELECT id, step FROM rounds ORDER BY id")}
+                            "failed": 0, "knobs": [],
+                            "error": r["summary"][len("error: "):] if (r["summary"] or "").startswith("error: ")
+                            else None}
+                  for r in self.rows("SELECT id, step, summary FROM rounds ORDER BY id")}
         for r in self.rows("SELECT round_id, history_json, params_json FROM interventions "
                            "WHERE round_id IS NOT NULL ORDER BY id"):
             e = rounds.get(r["round_id"])

@@ -69,8 +69,10 @@ def arm_config(base: dict, arm: str, seed: int, extra_tasks: int = 0) -> RunConf
     if arm in ("static", "static-expert"):
         sets.append("evolve.enabled=false")
     elif arm in EVOLVING:
+        # each run its own skill library: runs that read each other's cards (through a shared
+        # $EVOTUI_HOME) are not independent samples of their arm
         sets += ["evolve.enabled=true", "evolve.auto_promote=true", "evolve.proposer='offline'",
-                 "evolve.plant_trap=true"]
+                 "evolve.plant_trap=true", "evolve.skill_library='run'"]
     elif arm == "control":
         sets.append("evolve.enabled=false")
         tps = data.get("train", {}).get("tasks_per_step", RunConfig().train.tasks_per_step)

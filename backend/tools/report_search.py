@@ -39,16 +39,23 @@ def search_lines(arms: dict[str, list[dict]]) -> list[str]:
           "Candidates by backtest verdict; knobs: distinct search-space knobs its moves explored. Search "
           "rollouts: probe and trial arms (candidate and incumbent) plus replay time converted at the run's "
           "own training milliseconds per rollout; the share is of the run's training rollouts.", "",
-          "| run | rounds | empty | tried | passed | inconclusive | failed | knobs | search rollouts "
-          "| replay (equiv.) | share of training |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+          "Round errors: rounds that stopped on an error (their candidates are lost; the first error "
+          "of each such run is listed below the table).", "",
+          "| run | rounds | empty | round errors | tried | passed | inconclusive | failed | knobs | search rollouts "
+          "| replay (equiv.) | share of training |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for arm, r in runs:
         rounds, b = r["search"]["rounds"], r["search"]["budget"]
         tot = {k: sum(x[k] for x in rounds) for k in ("tried", "passed", "inconclusive", "failed")}
         knobs = {k for x in rounds for k in x["knobs"]}
         share = "n/a" if b["share_of_training"] is None else f"{b['share_of_training']:.1%}"
         md.append(f"| {arm} s{r['seed']} | {len(rounds)} | {sum(1 for x in rounds if not x['tried'])} | "
-                  f"{tot['tried']} | {tot['passed']} | {tot['inconclusive']} | {tot['failed']} | {len(knobs)} | "
+                  f"{sum(1 for x in rounds if x.get('error'))} | {tot['tried']} | {tot['passed']} | {tot['inconclusive']} | {tot['failed']} | {len(knobs)} | "
                   f"{b['search_rollouts']:.0f} | {b['replay_rollout_equiv']:.0f} | {share} |")
+    for arm, r in runs:
+        errors = [x for x in r["search"]["rounds"] if x.get("error")]
+        if errors:
+            md += ["", f"- **{arm} s{r['seed']}**: {len(errors)} round(s) stopped on an error; the first, at step "
+                       f"{errors[0]['step']}: `{errors[0]['error'][:300]}`"]
     for arm, r in runs:
         md += ["", f"**{arm} s{r['seed']}** frontier:", ""]
         md += [f"- {_member(m)}" for m in r["search"]["frontier"]] or ["- (none)"]
