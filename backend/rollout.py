@@ -45,6 +45,7 @@ class Scored:
     error: str | None = None
     advantage: float = 0.0
     kept: bool = True
+    encoded: dict[str, str] | None = None  # `judged_json`, when the rank that judged it encoded it
 
 
 def as_rollout(s: Scored, max_new_tokens: int) -> Rollout:
@@ -124,7 +125,18 @@ def group_stats(items: list[Scored], harness: Harness) -> dict:
     }
 
 
+def judged_json(s: Scored) -> dict[str, str]:
+    """The JSON texts of a rollout's stored row that are fixed once it is judged: its verdict,
+    its task and its completion's token ids (most of `rollout_row`'s cost). On N ranks the rank
+    that judged a share encodes them there (`backend/ddp/share.py`: `Scored.encoded`), so rank 0
+    does not encode every rank's rollouts on the step's critical path."""
+    return {"verdict_json": dumps(s.verdict.to_dict()), "task_json": dumps(s.task.to_dict()),
+            "token_ids_json": dumps(s.completion_ids)}
+
+
 def rollout_row(s: Scored, step: int, harness_version: int, policy_version: int, max_new_tokens: int) -> dict:
+    """The `rollouts` row of a scored rollout; its `judged_json` part is the one encoded where
+    it was judged when there is one (the same text: one function encodes both)."""
     obs = dict(s.obs)
     obs["_max_new_tokens"] = max_new_tokens
     comps = {k: (v if not isinstance(v, float) or math.isfinite(v) else None) for k, v in s.components.items()}
@@ -133,12 +145,11 @@ def rollout_row(s: Scored, step: int, harness_version: int, policy_version: int,
         "prompt": s.prompt_text, "completion": s.completion, "prompt_tokens": len(s.prompt_ids),
         "completion_tokens": len(s.completion_ids), "reward": s.reward, "rewards_json": dumps(comps),
         "verdict": s.verdict.status, "correct": int(bool(s.verdict.correct)),
-        "verdict_score": s.verdict.score, "verdict_json": dumps(s.verdict.to_dict()), "finish": s.finish,
+        "verdict_score": s.verdict.score, "finish": s.finish,
         "status": s.status, "error": s.error, "harness_version": harness_version,
         "policy_version": policy_version, "gen_ms": s.gen_ms, "eval_ms": s.eval_ms,
-        "task_json": dumps(s.task.to_dict()), "obs_json": json.dumps(obs, default=str),
-        "token_ids_json": dumps(s.completion_ids), "labels": join_labels(lbl for lbl, _ in s.labels),
-        "advantage": s.advantage, "kept": int(s.kept),
+        "obs_json": json.dumps(obs, default=str), "labels": join_labels(lbl for lbl, _ in s.labels),
+        "advantage": s.advantage, "kept": int(s.kept), **(s.encoded or judged_json(s)),
     }
 
 

@@ -6,7 +6,10 @@ collectives and the loop are the real ones."""
 
 from __future__ import annotations
 
+import dataclasses
 import multiprocessing
+import pickle
+import random
 from contextlib import nullcontext
 from types import SimpleNamespace
 
@@ -61,7 +64,7 @@ def test_two_ranks_score_and_take_the_one_process_update(tiny_model, spread_harn
     from backend.policy.generate import make_generator
     from backend.policy.grpo import GRPOTrainer, Sample
     from backend.policy.load import load_fast_policy
-    from backend.rollout import Scored, score_all
+    from backend.rollout import Scored, rollout_row, score_all
 
     cfg = _cfg(tiny_model, f"harness={spread_harness}")
     harness = Harness.from_code(open(spread_harness).read())
@@ -80,6 +83,9 @@ def test_two_ranks_score_and_take_the_one_process_update(tiny_model, spread_harn
         assert [(s.group, s.idx) for s in items] == [(p[0], p[1]) for p in prompts]
         assert all(s.verdict is not None for s in items)  # rank 1 judged its share
         score_all(items, harness, env, 5, worker=scores)
+        assert all(s.encoded for s in items)  # each rank encoded its share's row texts
+        assert [rollout_row(s, 1, 1, 0, 5) for s in items] == \
+            [rollout_row(dataclasses.replace(s, encoded=None), 1, 1, 0, 5) for s in items]
         alone = [Scored(task=s.task, group=s.group, idx=s.idx, prompt_text=s.prompt_text, prompt_ids=s.prompt_ids,
                         completion=s.completion, completion_ids=s.completion_ids, loss_mask=s.loss_mask,
                         finish=s.finish, verdict=None, obs={}) for s in items]
@@ -126,6 +132,41 @@ def test_two_ranks_score_and_take_the_one_process_update(tiny_model, spread_harn
     lengths = [len(items[k].prompt_ids) + len(items[k].completion_ids) for k in updates[1][1]]
     assert (alone["rows"], alone["micro_batches"], alone["max_len"]) == (3, 1, max(lengths))
     assert alone["padded_tokens"] == 3 * max(lengths) and alone["seq_tokens"] == sum(lengths)
+
+
+def test_a_share_judged_on_a_rank_stores_the_rows_one_process_would(tmp_path):
+    """Rank 1's side (`share.judge`: verdicts, scores and the row texts it encodes), pickled as the
+    channel carries it, then rank 0's (`judged_rollout`, the harness applied to the batch with
+    `Prescored`): the rollout rows equal one process's, which judges, scores and encodes every
+    rollout itself, and the rank's encoding is the one used. (No processes: the real ranks' path is
+    checked in test_two_ranks_score_and_take_the_one_process_update.)"""
+    from backend.config import load_config
+    from backend.ddp.share import Prescored, judge, judged_rollout
+    from backend.envs import make_env
+    from backend.harness.loader import Harness, default_harness_path
+    from backend.rollout import from_generation, rollout_row, score_all
+    from backend.types import Generation
+
+    code = default_harness_path("math").read_text()
+    harness = Harness.from_code(code)
+    env = make_env(load_config(None, []))
+    tasks = env.sample_tasks(3, random.Random(0), harness.curriculum)
+    prompts = [(g, i, t, f"prompt {g}", [1, 2, 3 + g]) for g, t in enumerate(tasks) for i in range(2)]
+    gens = [Generation([5, 6, 7][:1 + k % 3], f"so <answer>{p[2].answer if k % 2 else 'x'}</answer>",
+                       "stop" if k % 3 else "length") for k, p in enumerate(prompts)]
+    judged = judge([from_generation(p, g) for p, g in zip(prompts, gens)], env, code, harness.weights, 16)
+    judged = pickle.loads(pickle.dumps(judged))  # as the channel carries a rank's reply
+    items = [judged_rollout(p, g, j) for p, g, j in zip(prompts, gens, judged)]
+    score_all(items, harness, env, 16, worker=Prescored(code, [j.scores for j in judged]))
+    alone = [from_generation(p, g) for p, g in zip(prompts, gens)]
+    score_all(alone, harness, env, 16)
+
+    def row(s) -> dict:  # eval_ms: each process's own timing of the evaluator
+        return {k: v for k, v in rollout_row(s, 4, 2, 1, 16).items() if k != "eval_ms"}
+
+    assert all(s.encoded for s in items) and not any(s.encoded for s in alone)
+    assert [row(s) for s in items] == [row(s) for s in alone]
+    assert {row(s)["correct"] for s in items} == {0, 1}  # both verdicts are among them
 
 
 def test_balance_deals_every_trained_rollout_once_and_evens_the_work():

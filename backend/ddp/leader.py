@@ -32,7 +32,7 @@ import torch
 
 from backend.ddp.balance import balance
 from backend.ddp.comm import Channel, DistributedError, UpdateAbandoned, broadcast_params, split, synced_update
-from backend.ddp.share import Prescored, Prompt, judge, raise_failure
+from backend.ddp.share import Prescored, Prompt, judge, judged_rollout, raise_failure
 from backend.rollout import from_generation
 from backend.policy.grpo import Sample
 
@@ -86,10 +86,7 @@ class Leader:
                 raise_failure(r, reply["failed"])
             by_rank.append(reply["ms"])
             a, b = self.shares[r]
-            for p, g, j in zip(prompts[a:b], reply["gens"], reply["judged"]):
-                it = from_generation(p, g)
-                it.verdict, it.obs, it.eval_ms = j.verdict, j.obs, j.eval_ms
-                items.append(it)
+            items += [judged_rollout(p, g, j) for p, g, j in zip(prompts[a:b], reply["gens"], reply["judged"])]
             judged += reply["judged"]
         self.times = {"gen_ms": (t1 - t0) * 1000, "judge_ms": (t2 - t1) * 1000,
                       "wait_ms": (time.perf_counter() - t2) * 1000, "by_rank": by_rank}

@@ -3,7 +3,9 @@
 The evaluator (`env.evaluate`, `env.observe`) and the harness's reward components and
 labels are functions of one rollout, so each rank runs them on its own share, in its own
 sandboxed harness worker, at the same time as the others; only plain data comes back to
-rank 0 (`Judged`). Rank 0 then applies what needs the whole batch (weighted totals, filters,
+rank 0 (`Judged`), with the JSON texts of each rollout's stored row that judging fixes
+(`rollout.judged_json`), so rank 0 does not encode every rank's rollouts before it stores
+them. Rank 0 then applies what needs the whole batch (weighted totals, filters,
 dead groups, group-relative advantages) through the one `apply_harness`, with `Prescored`
 standing in for the worker: a group is never split for its statistics, and the step scores
 and trains exactly as on one process (tests/test_distributed.py compares them).
@@ -16,7 +18,8 @@ from dataclasses import dataclass
 from backend.envs.base import Verdict
 from backend.harness.check import HarnessError
 from backend.harness.client import Scores, WorkerFailure, shared_worker
-from backend.rollout import Scored, as_rollout, evaluate_all
+from backend.rollout import Scored, as_rollout, evaluate_all, from_generation, judged_json
+from backend.types import Generation
 
 Prompt = tuple
 """(group, index in the group, task, prompt text, prompt token ids): one rollout to sample."""
@@ -30,6 +33,7 @@ class Judged:
     obs: dict
     eval_ms: float
     scores: Scores
+    encoded: dict[str, str]  # `judged_json`: part of its stored row, encoded on the rank that judged it
 
 
 def judge(items: list[Scored], env, code: str, weights: dict[str, float], max_new_tokens: int) -> list[Judged]:
@@ -38,7 +42,17 @@ def judge(items: list[Scored], env, code: str, weights: dict[str, float], max_ne
     evaluate_all(items, env)
     views = [as_rollout(s, max_new_tokens).view() for s in items]
     scores = shared_worker().apply(code, weights, views)
-    return [Judged(s.verdict, s.obs, s.eval_ms, sc) for s, sc in zip(items, scores)]
+    for s in items:
+        s.encoded = judged_json(s)
+    return [Judged(s.verdict, s.obs, s.eval_ms, sc, s.encoded) for s, sc in zip(items, scores)]
+
+
+def judged_rollout(prompt: Prompt, gen: Generation, judged: Judged) -> Scored:
+    """Rank 0's copy of a rollout another rank generated and judged: its verdict, observations,
+    evaluator time and row texts as that rank made them (the harness's scores go to `Prescored`)."""
+    s = from_generation(prompt, gen)
+    s.verdict, s.obs, s.eval_ms, s.encoded = judged.verdict, judged.obs, judged.eval_ms, judged.encoded
+    return s
 
 
 def failure(e: Exception) -> tuple[str, str]:
