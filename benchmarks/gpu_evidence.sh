@@ -25,6 +25,11 @@ fi
 wait $pid; echo "[$name] compare exit $? after $((SECONDS - t0)) s"
 tail -3 "$dir/compare.stdout"
 python3 -m evotui report "$dir" --out "$dir" >"$dir/report.stdout" 2>&1 || tail -5 "$dir/report.stdout"
+# what the databases hold and the report does not: each round's summary and the errors the runs
+# logged (benchmarks/round_log.py), each run's micro-batch and generation batch by step (run_shapes.py)
+here=$(dirname "$0")
+python3 "$here/round_log.py" "$dir"/*-s*/ >"$dir/rounds.txt" 2>&1
+python3 "$here/run_shapes.py" "$dir"/*-s*/ >"$dir/shapes.txt" 2>&1
 (cd "$dir" && tar czf "$outdir/$name.tgz" --ignore-failed-read report.md report.json compare.json \
-   compare.stdout ./*.svg 2>/dev/null)
+   compare.stdout rounds.txt shapes.txt ./*.svg 2>/dev/null)
 du -sh "$dir" | tail -1
