@@ -10,9 +10,13 @@ by side, as rank 0 spends the step: its own share's generation, judging and
 scoring (each rank judges and scores its own share; rank 0 then applies the
 harness to the batch), the wait for the other ranks' shares, the update
 (trained rollouts dealt out by token count, gradients all-reduced), the
-store (rank 0 alone writes every rollout) and the rest (filters, rows,
-checkpoint). Below them, each rank's update beside the one process's: the
-micro-batches it ran (count x rows), the tokens they computed with padding
+store (rank 0 alone writes every rollout) and the rest, split by when the loop
+entered each of its phases (`REST_PARTS`): sampling tasks, what rank 0 does
+around the generation besides its own share (building every prompt, the
+messages and weights to the ranks; on one process the prompts are built inside
+the generation phase, so they count there), the filters' group statistics, the
+checkpoint, and the rows around the store. Below them, each rank's update
+beside the one process's: the micro-batches it ran (count x rows), the tokens they computed with padding
 against the sequences' own, the host's time queueing them and the wait for
 the device after, and padded tokens per second (`GRPOTrainer.last_shape`): a
 rank slower at the same micro-batches points at the host (cores, clocks) or
@@ -58,10 +62,12 @@ def ddp_rows(b, harness: str) -> list[dict]:
                      "ours": f"{ours_ms / 1000:.2f} s",
                      "ratio": f"{ours_ms / base_ms:.2f}x time" if base_ms > 0 else "",
                      "note": f"{one['n_timed']} and {many['n_timed']} steps; the rows below are the fastest step's"})
-    for key, name in PHASES:
+    notes = {"train_ms": f"{many['trained']} vs {one['trained']} sequences trained",
+             "prep_ms": "one process builds its prompts inside generate"}
+    for key, name in PHASES + REST_PARTS:
         rows.append({"what": name, "baseline": f"{one[key] / 1000:.2f} s", "ours": f"{many[key] / 1000:.2f} s",
-                     "ratio": f"{many[key] / one[key]:.2f}x time" if one[key] > 0 else "",
-                     "note": f"{many['trained']} vs {one['trained']} sequences trained" if key == "train_ms" else ""})
+                     "ratio": f"{many[key] / one[key]:.2f}x time" if one[key] > 0 and key != "prep_ms" else "",
+                     "note": notes.get(key, "")})
     return rows + _by_rank(many) + _shape_rows(one, many)
 
 
@@ -69,6 +75,35 @@ PHASES = (("wall_ms", "step"), ("gen_ms", "  generate (rank 0's share)"),
           ("score_ms", "  judge + score (rank 0)"), ("wait_ms", "  wait for the other ranks"),
           ("train_ms", "  train"), ("store_ms", "  store (rank 0)"), ("rest_ms", "  rest (filter, rows, checkpoint)"))
 """The phases of a step as rank 0 spends it; they add up to the step's wall time."""
+
+REST_PARTS = (("tasks_ms", "    rest: sample tasks, check disk room"),
+              ("prep_ms", "    rest: prompts, messages, weights (ranks: all)"),
+              ("filter_ms", "    rest: filter (group statistics)"),
+              ("ckpt_ms", "    rest: checkpoint"),
+              ("rows_ms", "    rest: rows, step row, retention"))
+"""The rest (`PHASES`' last) by the loop's phase marks (`PhaseClock`); they add up to it but for
+the few calls between the update and the checkpoint mark."""
+
+
+class PhaseClock:
+    """A quiet `StepProgress` that notes when `Engine.train_step` enters each of its phases
+    (backend/progress.py: generate, filter, train, checkpoint, store)."""
+
+    def __init__(self):
+        self.marks: dict[str, float] = {}
+
+    def phase(self, name: str) -> None:
+        self.marks[name] = time.perf_counter()
+
+
+def _rest_parts(row: dict, t0: float, t1: float, marks: dict[str, float]) -> dict:
+    """`REST_PARTS` of a step timed from `t0` to `t1` with the loop's phase `marks`."""
+    ms = {a: (marks[b] - marks[a]) * 1000 for a, b in (("generate", "filter"), ("filter", "train"),
+                                                         ("checkpoint", "store"))}
+    return {"tasks_ms": (marks["generate"] - t0) * 1000,
+            "prep_ms": ms["generate"] - row["gen_ms"] - row["score_ms"] - row["wait_ms"],
+            "filter_ms": ms["filter"], "ckpt_ms": ms["checkpoint"],
+            "rows_ms": (t1 - marks["store"]) * 1000 - row["store_ms"]}
 
 
 def _by_rank(row: dict) -> list[dict]:
@@ -158,7 +193,6 @@ def _steps(b, harness: str, world: int) -> dict:
     from backend.ddp.launch import ranks
     from backend.loop import Engine
     from backend.policy.load import load_fast_policy
-    from backend.progress import StepProgress
     from backend.runs import create_run, harness_code
 
     cfg = load_config(None, [
@@ -178,19 +212,22 @@ def _steps(b, harness: str, world: int) -> dict:
             eng = Engine(run_dir, cfg, store, quiet=True, lm=lm, dist=dist)
             for s in range(1, b.a.steps + 1):
                 b.sync()
+                clock = PhaseClock()
                 t0 = time.perf_counter()
-                row = eng.train_step(s, StepProgress(b.a.steps, quiet=True).start(s))
+                row = eng.train_step(s, clock)
                 b.sync()
-                row["wall_ms"] = (time.perf_counter() - t0) * 1000
+                t1 = time.perf_counter()
+                row["wall_ms"] = (t1 - t0) * 1000
                 row["trained"] = json.loads(row["metrics_json"])["trained_sequences"]
                 row = _phases(row)
+                row.update(_rest_parts(row, t0, t1, clock.marks))
                 if dist is not None:  # the ranks' own times (backend/ddp/leader.py: Leader.times)
                     row["ranks"] = json.loads(json.dumps(dist.times))
                 else:  # the one process's micro-batches, to set beside each rank's
                     row["shape"] = json.loads(json.dumps(eng.trainer.last_shape))
                 rows.append(row)
                 b.log(f"ddp {world} rank(s), step {s}: {row['wall_ms']:.0f} ms for {row['n_rollouts']} rollouts ("
-                      + ", ".join(f"{name.strip()} {row[k]:.0f}" for k, name in PHASES[1:]) + ")")
+                      + ", ".join(f"{name.strip()} {row[k]:.0f}" for k, name in PHASES[1:] + REST_PARTS) + ")")
             engine_name = eng.generator.name
             del eng
     finally:
