@@ -42,9 +42,10 @@ def judge(items: list[Scored], env, code: str, weights: dict[str, float], max_ne
     evaluate_all(items, env)
     views = [as_rollout(s, max_new_tokens).view() for s in items]
     scores = shared_worker().apply(code, weights, views)
-    for s in items:
-        s.encoded = judged_json(s)
-    return [Judged(s.verdict, s.obs, s.eval_ms, sc, s.encoded) for s, sc in zip(items, scores)]
+    out = [Judged(s.verdict, s.obs, s.eval_ms, sc, judged_json(s)) for s, sc in zip(items, scores)]
+    for s, j in zip(items, out):
+        s.encoded = j.encoded
+    return out
 
 
 def judged_rollout(prompt: Prompt, gen: Generation, judged: Judged) -> Scored:
