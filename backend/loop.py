@@ -42,7 +42,7 @@ from backend.policy.generate import GenerationInterrupted, make_generator
 from backend.policy.grpo import GRPOTrainer, Sample
 from backend.policy.interrupt import watch as watch_layers
 from backend.policy.load import load_fast_policy
-from backend.policy.model import chat_ids
+from backend.policy.model import chat_ids, task_prompts
 from backend.rollout import (Scored, agreement, diagnosis_rows, from_episode, from_generation, group_stats,
                              rollout_row, score_all, turn_rows)
 from backend.store import Store, dumps, now
@@ -197,15 +197,15 @@ class Engine:
                 items.append(from_episode(ep, task, k // group_size, k % group_size,
                                           self.lm.tokenizer.decode(pids), pids))
         else:
-            prompts = []
+            slots = []
             for g, task in enumerate(tasks):
-                pids = self.chat_ids_fn(harness.messages(task))
-                text = self.lm.tokenizer.decode(pids)
-                prompts += [(g, i, task, text, pids) for i in range(group_size)]
-            if dist is not None:  # judged and scored where generated; `times` says how rank 0 spent it
-                items, worker = dist.rollouts(prompts, harness, mnt, temp, top_p)
+                msgs = harness.messages(task)
+                slots += [(g, i, task, msgs) for i in range(group_size)]
+            if dist is not None:  # prompted, judged and scored where generated; `times`: how rank 0 spent it
+                items, worker = dist.rollouts(slots, harness, mnt, temp, top_p)
                 times = dist.times
             else:
+                prompts = task_prompts(self.lm.tokenizer, slots)
                 gens = self.generate_fn([p[4] for p in prompts], mnt, temp, top_p)
                 items = [from_generation(p, gen) for p, gen in zip(prompts, gens)]
         gen_ms = (time.perf_counter() - t0) * 1000

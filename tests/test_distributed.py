@@ -32,17 +32,12 @@ def _lora(model) -> dict[str, torch.Tensor]:
     return {n: p.detach().clone() for n, p in model.named_parameters() if p.requires_grad}
 
 
-def _prompts(env, harness, tok, n_tasks: int, group: int) -> list[tuple]:
-    """A step's prompts as the loop builds them (group, index, task, prompt text, prompt ids),
-    with the prompt cut to 7 tokens."""
-    import random
-
+def _slots(env, harness, n_tasks: int, group: int) -> list[tuple]:
+    """A step's rollouts as the loop hands them to the ranks (group, index, task, chat messages),
+    with a short user message (no system prompt) to keep the tiny model's passes short."""
     tasks = env.sample_tasks(n_tasks, random.Random(0), harness.curriculum)
-    out = []
-    for g, task in enumerate(tasks):
-        pids = [1, *tok(task.question[:40])["input_ids"][:6]]
-        out += [(g, i, task, tok.decode(pids), pids) for i in range(group)]
-    return out
+    return [(g, i, task, [{"role": "user", "content": task.question[:40]}])
+            for g, task in enumerate(tasks) for i in range(group)]
 
 
 def test_two_ranks_score_and_take_the_one_process_update(tiny_model, spread_harness):
@@ -64,6 +59,7 @@ def test_two_ranks_score_and_take_the_one_process_update(tiny_model, spread_harn
     from backend.policy.generate import make_generator
     from backend.policy.grpo import GRPOTrainer, Sample
     from backend.policy.load import load_fast_policy
+    from backend.policy.model import task_prompts
     from backend.rollout import Scored, rollout_row, score_all
 
     cfg = _cfg(tiny_model, f"harness={spread_harness}")
@@ -71,16 +67,19 @@ def test_two_ranks_score_and_take_the_one_process_update(tiny_model, spread_harn
     env = make_env(cfg)
     with ranks(cfg, adapter=None) as leader:
         lm = load_fast_policy(cfg.model, None, seed=cfg.seed)
-        prompts = _prompts(env, harness, lm.tokenizer, 3, 2)
+        slots = _slots(env, harness, 3, 2)
         start = _lora(lm.model)
         leader.attach(SimpleNamespace(lm=lm, trainer=GRPOTrainer(lm.model, lm.tokenizer, cfg.train, lm.device),
                                       env=env,
                                       control=SimpleNamespace(checkpoint=lambda *a, **k: None, stop_only=nullcontext),
                                       generate_fn=make_generator("hf", lm.model, lm.tokenizer, lm.device).generate))
         torch.manual_seed(1)
-        items, scores = leader.rollouts(prompts, harness, 5, 1.0, 1.0)
+        items, scores = leader.rollouts(slots, harness, 5, 1.0, 1.0)
         assert leader.shares == [(0, 3), (3, 6)] and len(items) == 6
-        assert [(s.group, s.idx) for s in items] == [(p[0], p[1]) for p in prompts]
+        assert [(s.group, s.idx) for s in items] == [(p[0], p[1]) for p in slots]
+        # rank 1 built its share's prompts (task 1's group is split between the ranks) as rank 0 would
+        assert [(s.prompt_text, s.prompt_ids) for s in items] == \
+            [(p[3], p[4]) for p in task_prompts(lm.tokenizer, slots)]
         assert all(s.verdict is not None for s in items)  # rank 1 judged its share
         score_all(items, harness, env, 5, worker=scores)
         assert all(s.encoded for s in items)  # each rank encoded its share's row texts

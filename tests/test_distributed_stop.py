@@ -158,14 +158,24 @@ def test_a_rank_leaves_its_share_of_a_batch_when_rank_0_ends_the_run():
                 assert self.steps < 200, "never asked to stop"
                 time.sleep(step_s)
 
+    class Tokenizer:  # the rank builds its prompt before decoding: any text and ids do
+        def apply_chat_template(self, messages, tokenize=False, add_generation_prompt=True):
+            return messages[-1]["content"]
+
+        def __call__(self, text, add_special_tokens=False):
+            return {"input_ids": [1, 2]}
+
+        def decode(self, ids):
+            return "p"
+
     dist.init_process_group("gloo", store=dist.PrefixStore("pg", store), rank=0, world_size=1)
     try:
         rank1 = Follower.__new__(Follower)  # its policy and engine are the stand-ins
-        rank1.lm = SimpleNamespace(model=torch.nn.Linear(1, 1))
+        rank1.lm = SimpleNamespace(model=torch.nn.Linear(1, 1), tokenizer=Tokenizer())
         rank1.generator, rank1.params = Decoder(), [torch.zeros(2)]
         rank0 = Channel(store, 0, 2)
-        rank0.send("generate", [{"prompts": [(0, 0, None, "p", [1, 2])], "max_new_tokens": 8, "temperature": 1.0,
-                                 "top_p": 1.0, "seed": 0, "harness": ("", {})}])
+        rank0.send("generate", [{"slots": [(0, 0, None, [{"role": "user", "content": "p"}])], "max_new_tokens": 8,
+                                 "temperature": 1.0, "top_p": 1.0, "seed": 0, "harness": ("", {})}])
         rank0.send("end", [None])
         rank1.serve(Channel(store, 1, 2))  # returns: it read "end"
     finally:

@@ -10,9 +10,10 @@ of the GRPO update.
 
 A training step on N ranks:
 
-1. rank 0 splits the step's prompts into N contiguous shares, broadcasts the
-   LoRA weights (so a rollback on rank 0 reaches every rank) and a seed per
-   rank; every rank generates its share, then judges and scores it (the
+1. rank 0 splits the step's rollouts (each a task's chat messages) into N
+   contiguous shares, broadcasts the LoRA weights (so a rollback on rank 0
+   reaches every rank) and a seed per rank; every rank builds its share's
+   prompts (`policy.model.task_prompts`), generates them, then judges and scores it (the
    evaluator, and the harness's per-rollout rewards and labels in its own
    sandboxed harness worker: `share.py`) while the others do the same; rank 0
    gathers completions, verdicts and scores as plain data.

@@ -4,10 +4,11 @@ It loads the policy on its own device (the one GPU it sees, or the CPU), from th
 rank 0 resumes from when there is one (weights and optimizer state), then
 answers rank 0's messages until "end":
 
-- generate: take rank 0's LoRA weights (broadcast), seed, generate this
-  rank's share of the prompts, judge and score it (the evaluator, and the
+- generate: take rank 0's LoRA weights (broadcast), seed, build this rank's
+  share of the prompts from the tasks' chat messages (`task_prompts`),
+  generate them, judge and score them (the evaluator, and the
   harness's rewards and labels in this rank's own sandboxed harness worker:
-  `share.judge`), reply with the completions and that plain data;
+  `share.judge`), reply with the prompts, the completions and that plain data;
 - train: build the samples rank 0 dealt to it (rollouts it generated, named
   by index, and rollouts moved to it, with their token ids) with the
   advantages rank 0 computed, take the GRPO update with the gradients summed
@@ -43,6 +44,7 @@ from backend.ddp.share import failure, judge
 from backend.harness.check import HarnessError
 from backend.harness.client import WorkerFailure
 from backend.policy.interrupt import GenerationInterrupted, watch as watch_layers
+from backend.policy.model import task_prompts
 from backend.rollout import from_generation
 
 
@@ -129,9 +131,9 @@ class Follower:
         if broadcast_params(self.params) and hasattr(self.generator, "refresh"):
             self.generator.refresh()  # weights set in place (a rollback on rank 0): engines re-read them
         torch.manual_seed(msg["seed"])
-        prompts = msg["prompts"]
-        self.prompts = [p[4] for p in prompts]
         t0 = time.perf_counter()
+        prompts = task_prompts(self.lm.tokenizer, msg["slots"])
+        self.prompts = [p[4] for p in prompts]
         self.gens = self._generate(msg)
         items = [from_generation(p, g) for p, g in zip(prompts, self.gens)]
         code, weights = msg["harness"]
@@ -140,7 +142,7 @@ class Follower:
             judged = judge(items, self.env, code, weights, msg["max_new_tokens"])
         except (HarnessError, WorkerFailure) as e:  # rank 0 stops the run with it, as on one process
             return {"gens": self.gens, "failed": failure(e)}
-        return {"gens": self.gens, "judged": judged,
+        return {"gens": self.gens, "judged": judged, "prompts": [(p[3], p[4]) for p in prompts],
                 "ms": {"gen_ms": (t1 - t0) * 1000, "judge_ms": (time.perf_counter() - t1) * 1000}}
 
     def _generate(self, msg: dict) -> list:

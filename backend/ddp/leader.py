@@ -3,8 +3,8 @@
 The loop calls two methods, in the places where one process would generate
 and train (backend/loop.py: `collect(..., dist=)` and `update_policy`):
 
-- `rollouts(prompts, harness, ...)`: rank r generates prompts[start_r:end_r]
-  and judges and scores its share (`share.judge`: the evaluator and the
+- `rollouts(slots, harness, ...)`: rank r builds the prompts of slots[start_r:end_r]
+  (`task_prompts`), generates them and judges and scores its share (`share.judge`: the evaluator and the
   harness's per-rollout rewards and labels, in its own harness worker) while
   the others do the same; rank 0 returns every rollout in the prompts' order
   with the scores as a `Prescored` worker, so the loop applies the harness to
@@ -32,7 +32,8 @@ import torch
 
 from backend.ddp.balance import balance
 from backend.ddp.comm import Channel, DistributedError, UpdateAbandoned, broadcast_params, split, synced_update
-from backend.ddp.share import Prescored, Prompt, judge, judged_rollout, raise_failure
+from backend.ddp.share import Prescored, judge, judged_rollout, raise_failure
+from backend.policy.model import task_prompts
 from backend.rollout import from_generation
 from backend.policy.grpo import Sample
 
@@ -56,27 +57,29 @@ class Leader:
         """The loop's Engine: its model, trainer, environment, generation and pause/stop control."""
         self.engine = engine
 
-    def rollouts(self, prompts: list[Prompt], harness, max_new_tokens: int, temperature: float,
+    def rollouts(self, slots: list[tuple], harness, max_new_tokens: int, temperature: float,
                  top_p: float) -> tuple[list, Prescored]:
-        """Every rank generates, judges and scores its share of `prompts`; returns all the rollouts,
-        in order (verdicts set), and their harness scores. Raises HarnessError or WorkerFailure
-        when the harness fails on any rank, as `score_all` would on one process."""
+        """Every rank builds the prompts of its share of `slots` (`task_prompts`), generates, judges
+        and scores them; returns all the rollouts, in order (verdicts set), and their harness scores.
+        Raises HarnessError or WorkerFailure when the harness fails on any rank, as `score_all`
+        would on one process."""
         eng = self.engine
         eng.control.checkpoint()  # a pause or a stop is honoured before the other ranks start
-        self.shares = split(len(prompts), self.world)
+        self.shares = split(len(slots), self.world)
         # Drawn from the step's seeded generator: a resumed step gives every rank the same seed again.
         seeds = torch.randint(0, 2**62, (self.world,)).tolist()
         code, weights = harness.code, harness.spec.weights
         self.channel.send("generate", [
-            {"prompts": prompts[a:b], "max_new_tokens": max_new_tokens, "temperature": temperature,
+            {"slots": slots[a:b], "max_new_tokens": max_new_tokens, "temperature": temperature,
              "top_p": top_p, "seed": seeds[r], "harness": (code, weights)}
             for r, (a, b) in enumerate(self.shares) if r])
         broadcast_params(trainable(eng.lm.model))  # a rollback on rank 0 reaches every rank
         a, b = self.shares[0]
         t0 = time.perf_counter()
+        prompts = task_prompts(eng.lm.tokenizer, slots[a:b])
         with self._stop_spreads():
-            gens = eng.generate_fn([p[4] for p in prompts[a:b]], max_new_tokens, temperature, top_p)
-        items = [from_generation(p, g) for p, g in zip(prompts[a:b], gens)]
+            gens = eng.generate_fn([p[4] for p in prompts], max_new_tokens, temperature, top_p)
+        items = [from_generation(p, g) for p, g in zip(prompts, gens)]
         t1 = time.perf_counter()
         judged = judge(items, eng.env, code, weights, max_new_tokens)
         t2 = time.perf_counter()
@@ -86,7 +89,8 @@ class Leader:
                 raise_failure(r, reply["failed"])
             by_rank.append(reply["ms"])
             a, b = self.shares[r]
-            items += [judged_rollout(p, g, j) for p, g, j in zip(prompts[a:b], reply["gens"], reply["judged"])]
+            prompts = [(g, i, task, *built) for (g, i, task, _), built in zip(slots[a:b], reply["prompts"])]
+            items += [judged_rollout(p, g, j) for p, g, j in zip(prompts, reply["gens"], reply["judged"])]
             judged += reply["judged"]
         self.times = {"gen_ms": (t1 - t0) * 1000, "judge_ms": (t2 - t1) * 1000,
                       "wait_ms": (time.perf_counter() - t2) * 1000, "by_rank": by_rank}

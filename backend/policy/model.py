@@ -171,3 +171,19 @@ def load_policy(cfg: ModelConfig, adapter_dir: str | os.PathLike | None = None) 
 def chat_ids(tokenizer, messages: list[dict], add_generation_prompt: bool = True) -> list[int]:
     text = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=add_generation_prompt)
     return tokenizer(text, add_special_tokens=False)["input_ids"]
+
+
+def task_prompts(tokenizer, slots: list[tuple]) -> list[tuple]:
+    """The prompts of a single-turn batch: `slots` are (group, index in the group, task, the task's
+    chat messages), one per rollout; each becomes (group, index, task, prompt text, prompt token
+    ids), built once per group (its rollouts share the text and the list of ids). On N ranks each
+    rank builds its own share's (backend/ddp), so rank 0 does not tokenize every rank's prompts
+    before any rank can start generating."""
+    built: dict[int, tuple[str, list[int]]] = {}
+    out = []
+    for g, i, task, messages in slots:
+        if g not in built:
+            pids = chat_ids(tokenizer, messages)
+            built[g] = (tokenizer.decode(pids), pids)
+        out.append((g, i, task, *built[g]))
+    return out
