@@ -157,6 +157,11 @@ class EvolveConfig:
     """Candidates proposed per round."""
     auto_promote: bool = False
     """Promote the best passed candidate without the operator."""
+    promotions_per_round: int = 2
+    """Auto mode: after the best passed candidate, the next ones are re-applied onto the version
+    just promoted and backtested again against it, up to this many promotions a round. Each is
+    still one change judged on the harness it changes; two independent fixes no longer wait a
+    round for each other (session 7: format weight off at step 5, lenient extraction at step 10)."""
     population: int = 4
     """Size of the frontier: the active harness version and the best earlier ones that proposals
     branch from (backend/evolve/population.py)."""
@@ -385,6 +390,8 @@ def validate(cfg: RunConfig) -> RunConfig:
         bad("evolve.trial_steps must be at least 1, evolve.max_trials >= 0, evolve.replay_max_rows at least 16")
     if cfg.evolve.cooldown_after < 1 or cfg.evolve.cooldown_rounds < 0 or cfg.evolve.probe_max_tasks < 1:
         bad("evolve.cooldown_after and evolve.probe_max_tasks must be at least 1, evolve.cooldown_rounds >= 0")
+    if cfg.evolve.promotions_per_round < 1:
+        bad("evolve.promotions_per_round must be at least 1")
     if cfg.evolve.every < 1 or cfg.evolve.window < 1 or cfg.evolve.candidates < 1:
         bad("evolve.every, evolve.window and evolve.candidates must be at least 1")
     if cfg.evolve.skill_library not in ("global", "run"):

@@ -64,7 +64,7 @@ def test_honest_fix_passes_on_the_same_run(store):
 def test_regression_on_rollouts_an_earlier_promotion_fixed(store):
     store.set_run(auto_promote=1)
     out = run_round(context(store, probe=make_probe())).summary
-    assert out["harness_version"] == 2
+    assert out["harness_version"] == store.run()["harness_version"] >= 2  # lenient extraction is in
     ctx = context(store)
     strict = replace_name(ctx.harness.code, "extract_answer",
                           "def extract_answer(r):\n    return answer_tag(r.completion) or None\n")  # not v1's code

@@ -172,3 +172,39 @@ def test_only_the_validation_split_is_read(run):
     add_eval(store, 10, outcomes(40, 12))
     assert _unchanged(after_eval(ctx)) and store.count("skills") == 0
     assert store.intervention(iid).judged_acc == pytest.approx(0.3)
+
+
+def _auto_round(tmp_path, promotions: int):
+    from backend.config import RunConfig
+
+    s = build_run(tmp_path / f"auto{promotions}" / "run.db", steps=6)
+    s.set_run(auto_promote=1)
+    cfg = RunConfig()
+    cfg.evolve.promotions_per_round = promotions
+    return s, run_round(context(s, cfg=cfg, probe=make_probe())).summary
+
+
+def test_a_round_promotes_its_passed_changes_in_turn_each_judged_on_the_version_it_changes(tmp_path):
+    """Two independent fixes pass in one round (retiring a diagnostic that never fires, lenient
+    extraction): both are promoted in this round, the second only after being re-applied onto
+    the version the first made and passing a fresh backtest against that version."""
+    store, out = _auto_round(tmp_path, promotions=2)
+    first, second = out["promoted"], out["also_promoted"][0]
+    versions = store.rows("SELECT id, intervention_id FROM harness_versions ORDER BY id")
+    assert [v["intervention_id"] for v in versions[1:]] == [first, second]
+    later = store.get("interventions", second)
+    rebased = loads(later["params_json"])["rebased"]
+    assert rebased == [{"from": 1, "onto": versions[1]["id"], "why": "auto mode"}]
+    assert len(store.rows("SELECT id FROM backtests WHERE intervention_id = ?", [second])) == 2  # v1, then v2
+    active = store.get("harness_versions", versions[2]["id"])["code"]
+    assert "def diagnose_empty" not in active and "final_answer(r.completion)" in active  # both are in
+    assert f"promoted #{first}, then #{second}, now v{versions[2]['id']}" in \
+        store.get("rounds", out["round_id"])["summary"]
+    store.close()
+
+
+def test_one_promotion_a_round_when_asked(tmp_path):
+    store, out = _auto_round(tmp_path, promotions=1)
+    assert out["promoted"] and out["also_promoted"] == []
+    assert store.count("harness_versions") == 2
+    store.close()

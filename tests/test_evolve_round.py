@@ -5,6 +5,7 @@ import json
 
 import pytest
 
+from backend.config import RunConfig
 from backend.evolve import failure_table, lineage, run_round
 from backend.evolve import offline
 from synthetic_run import add_steps, build_run, context, make_probe
@@ -66,7 +67,9 @@ def test_supervised_round_finds_the_lenient_fix_and_waits(store):
 
 def test_auto_round_promotes_the_best_candidate_and_lineage_explains_it(store, tmp_path):
     store.set_run(auto_promote=1)
-    ctx = context(store, probe=make_probe())
+    cfg = RunConfig()
+    cfg.evolve.promotions_per_round = 1  # the best one alone (in turn: test_evolve_gate.py)
+    ctx = context(store, cfg=cfg, probe=make_probe())
     effects = run_round(ctx)
     out = effects.summary
     assert out["harness_version"] == 2 == store.run()["harness_version"] == ctx.harness_version

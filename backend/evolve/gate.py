@@ -82,6 +82,23 @@ def promote_best(ctx: EvolveContext, ids: list[int] | None = None) -> int | None
     return None
 
 
+def promote_in_turn(ctx: EvolveContext, ids: list[int], most: int) -> list[int]:
+    """Auto mode: up to `most` promotions from one round's passed candidates `ids`, best first.
+    After each, the rest are built on a version that is no longer active, so `promote_best`
+    re-applies the next one onto the new version and backtests it against that version before
+    promoting it: every promotion is one change, judged on the harness it changes.
+    Returns the new version ids in order."""
+    versions: list[int] = []
+    left = list(ids)
+    while left and len(versions) < most:
+        vid = promote_best(ctx, left)
+        if vid is None:
+            break
+        versions.append(vid)
+        left = [i for i in left if i != (ctx.store.harness_version(vid) or {}).get("intervention_id")]
+    return versions
+
+
 def rollback(ctx: EvolveContext, intervention_id: int, reason: str) -> int | None:
     """Return to the version a promotion replaced; record it. The effects carry the harness and
     the policy step to restore (the promotion's); returns that step."""

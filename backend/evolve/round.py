@@ -6,8 +6,9 @@
     4. screen      the churn rules drop repeats before any backtest (`interventions.Rules`); the
                    round records and logs what it skipped and why
     5. backtest    replay (or probe) every candidate next to the incumbent
-    6. gate        auto mode promotes the best passed candidate; inconclusive ones
-                   and (in supervised mode) passed ones wait for the operator
+    6. gate        auto mode promotes the best passed candidate, then the next ones in turn,
+                   each re-backtested on the version just promoted (`evolve.promotions_per_round`);
+                   inconclusive ones and (in supervised mode) passed ones wait for the operator
 
 `run_round` never raises: an error is logged, stored on the round, and the
 summary says so. The loop keeps training either way. It returns the round's
@@ -28,7 +29,7 @@ from .interventions import Rules, normalise
 from . import skills as sk
 from .backtest import backtest
 from .context import Effects, EvolveContext
-from .gate import promote_best
+from .gate import promote_in_turn
 
 
 def _window(ctx: EvolveContext) -> range:
@@ -72,7 +73,8 @@ def _save(ctx: EvolveContext, summary: JSON) -> None:
 def _text(s: JSON) -> str:
     if s["error"]:
         return f"error: {s['error']}"
-    promoted = f"; promoted #{s['promoted']} as v{s['harness_version']}" if s["promoted"] else ""
+    also = "".join(f", then #{i}" for i in s.get("also_promoted") or [])
+    promoted = f"; promoted #{s['promoted']}{also}, now v{s['harness_version']}" if s["promoted"] else ""
     skipped = f", {len(s['skipped'])} skipped (churn)" if s.get("skipped") else ""
     return (f"{len(s['proposed'])} proposed, {len(s['passed'])} passed, {len(s.get('inconclusive') or [])} "
             f"inconclusive, {len(s['failed'])} failed{skipped}{promoted}")
@@ -106,10 +108,11 @@ def _round(ctx: EvolveContext, summary: JSON) -> None:
     summary["inconclusive"] = [r["id"] for r in results if r["verdict"] == "inconclusive"]
     summary["failed"] = [i for i in ids if i not in summary["passed"] and i not in summary["inconclusive"]]
     if summary["passed"] and ctx.auto_promote():
-        vid = promote_best(ctx, summary["passed"])
-        if vid:
-            summary["promoted"] = (store.harness_version(vid) or {}).get("intervention_id")
-            summary["harness_version"] = vid
+        versions = promote_in_turn(ctx, summary["passed"], ctx.cfg.evolve.promotions_per_round)
+        if versions:
+            made = [(store.harness_version(v) or {}).get("intervention_id") for v in versions]
+            summary["promoted"], summary["also_promoted"] = made[0], made[1:]
+            summary["harness_version"] = versions[-1]
     ctx.log("info", f"round at step {ctx.step}: {_text(summary)}")
 
 
