@@ -2,13 +2,13 @@
 
     .venv/bin/python benchmarks/rank0_rows.py [CODE_ROOT] [--reps 15]
 
-A data-parallel step's "rest" and "store" phases (`evotui bench --only ddp`) grow with the
-number of ranks because rank 0 builds the prompts, rows and diagnoses of every rank's
-rollouts and writes them all. This times those parts without a GPU, on rollouts as the loop
-makes them: the math env's tasks (64 or 128 x 8), the default harness's prompts through the
-default model's tokenizer, completions judged and scored by the real evaluator and harness.
-In the 1,024 case half the rollouts stand for rank 1's share: their row texts are encoded as
-rank 1 encodes them (`share.judge`), off rank 0's path. CODE_ROOT (default: this checkout)
+A data-parallel step's "rest" and "store" phases (`evotui bench --only ddp`) grew with the
+number of ranks because rank 0 built the prompts and rows of every rank's rollouts, and it
+still writes them all. This times those parts without a GPU, on rollouts as the loop makes
+them: the math env's tasks (64 or 128 x 8), the default harness's prompts through the default
+model's tokenizer, completions judged and scored by the real evaluator and harness. In the
+1,024 case half the rollouts stand for rank 1's share: it builds their prompts
+(`task_prompts`) and encodes their row texts (`share.judge`), off rank 0's path. CODE_ROOT (default: this checkout)
 lets the same script time another commit's code (a `git worktree`), for a before/after table.
 Timings are the best of `--reps`; nothing here is asserted.
 """
@@ -26,6 +26,7 @@ ROOT = Path(sys.argv[1]) if len(sys.argv) > 1 and not sys.argv[1].startswith("-"
 REPS = int(sys.argv[sys.argv.index("--reps") + 1]) if "--reps" in sys.argv else 15
 sys.path.insert(0, str(ROOT))
 
+import backend.policy.model as model  # noqa: E402
 import backend.rollout as rollout  # noqa: E402
 from backend.config import load_config  # noqa: E402
 from backend.envs import make_env  # noqa: E402
@@ -85,7 +86,9 @@ def scored(tok, harness, env, ps: list[tuple]) -> list:
 
 def parts(tok, harness, env, cfg, code, n_tasks: int, ranks: int) -> dict[str, float]:
     tasks = env.sample_tasks(n_tasks, random.Random(0), harness.curriculum)
-    out = {"prompts of every task (chat template, decode)": best_ms(lambda: prompts(tok, harness, tasks, 8))}
+    # with task_prompts each rank builds its own share's prompts; before it, rank 0 built every task's
+    mine = tasks[:n_tasks // ranks] if hasattr(model, "task_prompts") else tasks
+    out = {"rank 0: prompts (chat template, decode)": best_ms(lambda: prompts(tok, harness, mine, 8))}
     items = scored(tok, harness, env, prompts(tok, harness, tasks, 8))
     out["group statistics"] = best_ms(lambda: rollout.group_stats(items, harness))
     encode = getattr(rollout, "judged_json", None)
