@@ -144,3 +144,30 @@ def test_a_run_scoped_library_neither_reads_nor_adds_to_the_global_one(tmp_path,
     assert retrieve(other, table, "math", shared=False) == []
     keys = [key for _, key, _ in offline.options(context(other, cfg=cfg), table, {})]
     assert not [k for k in keys if k.startswith("skill:")]
+
+
+def test_a_card_two_runs_learned_is_retrieved_and_its_rounds_still_propose(tmp_path, monkeypatch):
+    """The global library adds up `helped` when two runs learn the same change, while `uses`
+    stays 0: the card's prior divided by zero, and every round of every other run that read
+    the library raised and proposed nothing (4 x H200, session 7: whole runs of empty rounds)."""
+    from backend.evolve.skills import track_record, write_library
+
+    monkeypatch.setenv("EVOTUI_HOME", str(tmp_path / "home"))
+    global_library().parent.mkdir(parents=True)
+    s = build_run(tmp_path / "a" / "run.db", steps=6)
+    add_eval(s, 5, outcomes(40, 12))
+    ctx = context(s, probe=make_probe())
+    run_round(ctx)
+    promote(ctx, next(r["id"] for r in s.rows("SELECT * FROM interventions") if "Lenient" in r["title"]), "t")
+    ctx.step = 10
+    add_eval(s, 10, outcomes(40, 20))
+    after_eval(ctx, 0.5)  # the first run learns the card
+    (card,) = json.loads(global_library().read_text())["skills"]
+    write_library(global_library(), [dict(card, helped=2, uses=0)])  # and a second run learned it too
+    assert track_record({"helped": 2, "uses": 0}) == 3 / 2 and track_record({"helped": 1, "uses": 3}) == 2 / 4
+    other = build_run(tmp_path / "b" / "run.db", steps=6, seed=3)
+    assert [c["name"] for c in retrieve(other, [{"label": "no_answer_tag", "share": 0.9}], "math")] == \
+        ["lenient_extraction"]
+    out = run_round(context(other, probe=make_probe())).summary
+    assert out["error"] is None and len(out["proposed"]) >= 3
+    s.close()

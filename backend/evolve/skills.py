@@ -150,12 +150,25 @@ def bump(store: Store, names: list[str], uses: int = 0, helped: int = 0, evidenc
         store.update_skill(r["id"], values)
 
 
+def track_record(card: JSON) -> float:
+    """A card's prior from its record: (helped + 1) / (failed uses + 2), smoothed odds of helping.
+
+    A card is learned with `helped` 1 and `uses` 0 (it helped without being proposed from a
+    card), and the global library adds up `helped` when two runs learn the same change, so
+    `helped` can exceed `uses`: failed uses are never below 0. (They once were: a card that
+    two runs had learned divided by zero in every later round of every run that read it, and
+    those rounds proposed nothing; 4 x H200, session 7.)"""
+    helped = max(0, int(card.get("helped") or 0))
+    failed = max(0, int(card.get("uses") or 0) - helped)
+    return (1 + helped) / (2 + failed)
+
+
 def retrieve(store: Store, table: list[JSON], domain: str, k: int = 4, shared: bool = True) -> list[JSON]:
     """Cards whose trigger labels show up in the failure table, best match first; `shared`:
     the global library's cards too (`evolve.skill_library`), else the run's own.
 
     Match = sum of the shares of the trigger labels present, times a prior from
-    the card's record (helped / uses, smoothed)."""
+    the card's `track_record`."""
     shares = {e["label"]: e["share"] for e in table}
     scored = []
     for card in cards(store) + (global_cards(exclude=store) if shared else []):
@@ -163,8 +176,7 @@ def retrieve(store: Store, table: list[JSON], domain: str, k: int = 4, shared: b
             continue
         match = sum(shares.get(lbl, 0.0) for lbl in card["trigger"].get("labels", []))
         if match > 0:
-            record = (1 + card.get("helped", 0)) / (2 + card.get("uses", 0) - card.get("helped", 0))
-            scored.append((match * (0.5 + record), card["name"], card))
+            scored.append((match * (0.5 + track_record(card)), card["name"], card))
     scored.sort(key=lambda t: (-t[0], t[1]))
     return [c for _, _, c in scored[:k]]
 
