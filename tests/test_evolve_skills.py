@@ -81,6 +81,10 @@ def test_ops_read_runs_and_library_files(learned, tmp_path):
     ('{"skills": {"a": 1}}', "must be a list"),
     ('{"skills": [{"name": "ok", "trigger": {"labels": "no_answer_tag"}, "change": {"op": "remove", "name": "f"}}]}',
      "list of strings"),
+    ('{"name": "x", "trigger": {}, "change": {"op": "remove", "name": "f"}, "uses": "many"}',
+     "uses must be a whole number >= 0"),
+    ('{"name": "x", "trigger": {}, "change": {"op": "remove", "name": "f"}, "helped": -1}',
+     "helped must be a whole number >= 0"),
 ])
 def test_corrupt_skill_files_give_one_clear_error(learned, tmp_path, content, match):
     bad = tmp_path / "bad.json"

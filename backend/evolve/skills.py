@@ -98,6 +98,10 @@ def validate(card: JSON, where: str) -> JSON:
             check_source(ch["source"])
         except HarnessError as e:
             raise SkillError(f"{where}: skill '{card['name']}' change fails the harness check: {e}") from None
+    for count in ("uses", "helped"):  # a card's record is arithmetic (`track_record`)
+        value = card.get(count, 0)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise SkillError(f"{where}: skill '{card['name']}' {count} must be a whole number >= 0, got {value!r}")
     labels = card["trigger"].get("labels", [])
     if not isinstance(labels, list) or not all(isinstance(x, str) for x in labels):
         raise SkillError(f"{where}: skill '{card['name']}' trigger labels must be a list of strings")
