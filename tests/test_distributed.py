@@ -246,7 +246,7 @@ def test_bench_ddp_runs_one_and_two_ranks(tiny_model, capsys):
                   "wait for the other ranks", "by rank: generate", "by rank: update up to the all-reduce",
                   "trained rollouts the balance moved", "update: micro-batches x rows",
                   "update: tokens padded / own", "update: queueing, then waiting (ms)",
-                  "update: padded tokens per second", "rest: prompts, messages, weights (ranks: all)",
+                  "update: padded tokens per second", "rest: messages to the ranks, weights",
                   "rest: filter (group statistics)", "rest: checkpoint", "rest: rows, step row, retention"):
         assert phase in out, phase
 

@@ -12,9 +12,9 @@ harness to the batch), the wait for the other ranks' shares, the update
 (trained rollouts dealt out by token count, gradients all-reduced), the
 store (rank 0 alone writes every rollout) and the rest, split by when the loop
 entered each of its phases (`REST_PARTS`): sampling tasks, what rank 0 does
-around the generation besides its own share (building every prompt, the
-messages and weights to the ranks; on one process the prompts are built inside
-the generation phase, so they count there), the filters' group statistics, the
+around its own share's generation (the tasks' chat messages, the message to
+the ranks, the weights' broadcast; every rank builds its own share's prompts
+inside "generate", as one process does), the filters' group statistics, the
 checkpoint, and the rows around the store. Below them, each rank's update
 beside the one process's: the micro-batches it ran (count x rows), the tokens they computed with padding
 against the sequences' own, the host's time queueing them and the wait for
@@ -63,7 +63,7 @@ def ddp_rows(b, harness: str) -> list[dict]:
                      "ratio": f"{ours_ms / base_ms:.2f}x time" if base_ms > 0 else "",
                      "note": f"{one['n_timed']} and {many['n_timed']} steps; the rows below are the fastest step's"})
     notes = {"train_ms": f"{many['trained']} vs {one['trained']} sequences trained",
-             "prep_ms": "one process builds its prompts inside generate"}
+             "prep_ms": "N ranks only: the tasks' messages sent, the LoRA weights broadcast"}
     for key, name in PHASES + REST_PARTS:
         rows.append({"what": name, "baseline": f"{one[key] / 1000:.2f} s", "ours": f"{many[key] / 1000:.2f} s",
                      "ratio": f"{many[key] / one[key]:.2f}x time" if one[key] > 0 and key != "prep_ms" else "",
@@ -77,7 +77,7 @@ PHASES = (("wall_ms", "step"), ("gen_ms", "  generate (rank 0's share)"),
 """The phases of a step as rank 0 spends it; they add up to the step's wall time."""
 
 REST_PARTS = (("tasks_ms", "    rest: sample tasks, check disk room"),
-              ("prep_ms", "    rest: prompts, messages, weights (ranks: all)"),
+              ("prep_ms", "    rest: messages to the ranks, weights"),
               ("filter_ms", "    rest: filter (group statistics)"),
               ("ckpt_ms", "    rest: checkpoint"),
               ("rows_ms", "    rest: rows, step row, retention"))
