@@ -48,8 +48,9 @@ def search_lines(arms: dict[str, list[dict]]) -> list[str]:
         tot = {k: sum(x[k] for x in rounds) for k in ("tried", "passed", "inconclusive", "failed")}
         knobs = {k for x in rounds for k in x["knobs"]}
         share = "n/a" if b["share_of_training"] is None else f"{b['share_of_training']:.1%}"
-        md.append(f"| {arm} s{r['seed']} | {len(rounds)} | {sum(1 for x in rounds if not x['tried'])} | "
-                  f"{sum(1 for x in rounds if x.get('error'))} | {tot['tried']} | {tot['passed']} | {tot['inconclusive']} | {tot['failed']} | {len(knobs)} | "
+        empty, errors = sum(1 for x in rounds if not x["tried"]), sum(1 for x in rounds if x.get("error"))
+        md.append(f"| {arm} s{r['seed']} | {len(rounds)} | {empty} | {errors} | {tot['tried']} | {tot['passed']} | "
+                  f"{tot['inconclusive']} | {tot['failed']} | {len(knobs)} | "
                   f"{b['search_rollouts']:.0f} | {b['replay_rollout_equiv']:.0f} | {share} |")
     for arm, r in runs:
         errors = [x for x in r["search"]["rounds"] if x.get("error")]
