@@ -77,8 +77,11 @@ def create_run(run_dir: Path, cfg: RunConfig, code: str) -> Store:
     return Store.open(run_dir / "run.db", create=False)
 
 
-def start(cfg: RunConfig, run_dir: Path | None, quiet: bool = False) -> tuple[Path, dict]:
-    """Create a run and train it to the end. Returns (run_dir, summary)."""
+def start(cfg: RunConfig, run_dir: Path | None, quiet: bool = False,
+          own_process: bool = False) -> tuple[Path, dict]:
+    """Create a run and train it to the end. Returns (run_dir, summary). `own_process`: this
+    process exists for the run alone (`evotui run --headless`): its heap is frozen before the
+    loop (`backend.heap`)."""
     from backend.ddp.launch import check as check_ranks
     from backend.ddp.launch import ranks, world_size
     from backend.loop import Engine
@@ -97,7 +100,8 @@ def start(cfg: RunConfig, run_dir: Path | None, quiet: bool = False) -> tuple[Pa
         print(f"run dir: {run_dir}", flush=True)
     store.set_run(device=device_label(cfg))
     with ranks(cfg, adapter=None) as dist:  # None: one process
-        return run_dir, _drive(Engine(run_dir, cfg, store, quiet=quiet, lm=lm, dist=dist), store, quiet)
+        return run_dir, _drive(Engine(run_dir, cfg, store, quiet=quiet, lm=lm, dist=dist), store, quiet,
+                               own_process)
 
 
 LIVE_SETTINGS = {"evolve.auto_promote": "auto_promote"}
@@ -122,7 +126,7 @@ def live_settings(cfg: RunConfig, overrides: list[str] | None) -> dict:
 
 
 def resume(run_dir: Path, steps: int | None = None, overrides: list[str] | None = None,
-           quiet: bool = False) -> tuple[Path, dict]:
+           quiet: bool = False, own_process: bool = False) -> tuple[Path, dict]:
     """Continue a stopped or crashed run from its last completed step.
 
     Settings in `overrides` that an operator may change while a run lives (LIVE_SETTINGS, e.g.
@@ -149,7 +153,8 @@ def resume(run_dir: Path, steps: int | None = None, overrides: list[str] | None 
     store.set_run(device=device_label(cfg))
     pv = store.latest_policy_version()
     with ranks(cfg, adapter=pv["checkpoint"] if pv and pv["checkpoint"] else None) as dist:
-        return Path(run_dir), _drive(Engine(Path(run_dir), cfg, store, quiet=quiet, dist=dist), store, quiet)
+        return Path(run_dir), _drive(Engine(Path(run_dir), cfg, store, quiet=quiet, dist=dist), store, quiet,
+                                     own_process)
 
 
 def device_label(cfg: RunConfig) -> str:
@@ -181,8 +186,12 @@ def pid_alive(pid: int) -> bool:
         return False
 
 
-def _drive(engine, store: Store, quiet: bool) -> dict:
+def _drive(engine, store: Store, quiet: bool, own_process: bool = False) -> dict:
     t0 = time.time()
+    if own_process:
+        from backend.heap import freeze_long_lived
+
+        freeze_long_lived()
     try:
         engine.run()
     except KeyboardInterrupt:

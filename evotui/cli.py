@@ -237,7 +237,8 @@ def _run(args) -> int:
         sets = list(args.sets) + _report_to_sets(args) + _gpus_sets(args)
         if args.auto_promote or args.supervised:
             sets.append(f"evolve.auto_promote={'true' if args.auto_promote else 'false'}")
-        run_dir, s = runs.resume(_run_dir(args.resume), args.steps, sets or None, quiet=args.quiet)
+        run_dir, s = runs.resume(_run_dir(args.resume), args.steps, sets or None, quiet=args.quiet,
+                                 own_process=True)
     else:
         sets = list(args.sets) + _report_to_sets(args) + _gpus_sets(args)
         # Headless runs are autonomous unless told otherwise; the TUI starts them supervised.
@@ -247,7 +248,8 @@ def _run(args) -> int:
             from backend.profiles import describe
 
             print(describe(cfg.profile), flush=True)
-        run_dir, s = runs.start(cfg, Path(args.run_dir).expanduser() if args.run_dir else None, quiet=args.quiet)
+        run_dir, s = runs.start(cfg, Path(args.run_dir).expanduser() if args.run_dir else None, quiet=args.quiet,
+                                own_process=True)
     print(runs.format_summary(s), flush=True)
     return 0 if s["status"] in ("finished", "stopped") else 1
 

@@ -66,6 +66,9 @@ def main(rank: int, world: int, port: int, cfg_dict: dict, adapter: str | None, 
         dist.init_process_group("nccl" if cuda else "gloo", store=dist.PrefixStore("pg", store), rank=rank,
                                 world_size=world, timeout=COLLECTIVE_TIMEOUT)
         rank_state = Follower(cfg, adapter)
+        from backend.heap import freeze_long_lived
+
+        freeze_long_lived()  # this process lives for the run: its policy stays out of the collector's passes
         channel.ready()
         rank_state.serve(channel)
     except Exception as e:
