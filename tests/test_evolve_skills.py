@@ -175,3 +175,18 @@ def test_a_card_two_runs_learned_is_retrieved_and_its_rounds_still_propose(tmp_p
     out = run_round(context(other, probe=make_probe())).summary
     assert out["error"] is None and len(out["proposed"]) >= 3
     s.close()
+
+
+def test_a_skill_library_that_cannot_be_read_costs_the_round_its_skills_only(tmp_path, monkeypatch):
+    from backend.evolve import skills
+
+    def broken(*a, **k):
+        raise ZeroDivisionError("division by zero")
+
+    monkeypatch.setattr(skills, "retrieve", broken)
+    s = build_run(tmp_path / "a" / "run.db", steps=6)
+    out = run_round(context(s, probe=make_probe())).summary
+    assert out["error"] is None and len(out["proposed"]) >= 3  # snippets and knobs still come
+    logged = [r["message"] for r in s.rows("SELECT message FROM events WHERE level = 'warning'")]
+    assert "skill cards left out of this round: ZeroDivisionError: division by zero" in logged
+    s.close()
