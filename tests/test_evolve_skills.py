@@ -12,18 +12,23 @@ from synthetic_run import add_eval, build_run, context, make_probe, outcomes
 from backend.store import loads
 
 
-@pytest.fixture
-def learned(tmp_path):
-    """A run that promoted lenient extraction and saw the held-out accuracy rise."""
-    s = build_run(tmp_path / "a" / "run.db", steps=6)
+def learn_lenient(path, cfg: RunConfig | None = None):
+    """A run that promoted lenient extraction and saw the held-out accuracy rise (so it learns the
+    card, and adds it to the global library where `cfg` lets it); returns its store."""
+    s = build_run(path, steps=6)
     add_eval(s, 5, outcomes(40, 12))
-    ctx = context(s, probe=make_probe())
+    ctx = context(s, cfg=cfg, probe=make_probe())
     run_round(ctx)
-    iid = next(r["id"] for r in s.rows("SELECT * FROM interventions") if "Lenient" in r["title"])
-    promote(ctx, iid, "test")
+    promote(ctx, next(r["id"] for r in s.rows("SELECT * FROM interventions") if "Lenient" in r["title"]), "test")
     ctx.step = 10
     add_eval(s, 10, outcomes(40, 20))  # a paired validation gain whose interval is above zero
     after_eval(ctx, 0.5)
+    return s
+
+
+@pytest.fixture
+def learned(tmp_path):
+    s = learn_lenient(tmp_path / "a" / "run.db")
     yield s
     s.close()
 
@@ -107,14 +112,7 @@ def test_missing_paths(learned, tmp_path):
 
 def test_global_library_under_evotui_home(tmp_path, monkeypatch):
     monkeypatch.setenv("EVOTUI_HOME", str(tmp_path / "home"))
-    s = build_run(tmp_path / "a" / "run.db", steps=6)
-    add_eval(s, 5, outcomes(40, 12))
-    ctx = context(s, probe=make_probe())
-    run_round(ctx)
-    promote(ctx, next(r["id"] for r in s.rows("SELECT * FROM interventions") if "Lenient" in r["title"]), "t")
-    ctx.step = 10
-    add_eval(s, 10, outcomes(40, 20))  # a paired validation gain whose interval is above zero
-    after_eval(ctx, 0.5)
+    learn_lenient(tmp_path / "a" / "run.db").close()
     assert global_library() == tmp_path / "home" / "skills.json"
     assert [c["name"] for c in skill_commands.skills_list(global_library())] == ["lenient_extraction"]
     # a fresh run retrieves from the global library without importing anything
@@ -131,14 +129,7 @@ def test_a_run_scoped_library_neither_reads_nor_adds_to_the_global_one(tmp_path,
     global_library().parent.mkdir(parents=True)
     cfg = RunConfig()
     cfg.evolve.skill_library = "run"
-    s = build_run(tmp_path / "a" / "run.db", steps=6)
-    add_eval(s, 5, outcomes(40, 12))
-    ctx = context(s, cfg=cfg, probe=make_probe())
-    run_round(ctx)
-    promote(ctx, next(r["id"] for r in s.rows("SELECT * FROM interventions") if "Lenient" in r["title"]), "t")
-    ctx.step = 10
-    add_eval(s, 10, outcomes(40, 20))
-    after_eval(ctx, 0.5)
+    s = learn_lenient(tmp_path / "a" / "run.db", cfg)
     assert [c["name"] for c in skill_commands.skills_list(s.path.parent)] == ["lenient_extraction"]  # its own
     assert not global_library().exists()  # nothing written for other runs
     skill_commands.export_skills(s, global_library())  # another run's card is there now
@@ -158,14 +149,7 @@ def test_a_card_two_runs_learned_is_retrieved_and_its_rounds_still_propose(tmp_p
 
     monkeypatch.setenv("EVOTUI_HOME", str(tmp_path / "home"))
     global_library().parent.mkdir(parents=True)
-    s = build_run(tmp_path / "a" / "run.db", steps=6)
-    add_eval(s, 5, outcomes(40, 12))
-    ctx = context(s, probe=make_probe())
-    run_round(ctx)
-    promote(ctx, next(r["id"] for r in s.rows("SELECT * FROM interventions") if "Lenient" in r["title"]), "t")
-    ctx.step = 10
-    add_eval(s, 10, outcomes(40, 20))
-    after_eval(ctx, 0.5)  # the first run learns the card
+    learn_lenient(tmp_path / "a" / "run.db").close()  # the first run learns the card
     (card,) = json.loads(global_library().read_text())["skills"]
     write_library(global_library(), [dict(card, helped=2, uses=0)])  # and a second run learned it too
     assert track_record({"helped": 2, "uses": 0}) == 3 / 2 and track_record({"helped": 1, "uses": 3}) == 2 / 4
@@ -174,7 +158,7 @@ def test_a_card_two_runs_learned_is_retrieved_and_its_rounds_still_propose(tmp_p
         ["lenient_extraction"]
     out = run_round(context(other, probe=make_probe())).summary
     assert out["error"] is None and len(out["proposed"]) >= 3
-    s.close()
+    other.close()
 
 
 def test_a_skill_library_that_cannot_be_read_costs_the_round_its_skills_only(tmp_path, monkeypatch):
