@@ -74,6 +74,17 @@ def balance(n: int, micro: int) -> int:
 _SHARES: dict[int, float] = {}  # CUDA device index -> the fraction of it this process may hold
 
 
+def _index(device) -> int:
+    """The CUDA device index of `device` ("cuda" alone: the current device)."""
+    device = torch.device(device)
+    return device.index if device.index is not None else torch.cuda.current_device()
+
+
+def _share_bytes(index: int) -> int:
+    """Bytes of the card at `index` that this process's share allows."""
+    return int(_SHARES[index] * torch.cuda.get_device_properties(index).total_memory)
+
+
 def claim_share(device, share: float) -> None:
     """Limit this process to `share` of a CUDA device (`model.gpu_share`; 0 = no limit; not CUDA: nothing).
 
@@ -83,10 +94,9 @@ def claim_share(device, share: float) -> None:
     arithmetic (docs/results/gpu-trajectory-split/). With it, the caching allocator stops at the
     share and the planner reads what is left of it, which depends on this process alone.
     """
-    device = torch.device(device)
-    if device.type != "cuda" or not share:
+    if torch.device(device).type != "cuda" or not share:
         return
-    index = device.index if device.index is not None else torch.cuda.current_device()
+    index = _index(device)
     torch.cuda.set_per_process_memory_fraction(share, index)
     _SHARES[index] = share
 
@@ -96,12 +106,10 @@ def free_bytes(device) -> int:
 
     With a share (`claim_share`): the share less what this process has allocated. Without
     one: the card's free memory, with what the caching allocator holds counted as free."""
-    device = torch.device(device)
-    index = device.index if device.index is not None else torch.cuda.current_device()
+    index = _index(device)
     allocated = torch.cuda.memory_allocated(index)
     if index in _SHARES:
-        total = torch.cuda.get_device_properties(index).total_memory
-        return max(0, int(_SHARES[index] * total) - allocated)
+        return max(0, _share_bytes(index) - allocated)
     free, _ = torch.cuda.mem_get_info(index)
     return int(free + torch.cuda.memory_reserved(index) - allocated)
 
@@ -120,13 +128,11 @@ def training_bytes(device) -> int:
     arithmetic (4 x H200, session 7: coevolve-expert left static-expert at steps 5 to 12 in
     5 of 5 seeds with only a diagnostic promoted). `pick_micro_batch`'s margin covers what
     the process allocates later. Without a share: `free_bytes`, which moves with the card."""
-    device = torch.device(device)
-    index = device.index if device.index is not None else torch.cuda.current_device()
+    index = _index(device)
     if index not in _SHARES:
         return free_bytes(device)
     held = _FOOTPRINT.setdefault(index, torch.cuda.memory_allocated(index))
-    total = torch.cuda.get_device_properties(index).total_memory
-    return max(0, int(_SHARES[index] * total) - held)
+    return max(0, _share_bytes(index) - held)
 
 
 def auto_micro_batch(model, samples, device, chunk: int = 64, fallback: int = 8) -> int:
