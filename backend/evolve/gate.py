@@ -87,16 +87,16 @@ def promote_in_turn(ctx: EvolveContext, ids: list[int], most: int) -> list[int]:
     After each, the rest are built on a version that is no longer active, so `promote_best`
     re-applies the next one onto the new version and backtests it against that version before
     promoting it: every promotion is one change, judged on the harness it changes.
-    Returns the new version ids in order."""
-    versions: list[int] = []
+    Returns the promoted intervention ids in order (`ctx.harness_version` is the last one's)."""
+    promoted: list[int] = []
     left = list(ids)
-    while left and len(versions) < most:
+    while left and len(promoted) < most:
         vid = promote_best(ctx, left)
         if vid is None:
             break
-        versions.append(vid)
-        left = [i for i in left if i != (ctx.store.harness_version(vid) or {}).get("intervention_id")]
-    return versions
+        promoted.append(int((ctx.store.harness_version(vid) or {})["intervention_id"]))
+        left = [i for i in left if i != promoted[-1]]
+    return promoted
 
 
 def rollback(ctx: EvolveContext, intervention_id: int, reason: str) -> int | None:

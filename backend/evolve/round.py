@@ -108,11 +108,10 @@ def _round(ctx: EvolveContext, summary: JSON) -> None:
     summary["inconclusive"] = [r["id"] for r in results if r["verdict"] == "inconclusive"]
     summary["failed"] = [i for i in ids if i not in summary["passed"] and i not in summary["inconclusive"]]
     if summary["passed"] and ctx.auto_promote():
-        versions = promote_in_turn(ctx, summary["passed"], ctx.cfg.evolve.promotions_per_round)
-        if versions:
-            made = [(store.harness_version(v) or {}).get("intervention_id") for v in versions]
+        made = promote_in_turn(ctx, summary["passed"], ctx.cfg.evolve.promotions_per_round)
+        if made:
             summary["promoted"], summary["also_promoted"] = made[0], made[1:]
-            summary["harness_version"] = versions[-1]
+            summary["harness_version"] = ctx.harness_version
     ctx.log("info", f"round at step {ctx.step}: {_text(summary)}")
 
 
