@@ -245,8 +245,7 @@ def check_endpoint(cfg: LLMProposerConfig) -> str | None:
 def propose(ctx: EvolveContext, table: list[JSON], metrics: JSON, n: int, exclude: set[str]) -> list[Candidate]:
     """Up to `n` candidates from one chat completion; failures come back as failed candidates."""
     cfg = ctx.cfg.evolve.llm
-    cards = sk.retrieve(ctx.store, table, ctx.harness.domain, k=3,
-                        shared=sk.shares_library(ctx))
+    cards = sk.for_round(ctx, table, k=3)
     names = [c["name"] for c in cards]
 
     def failed(why: str) -> list[Candidate]:

@@ -60,18 +60,6 @@ def judgeable_by_trial(ctx: EvolveContext) -> bool:
     return not ctx.auto_promote() or (ctx.policy is not None and ctx.policy.trials)
 
 
-def _skills(ctx: EvolveContext, table: list[JSON], domain: str) -> list[JSON]:
-    """The skill cards this round may draw from; none, with a warning, when reading them fails.
-    The library is written by other runs and other versions, and a card that breaks retrieval
-    must cost the round its skills, not its snippets and knobs (session 7: a card's prior
-    divided by zero, and every round of every run that read it proposed nothing)."""
-    try:
-        return sk.retrieve(ctx.store, table, domain, k=4, shared=sk.shares_library(ctx))
-    except Exception as e:
-        ctx.log("warning", f"skill cards left out of this round: {type(e).__name__}: {e}"[:300])
-        return []
-
-
 def options(ctx: EvolveContext, table: list[JSON], metrics: JSON) -> list[tuple[float, str, object]]:
     """(score, key, option) for every snippet, skill and knob that fits this round, best first."""
     by_label = {e["label"]: e for e in table}
@@ -83,7 +71,7 @@ def options(ctx: EvolveContext, table: list[JSON], metrics: JSON) -> list[tuple[
     # change, with a record of having helped (and its card counts the use)
     opts += [(max(1.5 * sum(by_label.get(lbl, {}).get("share", 0.0) for lbl in c["trigger"].get("labels", [])),
                   made_by.get(c["change"].get("template") or "", 0.0) + SKILL_BONUS),
-              "skill:" + c["name"], c) for c in _skills(ctx, table, domain)]
+              "skill:" + c["name"], c) for c in sk.for_round(ctx, table, k=4)]
     history = ctx.store.move_history()
     for knob in space.knobs(ctx.harness.code, domain, ctx.cfg.train.max_new_tokens_cap, ctx.cfg.math.datasets):
         if knob.needs_trial and not judgeable_by_trial(ctx):

@@ -244,6 +244,19 @@ def shares_library(ctx: EvolveContext) -> bool:
     return ctx.cfg.evolve.skill_library == "global"
 
 
+def for_round(ctx: EvolveContext, table: list[JSON], k: int) -> list[JSON]:
+    """The `k` cards a round's proposer (offline or LLM) may draw from; none, with a warning,
+    when reading them fails. The library is written by other runs and other versions, and a
+    card that breaks retrieval must cost the round its skills, not its other candidates
+    (session 7: a card's prior divided by zero, and every round of every run that read it
+    proposed nothing)."""
+    try:
+        return retrieve(ctx.store, table, ctx.harness.domain, k=k, shared=shares_library(ctx))
+    except Exception as e:
+        ctx.log("warning", f"skill cards left out of this round: {type(e).__name__}: {e}"[:300])
+        return []
+
+
 def global_library() -> Path | None:
     home = os.environ.get("EVOTUI_HOME")
     return Path(home).expanduser() / "skills.json" if home else None
