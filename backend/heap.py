@@ -3,8 +3,9 @@
 Python's cyclic collector now and then walks every object the process holds (a
 generation-2 pass). A process with the policy loaded holds about 415,000 of
 them (the model's modules and parameters' Python side, torch, transformers),
-and a full pass took 255 ms on a 2-core CPU, 0 ms once they were frozen
-(`gc.collect()`, median of 5). Such a pass lands at a random point of a step;
+and a full pass took 193 ms on a 2-core CPU, 0 ms once they were frozen
+(`benchmarks/gc_pass.py`: `gc.collect()`, median of 5, both in one run; 255 ms
+in an earlier run). Such a pass lands at a random point of a step;
 on the GPU the data-parallel bench's step times varied that way. `gc.freeze()`
 moves the objects alive now out of every later pass; objects made later are
 collected as before.
