@@ -11,6 +11,7 @@ with a context from `context`.
 from __future__ import annotations
 
 import traceback
+from contextlib import AbstractContextManager, nullcontext
 from typing import TYPE_CHECKING
 
 from backend.evolve import Effects, EvolveContext
@@ -82,11 +83,19 @@ def evolution_round(engine: Engine, step: int) -> Effects | None:
     try:
         from backend.evolve import run_round
 
-        return run_round(context(engine, step, echo=False))
+        with scratch_shapes(engine.generator):
+            return run_round(context(engine, step, echo=False))
     except Exception as e:
         engine.say(f"evolution round failed: {type(e).__name__}: {e}", "error", step)
         engine.store.log("error", traceback.format_exc(), kind="traceback", step=step)
         return None
+
+
+def scratch_shapes(generator) -> AbstractContextManager:
+    """What the round's probes allocate in `generator` is freed after it (`FastGenerator.scratch_shapes`;
+    the other generators keep no cache per batch shape)."""
+    scratch = getattr(generator, "scratch_shapes", None)
+    return scratch() if scratch is not None else nullcontext()
 
 
 def plant_trap(engine: Engine, step: int) -> None:

@@ -95,7 +95,10 @@ class Engine:
         self.trainer = GRPOTrainer(self.lm.model, self.lm.tokenizer, cfg.train, self.lm.device)
         watch_layers(self.lm.model, self.control.honour)  # a pause or a stop is honoured inside any pass
         if adapter:
-            ckpt.load_trainer_state(Path(adapter), self.trainer.opt)
+            if not self.trainer.resume(Path(adapter)):
+                self.say("resumed on another share of the GPU than the run planned its micro-batches "
+                         "for: they are planned afresh, so from here the arithmetic may differ from an "
+                         "uninterrupted run's", "warn")
         self.metrics = MetricsExport.open(self.run_dir, cfg.report_to, store, warn=lambda m: self.say(m, "warn"))
         self.dist = dist  # rank 0 of a data-parallel run (backend/ddp), or None: one process
         if dist is not None:
@@ -241,7 +244,8 @@ class Engine:
         t0 = time.perf_counter()
         new_pv = None
         if samples and step % self.cfg.train.checkpoint_every == 0:
-            path = ckpt.save(self.run_dir, step, self.lm.model, self.trainer.opt)
+            path = ckpt.save(self.run_dir, step, self.lm.model, self.trainer.opt,
+                             state=self.trainer.saved_state())
             new_pv = {"id": self.policy_version + 1, "parent": self.policy_version or None, "step": step,
                       "checkpoint": str(path), "heldout_acc": None, "harness_version": self.harness_version,
                       "created_at": now()}
@@ -308,7 +312,7 @@ class Engine:
         denom = float(sum(sum(s.loss_mask) for s in items)) if self.cfg.train.loss_denominator == "batch" else None
         if dist is not None:  # every rank trains on its own rollouts; gradients summed
             return samples, dist.update(items, trained, samples, denom)
-        return samples, self.with_oom_retry(lambda: self.trainer.step(samples, denom), self.cfg.train, "micro_batch")
+        return samples, self.with_oom_retry(lambda: self.trainer.step(samples, denom), self.trainer, "micro_batch")
 
     def restore_policy(self, step: int) -> None:
         """Load the adapter of the newest checkpoint at or before `step` (rollback)."""

@@ -28,7 +28,6 @@ def card(monkeypatch):
     state = SimpleNamespace(free=60 * GIB, allocated=2 * GIB, reserved=3 * GIB, fractions=[])
     cuda = torch.cuda
     monkeypatch.setattr(memory, "_SHARES", {})
-    monkeypatch.setattr(memory, "_FOOTPRINT", {})
     monkeypatch.setattr(cuda, "current_device", lambda: 0)
     monkeypatch.setattr(cuda, "mem_get_info", lambda i=None: (state.free, 80 * GIB))
     monkeypatch.setattr(cuda, "memory_allocated", lambda i=None: state.allocated)
@@ -107,17 +106,116 @@ def test_an_out_of_memory_error_halves_the_fast_engines_batch():
 
 def test_with_a_share_the_training_plan_does_not_follow_the_runs_own_history(card):
     """An evolving run's round leaves memory behind (a probe's KV cache of another batch
-    shape) that its static twin never allocates: after its first plan, a run's micro-batch
-    depends on the batch alone, so the twins keep planning alike."""
+    shape) that its static twin never allocates, and a resumed process holds other things than
+    the original did: the budget is fixed at a run's first plan, so the twins keep planning alike."""
     memory.claim_share("cuda:0", 0.25)
-    plan = lambda: memory.pick_micro_batch(SMOLLM2, 384, memory.training_bytes("cuda:0"))  # noqa: E731
-    twin = plan()
-    card.allocated = 4 * GIB  # the evolving run after its first round's probe
-    assert plan() == twin
+    budget = memory.plan_budget("cuda:0")
+    assert budget == 20 * GIB - 2 * GIB
+    twin = memory.pick_micro_batch(SMOLLM2, 384, budget)
+    card.allocated = 6 * GIB  # the evolving run after its first round's probe
     assert memory.pick_micro_batch(SMOLLM2, 384, memory.free_bytes("cuda:0")) < twin  # what it read before
-    card.free = 0  # and the neighbours still do not count
-    assert plan() == twin
+    card.free = 0  # and the neighbours do not count
+    assert memory.pick_micro_batch(SMOLLM2, 384, budget) == twin
 
 
-def test_without_a_share_the_training_plan_reads_the_card(card):
-    assert memory.training_bytes("cuda:0") == memory.free_bytes("cuda:0")
+def test_without_a_share_there_is_no_fixed_budget(card):
+    assert memory.plan_budget("cuda:0") is None and memory.share_bytes("cuda:0") is None
+    assert memory.plan_budget("cpu") is None
+
+
+def _trainer(card, monkeypatch, planned: int):
+    """A GRPOTrainer on a faked card whose memory estimate always asks for `planned` rows;
+    records the budget each plan was made from."""
+    from backend.policy.grpo import GRPOTrainer
+
+    budgets = []
+
+    def auto(model, samples, device, chunk, fallback, budget=None):
+        budgets.append(budget)
+        return planned
+
+    monkeypatch.setattr(memory, "auto_micro_batch", auto)
+    cfg = SimpleNamespace(lr=1e-4, micro_batch=8, auto_micro_batch=True, logprob_chunk=64)
+    trainer = GRPOTrainer(torch.nn.Linear(2, 2), None, cfg, "cuda:0")
+    return trainer, budgets
+
+
+def test_an_out_of_memory_error_caps_every_later_plan_of_the_run(card, monkeypatch):
+    """The trainer plans its micro-batch at the start of every step, the retry after an
+    out-of-memory error included: the halving was planned away again and the same step failed
+    thousands of times in a row (4 x H200, session 8: 432 to 7,386 retries per evolving run).
+    Halved once, it stays at most that for the run, and the retry succeeds."""
+    from backend.loop import Engine
+
+    memory.claim_share("cuda:0", 0.25)
+    trainer, budgets = _trainer(card, monkeypatch, planned=104)
+    tried, said = [], []
+
+    def step():
+        trainer._pick_micro_batch(["a sample"])
+        tried.append(trainer.micro_batch)
+        if trainer.micro_batch > 52 or len(tried) > 3:
+            raise torch.cuda.OutOfMemoryError("CUDA out of memory (fake)")
+        return "ok"
+
+    loop = SimpleNamespace(say=lambda msg, level="info": said.append(msg), store=None)
+    assert Engine.with_oom_retry(loop, step, trainer, "micro_batch") == "ok"
+    assert tried == [104, 52] and said == ["GPU out of memory: lowering micro_batch from 104 to 52"]
+    card.allocated = 9 * GIB  # later steps: the budget stays the first plan's, the cap stays
+    trainer._pick_micro_batch(["a sample"])
+    assert trainer.micro_batch == 52 and set(budgets) == {18 * GIB}
+
+
+def test_a_resumed_run_plans_from_the_budget_its_first_plan_fixed(card, monkeypatch, tmp_path):
+    """The plan is saved with each checkpoint and read back on resume under the same share;
+    under another share (a card of another size, or more runs on it) it is planned afresh."""
+    from backend.policy import checkpoint as ckpt
+    from backend.policy.grpo import MemoryPlan
+
+    memory.claim_share("cuda:0", 0.25)
+    trainer, budgets = _trainer(card, monkeypatch, planned=104)
+    trainer._pick_micro_batch(["a sample"])
+    trainer.micro_batch = 64  # an out-of-memory error halved it
+    saved = trainer.saved_state()
+    path = tmp_path / "ckpt"
+    path.mkdir()
+    torch.save({"optimizer": None, "torch_rng": torch.get_rng_state(), "py_rng": __import__("random").getstate(),
+                **saved}, path / "trainer_state.pt")
+
+    card.allocated = 1 * GIB  # the resumed process holds less than the original did at its first plan
+    again, budgets_again = _trainer(card, monkeypatch, planned=104)
+    assert again.resume(path)
+    again._pick_micro_batch(["a sample"])
+    assert again.plan == trainer.plan and budgets_again == [18 * GIB] and again.micro_batch == 64
+    assert ckpt.load_trainer_state(path, None)["memory_plan"] == {"budget": 18 * GIB, "share": 20 * GIB, "cap": 64}
+
+    memory.claim_share("cuda:0", 0.5)  # resumed with fewer runs on the card
+    other, _ = _trainer(card, monkeypatch, planned=104)
+    assert not other.resume(path)  # the loop warns
+    assert other.plan == MemoryPlan()
+    other._pick_micro_batch(["a sample"])
+    assert other.plan.budget == 40 * GIB - 1 * GIB and other.micro_batch == 104
+
+
+def test_a_rounds_probe_shapes_are_freed_after_it():
+    """The fast engine keeps a KV cache and graphs per batch shape; what a round's probes made
+    (another shape than training's) is freed when the round ends, so an evolving run holds
+    what its static twin holds."""
+    from test_fastgen import PROMPTS, Tok, tiny
+
+    from backend.evolve_hooks import scratch_shapes
+    from backend.policy.fastgen import FastGenerator
+    from backend.policy.generate import HFGenerator
+
+    model = tiny()
+    gen = FastGenerator(model, Tok(), "cpu")
+    training = gen.generate(PROMPTS * 4, 4, temperature=0.0)  # 16 rows
+    shapes = set(gen._ws)
+    with scratch_shapes(gen):
+        gen.generate(PROMPTS[:2], 4, temperature=0.0)  # a probe: 8 rows, a shape of its own
+        gen.generate(PROMPTS * 4, 4, temperature=0.0)  # the training shape, used again inside
+        assert set(gen._ws) == shapes | {8}
+    assert set(gen._ws) == shapes == {16}
+    assert [g.ids for g in gen.generate(PROMPTS * 4, 4, temperature=0.0)] == [g.ids for g in training]
+    with scratch_shapes(HFGenerator(model, Tok(), "cpu")):  # no cache per shape: nothing to free
+        pass

@@ -98,7 +98,6 @@ def _exit_with(parent: int) -> None:
 class Follower:
     def __init__(self, cfg, adapter: str | None):
         from backend.envs import make_env
-        from backend.policy import checkpoint as ckpt
         from backend.policy.generate import make_generator
         from backend.policy.grpo import GRPOTrainer
         from backend.policy.load import load_fast_policy
@@ -109,7 +108,7 @@ class Follower:
                                         batch_size=cfg.model.gen_batch, log=lambda msg: None)  # rank 0 logs which
         self.trainer = GRPOTrainer(self.lm.model, self.lm.tokenizer, cfg.train, self.lm.device)
         if adapter:
-            ckpt.load_trainer_state(Path(adapter), self.trainer.opt)
+            self.trainer.resume(Path(adapter))
         self.params = trainable(self.lm.model)
         self.env = make_env(cfg)  # the evaluator of this rank's share
         self.prompts: list[list[int]] = []

@@ -57,7 +57,9 @@ def estimate_bytes(run_dir: Path, model) -> int:
     return 3 * sum(p.numel() * p.element_size() for p in model.parameters() if p.requires_grad)
 
 
-def save(run_dir: Path, step: int, model, optimizer, extra: dict | None = None) -> Path:
+def save(run_dir: Path, step: int, model, optimizer, extra: dict | None = None, state: dict | None = None) -> Path:
+    """The adapter, the optimizer, the random states and the trainer's `state` (plain data: its
+    memory plan) at `step`; `extra` goes to meta.json. Written to a temporary folder, then renamed."""
     final = checkpoint_dir(run_dir, step)
     root = final.parent
     root.mkdir(parents=True, exist_ok=True)
@@ -66,7 +68,8 @@ def save(run_dir: Path, step: int, model, optimizer, extra: dict | None = None) 
     tmp = root / f".tmp-{final.name}-{os.getpid()}"
     model.save_pretrained(str(tmp))
     torch.save({"optimizer": optimizer.state_dict() if optimizer is not None else None,
-                "torch_rng": torch.get_rng_state(), "py_rng": random.getstate()}, tmp / "trainer_state.pt")
+                "torch_rng": torch.get_rng_state(), "py_rng": random.getstate(), **(state or {})},
+               tmp / "trainer_state.pt")
     (tmp / "meta.json").write_text(json.dumps({"step": step, **(extra or {})}))
     _fsync_dir(tmp)
     if final.exists():  # a re-run of a step that never got committed
@@ -76,15 +79,17 @@ def save(run_dir: Path, step: int, model, optimizer, extra: dict | None = None) 
     return final
 
 
-def load_trainer_state(path: Path, optimizer) -> None:
+def load_trainer_state(path: Path, optimizer) -> dict:
+    """Restore the optimizer and the random states saved at `path`; returns everything saved there."""
     f = Path(path) / "trainer_state.pt"
     if not f.exists():
-        return
+        return {}
     state = torch.load(f, weights_only=False)
     if optimizer is not None and state.get("optimizer"):
         optimizer.load_state_dict(state["optimizer"])
     torch.set_rng_state(state["torch_rng"])
     random.setstate(state["py_rng"])
+    return state
 
 
 def _fsync_dir(path: Path) -> None:

@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import math
 import os
+from contextlib import contextmanager
 
 import torch
 import torch.nn.functional as F
@@ -276,6 +277,21 @@ class FastGenerator:
         self._ws.clear()
         if self.cuda:
             torch.cuda.empty_cache()
+
+    @contextmanager
+    def scratch_shapes(self):
+        """Batch shapes first made inside the block are freed when it ends. An evolution round's
+        probes decode other batch shapes than training does; kept, their KV caches and graphs
+        stayed on the card after the round, and with five runs sharing a card the evolving runs
+        (not their static twins) then met out-of-memory errors in training (4 x H200, session 8)."""
+        before = set(self._ws)
+        try:
+            yield
+        finally:
+            for rows in [b for b in self._ws if b not in before]:
+                del self._ws[rows]
+            if self.cuda:
+                torch.cuda.empty_cache()
 
     # ------------------------------------------------------------ the model
     def _layer_qkv(self, L, x):

@@ -3,6 +3,7 @@
     generator.generate(prompt_id_lists, max_new_tokens, temperature, top_p) -> list[Generation]
     generator.refresh()   the policy's weights changed (after a train step or a rollback)
     generator.sleep()     free generation memory before training; the next generate wakes it
+    generator.scratch_shapes()   (fast only) a block whose new batch shapes are freed after it
 
 Generators, chosen by `model.engine` (auto picks the first that works here; the config
 key keeps its old name so stored runs and `--set` still work):

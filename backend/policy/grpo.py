@@ -27,9 +27,12 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 import torch
 from torch.utils.checkpoint import checkpoint
+
+from backend.policy import checkpoint as ckpt
 
 
 @dataclass
@@ -244,6 +247,33 @@ class GRPOTrainer:
         params = [p for p in model.parameters() if p.requires_grad]
         self.opt = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=0.0)
         self.last_shape: dict = {}  # the last step's micro-batches (`PassShape`): benchmarks compare ranks with it
+        self.plan = MemoryPlan()
+
+    def resume(self, checkpoint: Path) -> bool:
+        """The optimizer, the random states and the memory plan saved with `checkpoint`. False when
+        a saved plan could not be kept (another share of the card): micro-batches are then planned
+        afresh, and the run's arithmetic may differ from an uninterrupted one's."""
+        from backend.policy import memory
+
+        saved = ckpt.load_trainer_state(checkpoint, self.opt).get("memory_plan")
+        self.plan = MemoryPlan.resumed(saved, memory.share_bytes(self.device))
+        return not saved or saved.get("budget") is None or self.plan.budget is not None
+
+    def saved_state(self) -> dict:
+        """What `checkpoint.save` keeps of this trainer besides the optimizer (plain data)."""
+        return {"memory_plan": self.plan.saved()}
+
+    @property
+    def micro_batch(self) -> int:
+        """Rows per forward + backward: planned from memory at each step on CUDA (`auto_micro_batch`).
+        The loop halves it after an out-of-memory error (`Engine.with_oom_retry`), which caps every
+        later plan of the run: a cap only the failed attempt saw would be planned away again
+        by the retry, which then fails the same way."""
+        return int(self.cfg.micro_batch)
+
+    @micro_batch.setter
+    def micro_batch(self, rows: int) -> None:
+        self.cfg.micro_batch = self.plan.cap = int(rows)
 
     def _batches(self, samples):
         mb = self.cfg.micro_batch
@@ -344,5 +374,34 @@ class GRPOTrainer:
             return
         from backend.policy import memory
 
-        self.cfg.micro_batch = memory.auto_micro_batch(self.model, samples, self.device, self.cfg.logprob_chunk,
-                                                       fallback=self.cfg.micro_batch)
+        if self.plan.budget is None:
+            self.plan = MemoryPlan(memory.plan_budget(self.device), memory.share_bytes(self.device), self.plan.cap)
+        mb = memory.auto_micro_batch(self.model, samples, self.device, self.cfg.logprob_chunk,
+                                     fallback=self.cfg.micro_batch, budget=self.plan.budget)
+        self.cfg.micro_batch = min(mb, self.plan.cap) if self.plan.cap else mb
+
+
+@dataclass
+class MemoryPlan:
+    """What a run's micro-batches are planned from, fixed for the run and saved with its checkpoints,
+    so a resumed run plans what the original would have (`backend/policy/memory.plan_budget`).
+
+    A saved plan is reused only under the same share of the same size of card: elsewhere its
+    budget means nothing, and the run plans afresh at its next step."""
+
+    budget: int | None = None
+    """Bytes a micro-batch may plan for; None: read the free memory at each step (no share)."""
+    share: int | None = None
+    """The share's bytes when the budget was fixed."""
+    cap: int | None = None
+    """Rows at most, after an out-of-memory error."""
+
+    def saved(self) -> dict:
+        return {"budget": self.budget, "share": self.share, "cap": self.cap}
+
+    @classmethod
+    def resumed(cls, saved: dict | None, share: int | None) -> MemoryPlan:
+        saved = saved or {}
+        if saved.get("share") != share:
+            return cls()
+        return cls(saved.get("budget"), share, saved.get("cap"))

@@ -114,29 +114,36 @@ def free_bytes(device) -> int:
     return int(free + torch.cuda.memory_reserved(index) - allocated)
 
 
-_FOOTPRINT: dict[int, int] = {}  # CUDA device index -> bytes this process held when it first planned a micro-batch
-
-
-def training_bytes(device) -> int:
-    """Memory a training micro-batch may plan for on a CUDA device.
-
-    With a share: the share less what this process held when it first planned a
-    micro-batch, kept for the rest of the run. What it holds later depends on its own
-    history: an evolution round's probe leaves a KV cache of its own batch shape in the
-    fast engine, so after the first round an evolving run read less free memory than its
-    static twin of the same seed, planned a different micro-batch and trained on different
-    arithmetic (4 x H200, session 7: coevolve-expert left static-expert at steps 5 to 12 in
-    5 of 5 seeds with only a diagnostic promoted). `pick_micro_batch`'s margin covers what
-    the process allocates later. Without a share: `free_bytes`, which moves with the card."""
+def share_bytes(device) -> int | None:
+    """Bytes of a CUDA device that this process's share allows; None without a share (or off CUDA)."""
+    if torch.device(device).type != "cuda":
+        return None
     index = _index(device)
-    if index not in _SHARES:
-        return free_bytes(device)
-    held = _FOOTPRINT.setdefault(index, torch.cuda.memory_allocated(index))
-    return max(0, _share_bytes(index) - held)
+    return _share_bytes(index) if index in _SHARES else None
 
 
-def auto_micro_batch(model, samples, device, chunk: int = 64, fallback: int = 8) -> int:
-    """Micro-batch for a GRPO step over `samples` (prompt + completion lengths); `fallback` off CUDA."""
+def plan_budget(device) -> int | None:
+    """The memory a run's training micro-batches plan for, to be fixed at its first plan and kept
+    (`GRPOTrainer.plan`): with a share, the share less what this process holds now; None without
+    one (the planner then reads `free_bytes`, which moves with the card, at every step).
+
+    Kept for the run's life and saved with its checkpoints, because what the process holds
+    later depends on its own history: an evolution round's probe leaves a KV cache of its
+    own batch shape in the fast engine, and a resumed process holds the optimizer's state
+    but no held-out evaluation caches yet. Read again at every step, those made an evolving
+    run (or a resumed one) plan other micro-batches than its static twin of the same seed and
+    train on other arithmetic (4 x H200, sessions 7 and 8: coevolve-expert left static-expert
+    a few steps after a resume, in 4 of 5 seeds, with only diagnostics promoted).
+    `pick_micro_batch`'s margin covers what the process allocates later."""
+    share = share_bytes(device)
+    if share is None:
+        return None
+    return max(0, share - torch.cuda.memory_allocated(_index(device)))
+
+
+def auto_micro_batch(model, samples, device, chunk: int = 64, fallback: int = 8, budget: int | None = None) -> int:
+    """Micro-batch for a GRPO step over `samples` (prompt + completion lengths); `fallback` off CUDA.
+    `budget`: the bytes to plan for (`plan_budget`), else the device's `free_bytes` now."""
     device = torch.device(device)
     if device.type != "cuda" or not samples:
         return fallback
@@ -144,7 +151,8 @@ def auto_micro_batch(model, samples, device, chunk: int = 64, fallback: int = 8)
     spec = Spec.of(cfg)
     T = max(len(s.prompt_ids) + len(s.completion_ids) for s in samples)
     dtype_bytes = unwrap(model).get_input_embeddings().weight.element_size()
-    return balance(len(samples), pick_micro_batch(spec, T, training_bytes(device), chunk, dtype_bytes))
+    room = free_bytes(device) if budget is None else budget
+    return balance(len(samples), pick_micro_batch(spec, T, room, chunk, dtype_bytes))
 
 
 def generation_batch(spec: Spec, total_len: int, device, fraction: float = 0.5, cap: int = 512) -> int:
