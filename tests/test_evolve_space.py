@@ -211,3 +211,48 @@ def test_changes_that_need_a_trial_are_proposed_only_where_something_can_judge_t
     assert (trial_knobs <= knobs) if offered else not (trial_knobs & knobs)
     assert "SAMPLING.temperature" in knobs  # the knobs replay or a probe judges are always there
     store.close()
+
+
+def test_a_long_run_of_rounds_that_settle_nothing_never_runs_dry(tmp_path):
+    """Forty rounds (a 200-step run at the gpu profile) of four candidates from the expert
+    harness, every one ending inconclusive, as on 4 x H200 in session 8, where the runs proposed
+    nothing from round 25 on: once a knob's step-sized moves are all tried, its untried values
+    nearest the current one come next, so every round still fills its slots."""
+    from backend.evolve.round import propose_all
+
+    store = build_run(tmp_path / "run.db", steps=3, harness_code=HARNESSES["math_expert"])
+    cfg = RunConfig()
+    cfg.evolve.window = 3
+    per_round, knobs_tried = [], set()
+    for r in range(40):
+        ctx = context(store, step=5 * (r + 1), cfg=cfg)
+        rid = store.add_round(ctx.step, ctx.harness_version, [], {})
+        rules = iv.Rules(ctx)
+        cands = rules.screen(propose_all(ctx, [], {}, range(1, 4), rules))
+        per_round.append(len(cands))
+        for c in cands:
+            iid = iv.record(store, rid, c)
+            iv.transition(store, iid, "backtesting", "test")
+            iv.transition(store, iid, "inconclusive", "test: no effect either way")
+            knobs_tried.add(c.params.get("knob"))
+    assert min(per_round) >= cfg.evolve.candidates, per_round
+    codes = [normalised for normalised in (iv.normalise(r.code) for r in store.interventions()) if normalised]
+    assert len(codes) == len(set(codes))  # no candidate tried twice
+    assert len(knobs_tried - {None}) >= 5
+
+
+def test_a_numeric_knobs_grid_covers_its_range_nearest_first():
+    code = HARNESSES["math"]
+    knobs = {k.name: k for k in space.knobs(code, "math", CAP)}
+    temp = knobs["SAMPLING.temperature"]
+    near = space.grid(temp, 0.8)
+    assert near[:3] == [0.8, 0.85, 0.75] and min(near) == temp.lo and max(near) == temp.hi
+    assert len(near) == len(set(near)) == 29  # 0.1 to 1.5 by 0.05
+    weight = knobs["REWARD_WEIGHTS.format"]  # a log scale: factors of 1.1 from the value, never below the floor
+    assert space.grid(weight, 0.1)[:3] == [0.1, 0.11, 0.09091] and min(space.grid(weight, 0.1)) >= weight.floor
+    tokens = knobs["SAMPLING.max_new_tokens"]
+    assert all(isinstance(v, int) and tokens.lo <= v <= tokens.hi for v in space.grid(tokens, 128))
+    floor = space.Steps(size=temp.min_step, way=1)  # the step at its floor: six step-sized values, then the grid
+    vals = space.values(temp, 1.0, floor)
+    assert vals[:6] == [1.05, 0.95, 1.025, 0.975, 1.1, 0.9] and vals[6:8] == [1.15, 0.85]
+    assert len(vals) == len(set(vals)) == 30 and 1.0 not in vals

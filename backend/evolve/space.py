@@ -19,7 +19,9 @@ construction. Numeric knobs step up or down; the step adapts to how earlier
 moves of that knob fared (Rechenberg's one-fifth rule: a move that passed
 doubles the step, one that failed or was inconclusive shrinks it by 2^-1/4, so
 the step is stable when one move in five passes) and the next move goes the
-way that last passed, or away from the way that last failed. Code-level edits
+way that last passed, or away from the way that last failed; once those are all
+tried, the untried values of the range at the knob's finest step come next,
+nearest first (`grid`), so the space runs dry only when it is spent. Code-level edits
 (reward, extraction and diagnostic snippets) live in `templates.py`.
 
 Harness code is untrusted: knobs and values are read from literals in the
@@ -365,6 +367,26 @@ def values(knob: Knob, old: JSON, steps: Steps, table: JSON | None = None, metri
                 out.append(v)
     if knob.off_first and old > 0:  # a log scale alone never reaches 0
         out.insert(0, 0.0)
+    return out + [v for v in grid(knob, float(old)) if v != old and v not in out]
+
+
+def grid(knob: Knob, near: float) -> list[Any]:
+    """A numeric knob's values at its finest step (`min_step`) from `near` across its range, nearest
+    first, then the range's ends: where the steps' own moves were all tried, the untried values of the
+    range come next, so a round proposes something while the space has untried moves (issue 16: on
+    4 x H200, 200-step runs proposed nothing from round 25 on, every step-sized move tried)."""
+    if knob.log:
+        base = near if near > 0 else max(knob.lo, knob.floor)
+        n = int(_span(knob) / knob.min_step) + 1
+        points = [base * math.exp(sign * i * knob.min_step) for i in range(n) for sign in (1, -1)]
+    else:
+        n = int(round((knob.hi - knob.lo) / knob.min_step)) + 1
+        points = [near + sign * i * knob.min_step for i in range(n) for sign in (1, -1)]
+    out: list[Any] = []
+    for v in points + [knob.lo if not knob.log else max(knob.lo, knob.floor), knob.hi]:
+        v = knob.clip(v)
+        if v not in out and (not knob.log or v >= knob.floor):
+            out.append(v)
     return out
 
 
