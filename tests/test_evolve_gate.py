@@ -200,6 +200,11 @@ def test_a_round_promotes_its_passed_changes_in_turn_each_judged_on_the_version_
     assert "def diagnose_empty" not in active and "final_answer(r.completion)" in active  # both are in
     assert f"promoted #{first}, then #{second}, now v{versions[2]['id']}" in \
         store.get("rounds", out["round_id"])["summary"]
+    # the report lists each promotion once, with the backtest that decided it (against v2)
+    listed = store.promotions_with_backtests()
+    assert [r["id"] for r in listed] == sorted([first, second])
+    last = store.rows("SELECT verdict FROM backtests WHERE intervention_id = ? ORDER BY id DESC", [second])[0]
+    assert next(r for r in listed if r["id"] == second)["bt_verdict"] == last["verdict"]
     store.close()
 
 

@@ -68,10 +68,12 @@ class ReportReads(Queries):
         return int(self.scalar("SELECT coalesce(sum(n_rollouts), 0) FROM backtests WHERE mode = 'probe'") or 0)
 
     def promotions_with_backtests(self) -> list[Row]:
-        """Promoted and rolled-back interventions (all columns), each with its backtests'
-        `bt_metrics` and `bt_verdict` (one row per backtest), oldest first."""
+        """Promoted and rolled-back interventions (all columns), each once, with its last backtest's
+        `bt_metrics` and `bt_verdict` (the one that decided it: a candidate rebased onto a newer
+        version before its promotion was backtested again), oldest first."""
         return self.rows("SELECT i.*, b.metrics_json AS bt_metrics, b.verdict AS bt_verdict FROM interventions i "
-                         "LEFT JOIN backtests b ON b.intervention_id = i.id "
+                         "LEFT JOIN backtests b ON b.id = (SELECT MAX(id) FROM backtests "
+                         "WHERE intervention_id = i.id) "
                          "WHERE i.status IN ('promoted', 'rolled_back') ORDER BY i.id")
 
     def promoted_changes(self) -> list[Row]:
