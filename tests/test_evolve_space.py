@@ -206,10 +206,10 @@ def test_changes_that_need_a_trial_are_proposed_only_where_something_can_judge_t
     ctx = SimpleNamespace(store=store, cfg=RunConfig(), harness=SimpleNamespace(code=HARNESSES["math"], domain="math"),
                           auto_promote=lambda: auto, policy=policy)
     knobs = {key[len(space.PREFIX):] for _, key, _ in offline.options(ctx, [], {}) if key.startswith(space.PREFIX)}
-    trial_knobs = {"SAMPLING.max_new_tokens", "CURRICULUM.level", "CURRICULUM.datasets.basic_arithmetic",
-                   "CURRICULUM.datasets.chain_sum"}
+    trial_knobs = {"SAMPLING.temperature", "SAMPLING.top_p", "SAMPLING.max_new_tokens", "CURRICULUM.level",
+                   "CURRICULUM.datasets.basic_arithmetic", "CURRICULUM.datasets.chain_sum"}
     assert (trial_knobs <= knobs) if offered else not (trial_knobs & knobs)
-    assert "SAMPLING.temperature" in knobs  # the knobs replay or a probe judges are always there
+    assert {"PROMPT.system", "ADVANTAGE.rule"} <= knobs  # the knobs replay or a probe judges are always there
     store.close()
 
 

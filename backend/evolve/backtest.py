@@ -3,10 +3,10 @@
 Changes that replay can judge (rewards, extraction helpers, filters, the
 advantage rule, diagnostics) are replayed over stored rollouts next to the
 incumbent (`replay.py`: replay, adversarial copies, `judge`). Changes that only show in fresh
-generations (prompt, sampling) get a short probe: the policy handle's
+generations (the prompt) get a short probe: the policy handle's
 `generate(harness, n_tasks)` (`context.Policy`) makes a few groups with the
 current policy under the candidate and under the incumbent, and the two are
-compared; changes a probe cannot judge (curriculum, token budget) get a
+compared; changes a probe cannot judge (curriculum, sampling, token budget) get a
 paired trial through the same handle (`Policy.trial`).
 
 Every backtest is a `backtests` row (mode, metrics_json, verdict, reason) and
@@ -173,10 +173,18 @@ def _probe(ctx: EvolveContext, h: Harness) -> list[JSON]:
 
 def needs_trial(cand: Harness, incumbent: Harness) -> str | None:
     """Why a probe cannot judge this change, or None. A change of which tasks are drawn is
-    judged on its own (easier or harder) tasks by a probe, and a change of the token budget
-    trades compute for accuracy: both need a trial judged on the validation set."""
+    judged on its own (easier or harder) tasks by a probe; a change of the token budget trades
+    compute for accuracy; and a sampling change trades the accuracy of the samples a probe
+    scores against the spread within a group that training learns from (a colder policy
+    answers more often right and ties more: on 4 x H200 probes passed temperatures of 0.83,
+    while held-out evaluation is greedy whatever the temperature). All need a trial judged on
+    the validation set."""
     if cand.curriculum != incumbent.curriculum:
         return "a curriculum change alters which tasks a probe draws"
+    for key in ("temperature", "top_p"):
+        if cand.sampling.get(key, 1.0) != incumbent.sampling.get(key, 1.0):
+            return (f"a sampling change ({key}) trades the accuracy of the samples a probe scores for the "
+                    f"spread within a group that training learns from")
     if cand.sampling.get("max_new_tokens") != incumbent.sampling.get("max_new_tokens"):
         return "a token-budget change spends more or less compute than the incumbent"
     return None
