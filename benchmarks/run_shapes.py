@@ -7,7 +7,8 @@ batch, so two runs of one seed that ran different sizes at some step train on
 different bits from there on. For each run: the LoRA trainer and generation
 engine it logged, its micro-batch and generation batch as spans of steps
 (`metrics_json`, recorded since issue 15's GPU check), and every out-of-memory
-retry it logged with the step it happened in. Used beside
+retry it logged with the step it happened in (a line repeated at one step is counted, not
+repeated: one run of session 8 logged 7,386). Used beside
 `benchmarks/twin_steps.py` by `benchmarks/trajectory_split.sh`.
 """
 
@@ -23,6 +24,8 @@ from backend.store import Store  # noqa: E402
 
 SETUP_LINES = ("LoRA trainer:", "generation engine")
 OOM_LINE = "GPU out of memory"
+SHOWN = 10
+"""Distinct out-of-memory lines listed per run (the count covers them all)."""
 
 
 def spans(values: list[tuple[int, object]]) -> str:
@@ -61,7 +64,13 @@ def describe(run_dir: str) -> list[str]:
     lines += [f"  {m}" for m in setup]
     lines.append("  micro-batch: " + spans([(st, m.get("micro_batch", "?")) for st, m in metrics]))
     lines.append("  generation batch: " + spans([(st, m.get("gen_batch", "?")) for st, m in metrics]))
-    lines += [f"  step {step_of(r['ts'], stored) or '?'}: {r['message']}" for r in ooms]
+    by_step: dict[str, int] = {}
+    for r in ooms:  # a retry storm logs one line per attempt: count them by step and message
+        key = f"step {step_of(r['ts'], stored) or '?'}: {r['message']}"
+        by_step[key] = by_step.get(key, 0) + 1
+    lines += [f"  {key}" + (f" (x{n})" if n > 1 else "") for key, n in list(by_step.items())[:SHOWN]]
+    if len(by_step) > SHOWN:
+        lines.append(f"  ... {len(by_step) - SHOWN} more out-of-memory steps")
     lines.append(f"  out-of-memory retries: {len(ooms)}")
     return lines
 
