@@ -213,17 +213,12 @@ def test_changes_that_need_a_trial_are_proposed_only_where_something_can_judge_t
     store.close()
 
 
-def test_a_long_run_of_rounds_that_settle_nothing_never_runs_dry(tmp_path):
-    """Forty rounds (a 200-step run at the gpu profile) of four candidates from the expert
-    harness, every one ending inconclusive, as on 4 x H200 in session 8, where the runs proposed
-    nothing from round 25 on: once a knob's step-sized moves are all tried, its untried values
-    nearest the current one come next, so every round still fills its slots."""
+def _forty_rounds(store, cfg) -> tuple[list[int], list]:
+    """Forty rounds (a 200-step run at the gpu profile) in which every candidate ends
+    inconclusive; the candidates' count per round, and the candidates."""
     from backend.evolve.round import propose_all
 
-    store = build_run(tmp_path / "run.db", steps=3, harness_code=HARNESSES["math_expert"])
-    cfg = RunConfig()
-    cfg.evolve.window = 3
-    per_round, knobs_tried = [], set()
+    per_round, cands_all = [], []
     for r in range(40):
         ctx = context(store, step=5 * (r + 1), cfg=cfg)
         rid = store.add_round(ctx.step, ctx.harness_version, [], {})
@@ -234,11 +229,67 @@ def test_a_long_run_of_rounds_that_settle_nothing_never_runs_dry(tmp_path):
             iid = iv.record(store, rid, c)
             iv.transition(store, iid, "backtesting", "test")
             iv.transition(store, iid, "inconclusive", "test: no effect either way")
-            knobs_tried.add(c.params.get("knob"))
+        cands_all += cands
+    return per_round, cands_all
+
+
+def test_a_long_run_of_rounds_that_settle_nothing_never_runs_dry(tmp_path):
+    """As on 4 x H200 in session 8, where 200-step runs proposed nothing from round 25 on: once a
+    knob's step-sized moves are all tried, its untried values nearest the current one come next,
+    so every round of a supervised run fills its slots, and no candidate is tried twice."""
+    store = build_run(tmp_path / "run.db", steps=3, harness_code=HARNESSES["math_expert"])
+    cfg = RunConfig()
+    cfg.evolve.window = 3
+    per_round, cands = _forty_rounds(store, cfg)
     assert min(per_round) >= cfg.evolve.candidates, per_round
-    codes = [normalised for normalised in (iv.normalise(r.code) for r in store.interventions()) if normalised]
+    codes = [iv.normalise(r.code) for r in store.interventions() if r.code]
     assert len(codes) == len(set(codes))  # no candidate tried twice
-    assert len(knobs_tried - {None}) >= 5
+    assert len({c.params.get("knob") for c in cands} - {None}) >= 5
+
+
+def test_an_auto_run_without_trials_looks_again_rather_than_stay_empty(tmp_path):
+    """The gpu profile: auto-promote, no trials. From the expert harness (one reward term: no
+    weights to move; sampling and curriculum need a trial) the moves the gate can judge are few,
+    and the rounds ran dry by round 31. Later looks fill what the proposer leaves empty: each old
+    inconclusive candidate once, after LATER_LOOK_ROUNDS rounds."""
+    store = build_run(tmp_path / "run.db", steps=3, harness_code=HARNESSES["math_expert"])
+    store.set_run(auto_promote=1)
+    cfg = RunConfig()
+    cfg.evolve.window = 3
+    per_round, cands = _forty_rounds(store, cfg)
+    assert min(per_round) >= 1, per_round
+    looks = [c.params[iv.SECOND_LOOK] for c in cands if c.params.get(iv.SECOND_LOOK)]
+    assert looks and len(looks) == len(set(looks))  # each looked at again once at most
+    rounds_of = {r.id: r.round_id for r in store.interventions()}
+    assert min(sorted(rounds_of.values()).index(rounds_of[i]) for i in looks) == 0  # the oldest come first
+    assert not {c.params.get("knob") for c in cands} & {"SAMPLING.temperature", "CURRICULUM.level"}
+
+
+def test_a_later_look_is_reapplied_onto_the_active_harness(tmp_path):
+    from backend.harness.loader import sha
+
+    store = build_run(tmp_path / "run.db", steps=3, harness_code=HARNESSES["math_expert"])
+    cfg = RunConfig()
+    v1 = store.run()["harness_version"]
+    ctx = context(store, step=5, cfg=cfg)
+    knob = next(k for k in space.knobs(ctx.harness.code, "math") if k.name == "ADVANTAGE.rule")
+    move = next(space.moves(ctx.harness.code, knob, space.Steps.of(knob, [])))
+    rid = store.add_round(5, v1, [], {})
+    iid = iv.record(store, rid, iv.Candidate(title=move.title(), code=move.apply(ctx.harness.code), parent_version=v1,
+                                             parent_code=ctx.harness.code, proposer="offline", params=move.params()))
+    iv.transition(store, iid, "backtesting", "test")
+    iv.transition(store, iid, "inconclusive", "test")
+    for k in range(iv.LATER_LOOK_ROUNDS - 1):
+        store.add_round(10 + 5 * k, v1, [], {})
+    assert iv.later_looks(context(store, step=60, cfg=cfg), 4) == []  # not yet
+    store.add_round(60, v1, [], {})
+    v2_code = ctx.harness.code.replace('"drop_truncated": False', '"drop_truncated": True')
+    assert v2_code != ctx.harness.code
+    v2 = store.add_harness_version(v2_code, v1, "", "active", sha(v2_code))
+    store.set_run(harness_version=v2)
+    [look] = iv.later_looks(context(store, step=65, cfg=cfg), 4)
+    assert look.parent_version == v2 and look.params[iv.SECOND_LOOK] == iid
+    assert look.code == move.apply(v2_code)  # the one change, on today's harness
 
 
 def test_a_numeric_knobs_grid_covers_its_range_nearest_first():

@@ -87,8 +87,8 @@ def _replay_all(ctx: EvolveContext, todo: list[Intervention]) -> list[JSON]:
     for row, res in zip(todo, results[1:]):
         names = row.names
         try:
-            # a second look at an inconclusive candidate spends half the error rate (Bonferroni
-            # over its two looks), so looking again never makes a false pass likelier than one look
+            # a second look at an inconclusive candidate spends half the error rate: its two looks
+            # (alpha, then alpha/2) keep a false pass under 1.5 alpha (Bonferroni)
             looked = row.params.get(iv.SECOND_LOOK)
             verdict, reason, metrics, score = judge(row.kind, names, rows, results[0], res, fixed, cfg.min_gain,
                                                     cfg.min_effect, alpha=ALPHA / 2 if looked else ALPHA)
@@ -197,12 +197,13 @@ def _blocked(new: JSON) -> JSON | None:
     return None
 
 
-def probe_decision(old_rows: list[JSON], new_rows: list[JSON], min_gain: float, min_effect: float) -> Decision:
+def probe_decision(old_rows: list[JSON], new_rows: list[JSON], min_gain: float, min_effect: float,
+                   alpha: float = ALPHA) -> Decision:
     """Paired over prompts (the same prompts and sampling seeds in both arms): a prompt's
     accuracy averaged over its rollouts, compared by a seeded bootstrap."""
     old, new = per_unit(old_rows, "correct"), per_unit(new_rows, "correct")
-    effect = paired_bootstrap(*pair_up(old, new), seed=0, metric="accuracy")
-    return decide(effect, min_gain, min_effect=min_effect)
+    effect = paired_bootstrap(*pair_up(old, new), seed=0, metric="accuracy", alpha=alpha)
+    return decide(effect, min_gain, min_effect=min_effect, alpha=alpha)
 
 
 def trial_decision(old_arm: TrialArm, new_arm: TrialArm, min_gain: float, min_effect: float) -> Decision:
@@ -252,13 +253,13 @@ def _probe_one(ctx: EvolveContext, row: Intervention) -> JSON:
         done = ctx.cache.setdefault("trials", 0)
         if done >= ev.max_trials:
             return _record(store, row.id, "probe", 0, "inconclusive",
-                           f"{why}: it needs a trial, and this round's {ev.max_trials} (evolve.max_trials) are spent",
+                           f"{why}: {iv.NEEDS_TRIAL}, and this round's {ev.max_trials} (evolve.max_trials) are spent",
                            {"evidence": "none: trial budget spent"}, 0.0, t0)
         ctx.cache["trials"] = done + 1
         return _trial_one(ctx, row, cand, why, t0)
     if why:
         return _record(store, row.id, "probe", 0, "inconclusive",
-                       f"{why}: it needs a trial judged on the validation set, not a probe (evolve.trials is "
+                       f"{why}: {iv.NEEDS_TRIAL} judged on the validation set, not a probe (evolve.trials is "
                        f"off here)", {"evidence": "none: trials off"}, 0.0, t0)
     try:
         new_rows, old_rows = _probe(ctx, cand), _probe(ctx, ctx.harness)
@@ -276,7 +277,9 @@ def _probe_one(ctx: EvolveContext, row: Intervention) -> JSON:
         reason = (f"blocked by validity diagnostic {blocked['label']}: {len(new['invalid_high'])} of "
                   f"{new['invalid']} invalid rollouts score high in the probe")
         return _record(store, row.id, "probe", len(new_rows), "failed", reason, m, 0.0, t0)
-    dec = probe_decision(old_rows, new_rows, ev.min_gain, ev.min_effect)
+    looked = row.params.get(iv.SECOND_LOOK)  # a later look spends half the error rate, as in replay
+    dec = probe_decision(old_rows, new_rows, ev.min_gain, ev.min_effect, alpha=ALPHA / 2 if looked else ALPHA)
     m["decision"] = dec.to_dict()
     score = round(dec.effect, 4) if dec.status == "passed" else 0.0
-    return _record(store, row.id, "probe", len(new_rows), dec.status, f"probe: {dec.reason}", m, score, t0)
+    look = f"later look at #{looked} (alpha {ALPHA / 2}): " if looked else ""
+    return _record(store, row.id, "probe", len(new_rows), dec.status, f"probe: {look}{dec.reason}", m, score, t0)

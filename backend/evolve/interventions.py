@@ -61,7 +61,7 @@ from backend.harness.loader import MAX_BYTES, HarnessError, check_source
 from backend.store import Store, loads, now
 from backend.types import Intervention, JSON
 
-from .edit import EditError, changed_names, definition, unified_diff
+from .edit import EditError, changed_names, definition, reapply, unified_diff
 
 
 if TYPE_CHECKING:
@@ -210,7 +210,8 @@ def second_looks(ctx: EvolveContext) -> list[Candidate]:
     rollouts it read then (early in a run the window is short: lenient extraction read 320
     groups at step 5 on 2 x H100, +0.030 [+0.018, +0.043], and was never replayed again,
     although the run had 1,024 groups to show by step 15). The second look spends half the
-    error rate (`backtest._replay_all`): two looks at alpha/2 each."""
+    error rate (`backtest._replay_all`): two looks, at alpha and alpha/2, keep a false pass
+    under 1.5 alpha."""
     store, cfg = ctx.store, ctx.cfg
     sizes = store.replay_sizes()
     rows_now = min(cfg.evolve.replay_max_rows, ctx.step * cfg.train.tasks_per_step * cfg.train.group_size)
@@ -223,6 +224,49 @@ def second_looks(ctx: EvolveContext) -> list[Candidate]:
             if r.status == "inconclusive" and r.kind not in PROBE_KINDS and r.parent_version == ctx.harness_version
             and r.id not in looked and not r.params.get(SECOND_LOOK) and r.id in sizes
             and rows_now >= LOOK_GROWTH * sizes[r.id]]
+
+
+LATER_LOOK_ROUNDS = 10
+"""Rounds after its decision before an inconclusive candidate may be looked at once more (`later_looks`)."""
+NEEDS_TRIAL = "it needs a trial"
+"""In the reason of a candidate left inconclusive because only a trial could judge it (`backtest`)."""
+
+
+def later_looks(ctx: EvolveContext, n: int) -> list[Candidate]:
+    """Up to `n` inconclusive candidates worth one more look on today's policy, oldest first: decided
+    at least LATER_LOOK_ROUNDS rounds ago, not looked at again yet, and re-applied onto the active
+    harness. For a round that would otherwise leave slots empty: the policy has moved on since, so
+    what a change does to its rollouts may have too (the seeds' premise: improvements keep showing
+    up while the policy changes). A 200-step run from the expert harness had tried every move the
+    gate could judge by round 25 (4 x H200, session 8). Like a second look, the look spends half the
+    error rate (`backtest`): two looks, at alpha and alpha/2, keep a false pass under 1.5 alpha.
+    Candidates only a trial can judge are left out where they were left for want of one."""
+    store = ctx.store
+    rounds = store.round_ids()
+    ivs = store.interventions()
+    looked = {r.params.get(SECOND_LOOK) for r in ivs}
+    out: list[Candidate] = []
+    for r in ivs:
+        if len(out) >= n:
+            break
+        if (r.status != "inconclusive" or r.id in looked or r.params.get(SECOND_LOOK) or r.round_id is None
+                or NEEDS_TRIAL in (r.reason or "") or len(r.names) != 1
+                or sum(1 for rid in rounds if rid > r.round_id) < LATER_LOOK_ROUNDS):
+            continue
+        code = r.code
+        if r.parent_version != ctx.harness_version:
+            base = store.harness_version(r.parent_version) if r.parent_version is not None else None
+            try:
+                if base is None:
+                    continue
+                code = reapply(base["code"], r.code, ctx.harness.code, r.names[0])
+            except EditError:
+                continue  # the active harness changed the same name: not the same change any more
+        out.append(Candidate(title=r.title, code=code, parent_version=ctx.harness_version,
+                             parent_code=ctx.harness.code, proposer=r.proposer, kind=r.kind, target=r.target,
+                             hypothesis=r.hypothesis, expected=r.expected, skills=list(r.skills),
+                             params=dict(r.params, **{SECOND_LOOK: r.id})))
+    return out
 
 
 def known_codes(store: Store) -> set[str]:

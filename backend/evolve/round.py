@@ -122,7 +122,8 @@ SECOND_LOOKS = 1
 def propose_all(ctx: EvolveContext, table: list[JSON], metrics: JSON, steps: range,
                 rules: Rules | None = None) -> list[iv.Candidate]:
     """Revision candidates first (at most two), then one second look at an inconclusive
-    replay that more data could settle, then the configured proposer fills the slots.
+    replay that more data could settle, then the configured proposer fills the slots; slots the
+    offline proposer leaves empty go to later looks at old inconclusive candidates.
     With `rules`, revision and offline candidates that the churn rules refuse do not take a slot."""
     cfg = ctx.cfg.evolve
     parent, code = ctx.harness_version, ctx.harness.code
@@ -150,6 +151,8 @@ def propose_all(ctx: EvolveContext, table: list[JSON], metrics: JSON, steps: ran
     if rules is not None and len(got) < n:  # every fresh option is cooling down: rather than an empty
         exclude |= {c.code for c in got}     # slot, the best of them go on (interventions, cooldown)
         got += offline.propose(ctx, table, metrics, n - len(got), exclude, screen=rules.waived)
+    if rules is not None and len(got) < n:  # nothing fresh left: look again at what today's policy may
+        got += [c for c in iv.later_looks(ctx, n - len(got)) if rules.reason(c) is None]  # answer otherwise
     return out + got
 
 
