@@ -24,6 +24,7 @@ import difflib
 import json
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 
@@ -163,22 +164,26 @@ def unified_diff(old: str, new: str, old_label: str = "a/harness.py", new_label:
 def changed_names(old: str, new: str) -> list[str]:
     """Top-level names added, removed or changed between two versions (by AST, so
     formatting-only changes do not count)."""
-    def dumps(code: str) -> dict[str, list[str]]:
-        # every statement counts, not only the last definition of a name: a second `def` of an
-        # earlier name is a change of that name
-        out: dict[str, list[str]] = {}
-        for s in _parse(code).body:
-            name = _stmt_name(s)
-            if name:
-                out.setdefault(name, []).append(ast.dump(s))
-            elif not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant)):  # docstrings don't count
-                out.setdefault(ast.unparse(s).splitlines()[0][:60], []).append(ast.dump(s))  # imports, by text
-        return out
     try:
-        a, b = dumps(old), dumps(new)
+        a, b = _statements(old), _statements(new)
     except RecursionError:
         raise EditError("harness is nested too deeply to compare") from None
     return sorted(n for n in set(a) | set(b) if a.get(n) != b.get(n))
+
+
+@lru_cache(maxsize=1024)  # a round screens many draws against one parent (a 40-round test: 19,164 dumps, 40 s)
+def _statements(code: str) -> dict[str, tuple[str, ...]]:
+    """{top-level name: the AST dump of each statement that defines it} (read only: cached)."""
+    # every statement counts, not only the last definition of a name: a second `def` of an
+    # earlier name is a change of that name
+    out: dict[str, tuple[str, ...]] = {}
+    for s in _parse(code).body:
+        name = _stmt_name(s)
+        if not name and isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant):
+            continue  # docstrings don't count
+        key = name or ast.unparse(s).splitlines()[0][:60]  # imports, by text
+        out[key] = out.get(key, ()) + (ast.dump(s),)
+    return out
 
 
 _HUNK = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
