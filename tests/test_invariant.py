@@ -31,7 +31,7 @@ from backend.store import Store
 
 from conftest import MODEL_CACHE, TINY, varying_reward_harness
 
-pytestmark = pytest.mark.slow  # three real runs: about 2.5 minutes of CPU
+pytestmark = pytest.mark.slow  # three real runs side by side: about a minute on 2 cores
 
 # A round at step 2 (every=2) sits between training steps 2 and 3; held-out evaluation
 # runs at steps 0, 2 (after the round, with the gate's check) and 3. Six candidates, so the
@@ -53,16 +53,16 @@ def runs(tmp_path_factory) -> dict[str, Path]:
     harness = varying_reward_harness(tmp)
     env = {**os.environ, "EVOTUI_HOME": str(tmp / "home"), "EVOTUI_MODEL_CACHE": str(MODEL_CACHE),
            "TOKENIZERS_PARALLELISM": "false"}
-    out = {}
+    sets = [x for o in [*RUN, f"harness='{harness}'"] for x in ("--set", o)]
+    procs = {}  # side by side: one torch thread each, so the arithmetic is what it is alone
     for mode, extra in MODES.items():
-        run = tmp / mode
-        sets = [x for o in [*RUN, f"harness='{harness}'"] for x in ("--set", o)]
-        p = subprocess.run([sys.executable, "-m", "evotui", "run", "--headless", "--quiet", "--steps", "3",
-                            "--run-dir", str(run), *sets, *extra],
-                           capture_output=True, text=True, timeout=600, env=env)
-        assert p.returncode == 0, p.stderr[-3000:]
-        out[mode] = run
-    return out
+        procs[mode] = subprocess.Popen([sys.executable, "-m", "evotui", "run", "--headless", "--quiet", "--steps",
+                                        "3", "--run-dir", str(tmp / mode), *sets, *extra],
+                                       stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
+    for mode, p in procs.items():
+        _, err = p.communicate(timeout=900)
+        assert p.returncode == 0, f"{mode}: {err[-3000:]}"
+    return {mode: tmp / mode for mode in MODES}
 
 
 def _training(run: Path) -> dict:
