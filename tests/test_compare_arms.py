@@ -121,3 +121,31 @@ def test_report_statistics_over_seeds():
     assert "| rollouts used |" in md
     assert report_stats.t_interval([0.4]) == (0.4, None, None)
     assert report_stats.t975(200) == pytest.approx(1.972, abs=1e-3)
+
+
+def test_the_report_pairs_each_evolving_arm_with_its_twin_at_every_test_evaluation():
+    """Did the promotions help on the test set (issue 16)? Each evolving run against its same-seed
+    static twin at every test evaluation, paired over seeds and problems; `changed` counts the runs
+    that had promoted a change that alters training before the evaluation (a diagnostic does not)."""
+    import json
+
+    from backend.tools.report_gate import against_twins, twin_lines
+
+    def run(seed, right_by_step, promoted=()):
+        evals = [{"step": s, "results_json": json.dumps([{"task_id": f"t{k}", "correct": k < right}
+                                                         for k in range(10)])}
+                 for s, right in right_by_step]
+        return {"seed": seed, "test_evals": evals, "promoted": [{"kind": k, "promoted_step": s} for k, s in promoted]}
+
+    arms = {"static": [run(0, [(0, 2), (20, 3)]), run(1, [(0, 2), (20, 3)])],
+            "coevolve": [run(0, [(0, 2), (20, 9)], [("diagnostic", 5), ("reward", 10)]),
+                         run(1, [(0, 2), (20, 8)], [("diagnostic", 5)]),
+                         run(2, [(0, 2), (20, 9)])]}  # no twin: left out
+    rows = against_twins(arms)
+    assert [(r["arm"], r["twin"], r["step"], r["runs"], r["changed"]) for r in rows] == [
+        ("coevolve", "static", 0, 2, 0), ("coevolve", "static", 20, 2, 1)]
+    assert rows[0]["effect"].effect == 0.0 and rows[0]["effect"].n == 20
+    assert rows[1]["effect"].effect == pytest.approx((6 + 5) / 20) and rows[1]["effect"].ci_low > 0
+    md = "\n".join(twin_lines(arms))
+    assert "## Did the promotions help on the test set?" in md and "| coevolve - static | 20 | 2 | 1 | +0.550 |" in md
+    assert twin_lines({"static": arms["static"]}) == []

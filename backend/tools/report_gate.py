@@ -4,7 +4,9 @@ repeated promotions (must be 0), churn skips, and test accuracy against the stat
 `gate_facts(store)` reads one run (old runs included: columns a migration
 added are asked for only where they exist); `gate_lines(arms)` writes the
 report's gate sections; `test_vs(arms)` pairs each arm's final test outcomes
-with the static arm's, problem by problem and seed by seed.
+with the static arm's, problem by problem and seed by seed; `against_twins(arms)`
+pairs each evolving arm with its static twin at every test evaluation, which
+shows whether its promotions helped on the test set.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 from backend.evolve.interventions import change_of, normalise
 from backend.evolve.stats import paired_binary
 from backend.store import loads
+from backend.tools.report_invariance import LABELS_ONLY, TWINS
 
 
 def repeated_promotions(s) -> list[dict]:
@@ -65,6 +68,61 @@ def test_vs(arms: dict[str, list[dict]], baseline: str = "static") -> dict[str, 
     return out
 
 
+def _outcomes(run: dict, step: int) -> dict:
+    """{test problem: correct} of `run`'s test evaluation at `step` (empty: none there)."""
+    for e in run["test_evals"]:
+        if e["step"] == step:
+            return {x["task_id"]: bool(x["correct"]) for x in loads(e.get("results_json"), []) or []}
+    return {}
+
+
+def against_twins(arms: dict[str, list[dict]]) -> list[dict]:
+    """Each evolving arm minus its static twin (`report_invariance.TWINS`) at every test evaluation
+    both ran, paired over (seed, test problem): {arm, twin, step, runs, changed, effect}. `changed`:
+    the runs that had promoted a change that alters training before that step. Until then a run
+    trains as its twin (the invariance check), so the difference shows what its promotions did."""
+    out = []
+    for arm, twin in TWINS.items():
+        twins = {r["seed"]: r for r in arms.get(twin, [])}
+        pairs = [(r, twins[r["seed"]]) for r in arms.get(arm, []) if r["seed"] in twins]
+        steps = sorted({e["step"] for r, t in pairs for e in r["test_evals"]}
+                       & {e["step"] for r, t in pairs for e in t["test_evals"]})
+        for step in steps:
+            a, b, runs, changed = [], [], 0, 0
+            for r, t in pairs:
+                mine, theirs = _outcomes(r, step), _outcomes(t, step)
+                shared = sorted(set(mine) & set(theirs))
+                if not shared:
+                    continue
+                runs += 1
+                changed += any(p["kind"] not in LABELS_ONLY and (p["promoted_step"] or 0) < step
+                               for p in r["promoted"])
+                a += [theirs[k] for k in shared]
+                b += [mine[k] for k in shared]
+            if a:
+                out.append({"arm": arm, "twin": twin, "step": step, "runs": runs, "changed": changed,
+                            "effect": paired_binary(a, b, metric=f"test accuracy, {arm} - {twin}")})
+    return out
+
+
+def twin_lines(arms: dict[str, list[dict]]) -> list[str]:
+    """The section on whether the promotions helped on the test set (nothing without twins)."""
+    rows = against_twins(arms)
+    if not rows:
+        return []
+    md = ["## Did the promotions help on the test set?", "",
+          "Each evolving arm minus its static twin (the same seeds and starting harness) at every test "
+          "evaluation, paired over seeds and test problems: exact McNemar p-value, Newcombe 95% interval. "
+          "Changed: the runs that had promoted a change that alters training (not only a diagnostic) "
+          "before that step; until then a run trains as its twin.", "",
+          "| arm - twin | step | runs | changed | difference | 95% CI | p | n |", "|---|---|---|---|---|---|---|---|"]
+    for x in rows:
+        e = x["effect"]
+        md.append(f"| {x['arm']} - {x['twin']} | {x['step']} | {x['runs']} | {x['changed']} | {e.effect:+.3f} | "
+                  f"[{e.ci_low:+.3f}, {e.ci_high:+.3f}] | {e.p_value:.3g} | {e.n} |")
+    return md + [""]
+
+
 def _num(v, spec: str = "+.3f") -> str:
     return "–" if v is None else format(v, spec)
 
@@ -77,7 +135,8 @@ def gate_lines(arms: dict[str, list[dict]]) -> list[str]:
     vs = test_vs(arms)
     md += [f"- **{arm}**: {e.effect:+.3f}, 95% CI [{e.ci_low:+.3f}, {e.ci_high:+.3f}], p {e.p_value:.3g}, "
            f"{e.n} paired problems" for arm, e in vs.items()] or ["- no static arm with test results to pair with"]
-    md += ["", "## Decisions", "",
+    md += [""] + twin_lines(arms)
+    md += ["## Decisions", "",
            "Every backtest's decision on the metric its change targets: effect (candidate minus incumbent), "
            "95% interval, p-value, paired sample size. `passed` needs the lower bound above `evolve.min_gain`; "
            "`inconclusive` is never auto-promoted.", "",
