@@ -43,6 +43,7 @@ from . import skills as sk
 from . import space
 from .edit import EditError, apply_unified_diff, set_definition
 from .interventions import Candidate, params
+from .offline import judgeable_by_trial
 
 
 if TYPE_CHECKING:
@@ -102,10 +103,16 @@ def _history(store: Store) -> list[JSON]:
 
 
 def _space(ctx: EvolveContext) -> list[JSON]:
+    """The knobs shown to the model: those whose moves this run's gate can judge (as the offline
+    proposer's `judgeable_by_trial`: without trials an auto-promoting run leaves out the knobs
+    only a trial could judge, whose moves would all end inconclusive)."""
     history = ctx.store.move_history()
     out = []
+    trials = judgeable_by_trial(ctx)
     for k in space.knobs(ctx.harness.code, ctx.harness.domain, ctx.cfg.train.max_new_tokens_cap,
-                             ctx.cfg.math.datasets):
+                         ctx.cfg.math.datasets):
+        if k.needs_trial and not trials:
+            continue
         steps = space.Steps.of(k, history.get(k.name, []))
         row = {"knob": k.name, "type": k.type, "value": k.value(ctx.harness.code), "targets": list(k.targets)}
         if k.type in ("float", "int"):
