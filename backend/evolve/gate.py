@@ -34,7 +34,7 @@ from . import stats
 from .diagnose import failure_table
 from .backtest import backtest
 from .context import Effects
-from .edit import EditError, definition, reapply, unified_diff
+from .edit import EditError, definition, unified_diff
 
 
 if TYPE_CHECKING:
@@ -246,13 +246,9 @@ def rebase_onto_active(ctx: EvolveContext, intervention_id: int, why: str) -> JS
     the same name) fails with the reason. Returns the backtest result."""
     store = ctx.store
     row = iv.get(store, intervention_id)
-    names = row.names
-    base = store.harness_version(row.parent_version) if row.parent_version is not None else None
     onto = ctx.harness_version
     try:
-        if len(names) != 1 or base is None:
-            raise EditError(f"its change ({', '.join(names) or 'unknown'}) is not one recorded name")
-        code = reapply(base["code"], row.code, ctx.harness.code, names[0])
+        code = iv.rebased_code(store, row, ctx.harness.code)
     except EditError as e:
         reason = f"rebase from v{row.parent_version} onto v{onto} failed: {e}"
         iv.transition(store, intervention_id, "failed", reason)

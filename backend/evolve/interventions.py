@@ -217,13 +217,28 @@ def second_looks(ctx: EvolveContext) -> list[Candidate]:
     rows_now = min(cfg.evolve.replay_max_rows, ctx.step * cfg.train.tasks_per_step * cfg.train.group_size)
     ivs = store.interventions()
     looked = {r.params.get(SECOND_LOOK) for r in ivs}
-    return [Candidate(title=r.title, code=r.code, parent_version=r.parent_version, parent_code=ctx.harness.code,
-                      proposer=r.proposer, kind=r.kind, target=r.target, hypothesis=r.hypothesis,
-                      expected=r.expected, skills=list(r.skills), params=dict(r.params, **{SECOND_LOOK: r.id}))
-            for r in ivs
+    return [_look_again(ctx, r, r.code) for r in ivs
             if r.status == "inconclusive" and r.kind not in PROBE_KINDS and r.parent_version == ctx.harness_version
             and r.id not in looked and not r.params.get(SECOND_LOOK) and r.id in sizes
             and rows_now >= LOOK_GROWTH * sizes[r.id]]
+
+
+def _look_again(ctx: EvolveContext, r: Intervention, code: str) -> Candidate:
+    """Intervention `r` as a new candidate on the active harness (`code`: its change there),
+    marked as a look at `r` (SECOND_LOOK)."""
+    return Candidate(title=r.title, code=code, parent_version=ctx.harness_version, parent_code=ctx.harness.code,
+                     proposer=r.proposer, kind=r.kind, target=r.target, hypothesis=r.hypothesis,
+                     expected=r.expected, skills=list(r.skills), params=dict(r.params, **{SECOND_LOOK: r.id}))
+
+
+def rebased_code(store: Store, r: Intervention, onto: str) -> str:
+    """`r`'s single-factor change re-applied onto the harness code `onto` (`edit.reapply`).
+    EditError when it is not one recorded name, or `onto` changed that name too."""
+    names = r.names
+    base = store.harness_version(r.parent_version) if r.parent_version is not None else None
+    if len(names) != 1 or base is None:
+        raise EditError(f"its change ({', '.join(names) or 'unknown'}) is not one recorded name")
+    return reapply(base["code"], r.code, onto, names[0])
 
 
 LATER_LOOK_ROUNDS = 10
@@ -253,19 +268,11 @@ def later_looks(ctx: EvolveContext, n: int) -> list[Candidate]:
                 or NEEDS_TRIAL in (r.reason or "") or len(r.names) != 1
                 or sum(1 for rid in rounds if rid > r.round_id) < LATER_LOOK_ROUNDS):
             continue
-        code = r.code
-        if r.parent_version != ctx.harness_version:
-            base = store.harness_version(r.parent_version) if r.parent_version is not None else None
-            try:
-                if base is None:
-                    continue
-                code = reapply(base["code"], r.code, ctx.harness.code, r.names[0])
-            except EditError:
-                continue  # the active harness changed the same name: not the same change any more
-        out.append(Candidate(title=r.title, code=code, parent_version=ctx.harness_version,
-                             parent_code=ctx.harness.code, proposer=r.proposer, kind=r.kind, target=r.target,
-                             hypothesis=r.hypothesis, expected=r.expected, skills=list(r.skills),
-                             params=dict(r.params, **{SECOND_LOOK: r.id})))
+        try:
+            code = r.code if r.parent_version == ctx.harness_version else rebased_code(store, r, ctx.harness.code)
+        except EditError:
+            continue  # the active harness changed the same name: not the same change any more
+        out.append(_look_again(ctx, r, code))
     return out
 
 
