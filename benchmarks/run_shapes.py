@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections import Counter
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -64,10 +65,8 @@ def describe(run_dir: str) -> list[str]:
     lines += [f"  {m}" for m in setup]
     lines.append("  micro-batch: " + spans([(st, m.get("micro_batch", "?")) for st, m in metrics]))
     lines.append("  generation batch: " + spans([(st, m.get("gen_batch", "?")) for st, m in metrics]))
-    by_step: dict[str, int] = {}
-    for r in ooms:  # a retry storm logs one line per attempt: count them by step and message
-        key = f"step {step_of(r['ts'], stored) or '?'}: {r['message']}"
-        by_step[key] = by_step.get(key, 0) + 1
+    # a retry storm logs one line per attempt: count them by step and message
+    by_step = Counter(f"step {step_of(r['ts'], stored) or '?'}: {r['message']}" for r in ooms)
     lines += [f"  {key}" + (f" (x{n})" if n > 1 else "") for key, n in list(by_step.items())[:SHOWN]]
     if len(by_step) > SHOWN:
         lines.append(f"  ... {len(by_step) - SHOWN} more out-of-memory steps")

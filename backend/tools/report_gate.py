@@ -14,7 +14,7 @@ from __future__ import annotations
 from backend.evolve.interventions import change_of, normalise
 from backend.evolve.stats import paired_binary
 from backend.store import loads
-from backend.tools.report_invariance import LABELS_ONLY, TWINS
+from backend.tools.report_invariance import alters_training, twin_pairs
 
 
 def repeated_promotions(s) -> list[dict]:
@@ -57,9 +57,7 @@ def test_vs(arms: dict[str, list[dict]], baseline: str = "static") -> dict[str, 
             other = base.get(r["seed"])
             if not other or not r["test_evals"] or not other["test_evals"]:
                 continue
-            mine = {x["task_id"]: bool(x["correct"]) for x in loads(r["test_evals"][-1]["results_json"], []) or []}
-            theirs = {x["task_id"]: bool(x["correct"])
-                      for x in loads(other["test_evals"][-1]["results_json"], []) or []}
+            mine, theirs = _verdicts(r["test_evals"][-1]), _verdicts(other["test_evals"][-1])
             for k in sorted(set(mine) & set(theirs)):
                 a.append(theirs[k])
                 b.append(mine[k])
@@ -68,23 +66,23 @@ def test_vs(arms: dict[str, list[dict]], baseline: str = "static") -> dict[str, 
     return out
 
 
+def _verdicts(evaluation: dict) -> dict:
+    """{problem: correct} of one stored held-out evaluation."""
+    return {x["task_id"]: bool(x["correct"]) for x in loads(evaluation.get("results_json"), []) or []}
+
+
 def _outcomes(run: dict, step: int) -> dict:
     """{test problem: correct} of `run`'s test evaluation at `step` (empty: none there)."""
-    for e in run["test_evals"]:
-        if e["step"] == step:
-            return {x["task_id"]: bool(x["correct"]) for x in loads(e.get("results_json"), []) or []}
-    return {}
+    return next((_verdicts(e) for e in run["test_evals"] if e["step"] == step), {})
 
 
 def against_twins(arms: dict[str, list[dict]]) -> list[dict]:
-    """Each evolving arm minus its static twin (`report_invariance.TWINS`) at every test evaluation
+    """Each evolving arm minus its static twin (`report_invariance.twin_pairs`) at every test evaluation
     both ran, paired over (seed, test problem): {arm, twin, step, runs, changed, effect}. `changed`:
     the runs that had promoted a change that alters training before that step. Until then a run
     trains as its twin (the invariance check), so the difference shows what its promotions did."""
     out = []
-    for arm, twin in TWINS.items():
-        twins = {r["seed"]: r for r in arms.get(twin, [])}
-        pairs = [(r, twins[r["seed"]]) for r in arms.get(arm, []) if r["seed"] in twins]
+    for arm, twin, pairs in twin_pairs(arms):
         steps = sorted({e["step"] for r, t in pairs for e in r["test_evals"]}
                        & {e["step"] for r, t in pairs for e in t["test_evals"]})
         for step in steps:
@@ -95,8 +93,7 @@ def against_twins(arms: dict[str, list[dict]]) -> list[dict]:
                 if not shared:
                     continue
                 runs += 1
-                changed += any(p["kind"] not in LABELS_ONLY and (p["promoted_step"] or 0) < step
-                               for p in r["promoted"])
+                changed += any(alters_training(p) and (p["promoted_step"] or 0) < step for p in r["promoted"])
                 a += [theirs[k] for k in shared]
                 b += [mine[k] for k in shared]
             if a:

@@ -36,20 +36,30 @@ def first_divergence(a: list[dict], b: list[dict]) -> int | None:
     return extra[0] if extra else None
 
 
-def invariance_rows(arms: dict[str, list[dict]]) -> list[dict]:
-    """Per evolving run with a same-seed twin: {arm, twin, seed, steps, diverged, promoted_before, holds}."""
+def twin_pairs(arms: dict[str, list[dict]]) -> list[tuple[str, str, list[tuple[dict, dict]]]]:
+    """(evolving arm, its twin, [(run, the twin's run of the same seed)]) for each pair of `TWINS`."""
     out = []
     for arm, twin in TWINS.items():
         twins = {r["seed"]: r for r in arms.get(twin, [])}
-        for r in arms.get(arm, []):
-            t = twins.get(r["seed"])
-            if t is None:
-                continue
+        out.append((arm, twin, [(r, twins[r["seed"]]) for r in arms.get(arm, []) if r["seed"] in twins]))
+    return out
+
+
+def alters_training(promotion: dict) -> bool:
+    """Whether a promoted change can alter training (see `LABELS_ONLY`)."""
+    return promotion["kind"] not in LABELS_ONLY
+
+
+def invariance_rows(arms: dict[str, list[dict]]) -> list[dict]:
+    """Per evolving run with a same-seed twin: {arm, twin, seed, steps, diverged, promoted_before, holds}."""
+    out = []
+    for arm, twin, pairs in twin_pairs(arms):
+        for r, t in pairs:
             d = first_divergence(r["steps"], t["steps"])
             before = [p for p in r["promoted"] if d is not None and (p["promoted_step"] or 0) < d]
             out.append({"arm": arm, "twin": twin, "seed": r["seed"], "steps": len(r["steps"]), "diverged": d,
                         "promoted_before": [f"#{p['id']} {p['kind']} (step {p['promoted_step']})" for p in before],
-                        "holds": d is None or any(p["kind"] not in LABELS_ONLY for p in before)})
+                        "holds": d is None or any(alters_training(p) for p in before)})
     return out
 
 
