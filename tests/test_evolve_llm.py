@@ -188,9 +188,10 @@ def test_agent_round_end_to_end_with_evidence_and_history(server, store, monkeyp
     assert hot["status"] == "failed" and "must be a number in [0.1, 1.5], got 3.0" in hot["reason"]
     first = server.requests[0]["body"]["messages"][-1]["content"]
     assert "no <answer> tag; ends with" in first  # the sampled rollouts come with their diagnoses
-    assert '"knob": "ADVANTAGE.eps"' in first and '"range": [1e-08, 0.01]' in first
+    assert '"knob": "REWARD_WEIGHTS.format"' in first and '"range": [0.0, 4.0]' in first
     # auto-promote without trials: knobs only a trial could judge are not offered (the offline rule)
     assert '"knob": "SAMPLING.temperature"' not in first and '"knob": "CURRICULUM.level"' not in first
+    assert '"knob": "ADVANTAGE.eps"' not in first
 
     add_steps(store, 7, 11)
     ctx = _ctx(store, _url(server), monkeypatch)

@@ -129,7 +129,7 @@ def test_a_real_round_s_probes_are_counted(store):
     (rnd,) = facts["rounds"]
     assert rnd["tried"] == rnd["passed"] + rnd["inconclusive"] + rnd["failed"] > 0
     md = "\n".join(search_lines({"coevolve": [{"seed": 0, "search": facts}]}))
-    assert f"| coevolve s0 | 1 | 0 | 0 | {rnd['tried']} | {rnd['passed']} |" in md and rnd["error"] is None
+    assert f"| coevolve s0 | 1 | 0 | 0 | 0 | {rnd['tried']} | {rnd['passed']} |" in md and rnd["error"] is None
     assert "- v1 (active; children" in md and ", ".join(rnd["knobs"]) in md
     assert probe_rollouts(store.path.parent) == math.ceil(b["search_rollouts"])  # what the control arm gets
 
@@ -149,7 +149,7 @@ def test_a_round_that_stopped_on_an_error_is_counted_and_its_error_shown(store, 
     (rnd,) = search_facts(store)["rounds"]
     assert rnd["tried"] == 0 and rnd["error"] == "RuntimeError: the proposer broke"
     md = "\n".join(search_lines({"coevolve": [{"seed": 0, "search": search_facts(store)}]}))
-    assert "| coevolve s0 | 1 | 1 | 1 | 0 |" in md
+    assert "| coevolve s0 | 1 | 1 | 0 | 1 | 0 |" in md  # empty, not spent: it stopped on an error
     assert "1 round(s) stopped on an error; the first, at step" in md and "the proposer broke" in md
 
 

@@ -207,9 +207,10 @@ def test_changes_that_need_a_trial_are_proposed_only_where_something_can_judge_t
                           auto_promote=lambda: auto, policy=policy)
     knobs = {key[len(space.PREFIX):] for _, key, _ in offline.options(ctx, [], {}) if key.startswith(space.PREFIX)}
     trial_knobs = {"SAMPLING.temperature", "SAMPLING.top_p", "SAMPLING.max_new_tokens", "CURRICULUM.level",
-                   "CURRICULUM.datasets.basic_arithmetic", "CURRICULUM.datasets.chain_sum"}
+                   "CURRICULUM.datasets.basic_arithmetic", "CURRICULUM.datasets.chain_sum",
+                   "ADVANTAGE.rule", "ADVANTAGE.std", "ADVANTAGE.eps"}
     assert (trial_knobs <= knobs) if offered else not (trial_knobs & knobs)
-    assert {"PROMPT.system", "ADVANTAGE.rule"} <= knobs  # the knobs replay or a probe judges are always there
+    assert {"PROMPT.system", "FILTERS.drop_truncated"} <= knobs  # the knobs replay or a probe judges are always there
     store.close()
 
 
@@ -247,17 +248,35 @@ def test_a_long_run_of_rounds_that_settle_nothing_never_runs_dry(tmp_path):
     assert len({c.params.get("knob") for c in cands} - {None}) >= 5
 
 
-def test_an_auto_run_without_trials_looks_again_rather_than_stay_empty(tmp_path):
+def test_an_auto_run_without_trials_looks_again_and_says_when_its_space_is_spent(tmp_path):
     """The gpu profile: auto-promote, no trials. From the expert harness (one reward term: no
-    weights to move; sampling and curriculum need a trial) the moves the gate can judge are few,
-    and the rounds ran dry by round 31. Later looks fill what the proposer leaves empty: each old
-    inconclusive candidate once, after LATER_LOOK_ROUNDS rounds."""
+    weights to move; sampling, curriculum and the advantage rule need a trial) the moves the gate
+    can judge are few: the system prompt, the filters, the diagnostics. Later looks fill what the
+    proposer leaves empty: each old inconclusive candidate once, after LATER_LOOK_ROUNDS rounds.
+    A round left empty says so, and names the knobs it left for a trial: every empty round is one
+    with no untried move this run can judge."""
+    from backend.evolve.round import run_round
+    from backend.tools.report_search import search_facts, search_lines
+
     store = build_run(tmp_path / "run.db", steps=3, harness_code=HARNESSES["math_expert"])
     store.set_run(auto_promote=1)
     cfg = RunConfig()
     cfg.evolve.window = 3
     per_round, cands = _forty_rounds(store, cfg)
-    assert min(per_round) >= 1, per_round
+    assert per_round[0] >= cfg.evolve.candidates and sum(per_round[iv.LATER_LOOK_ROUNDS:]) > 0, per_round
+    empty = [r for r, n in enumerate(per_round) if n == 0]
+    assert empty, per_round  # the expert's judgeable space is small: some rounds find nothing
+    ctx = context(store, step=205, cfg=cfg)
+    assert not offline.propose(ctx, [], {}, 4, iv.known_codes(store) | {ctx.harness.code})  # nothing untried
+    rnd = run_round(ctx).summary
+    assert rnd["error"] is None and rnd["proposed"] == [] and "SAMPLING.temperature" in rnd["spent"]
+    assert {"ADVANTAGE.rule", "CURRICULUM.level"} <= set(rnd["spent"])
+    text = store.round(rnd["round_id"])["summary"]
+    assert "no untried move this run can judge; left for a trial (evolve.trials off): " in text, text
+    md = "\n".join(search_lines({"coevolve": [{"seed": 0, "search": search_facts(store)}]}))
+    # (the forty rounds above are bare rows: only the real round records whether its space was spent)
+    assert f"| coevolve s0 | 41 | {len(empty) + 1} | 1 | 0 |" in md
+    assert "spent (left for a trial: SAMPLING.temperature" in md
     looks = [c.params[iv.SECOND_LOOK] for c in cands if c.params.get(iv.SECOND_LOOK)]
     assert looks and len(looks) == len(set(looks))  # each looked at again once at most
     rounds_of = {r.id: r.round_id for r in store.interventions()}

@@ -79,12 +79,13 @@ TRANSITIONS = {
 }
 
 # Which kind of change a top-level name is. Replay judges all kinds except
-# PROBE_KINDS, whose effect only shows in fresh generations.
+# PROBE_KINDS: a prompt, sampling or curriculum change only shows in fresh generations, and an
+# advantage change only in training (`backtest.needs_trial`); those go to a probe or a trial.
 NAME_KINDS = {
     "PROMPT": "prompt", "SAMPLING": "sampling", "CURRICULUM": "curriculum",
     "ADVANTAGE": "advantage", "FILTERS": "filter", "REWARD_WEIGHTS": "reward", "VALIDITY": "diagnostic",
 }
-PROBE_KINDS = {"prompt", "sampling", "curriculum"}
+PROBE_KINDS = {"prompt", "sampling", "curriculum", "advantage"}
 
 
 class LifecycleError(ValueError):

@@ -60,6 +60,15 @@ def judgeable_by_trial(ctx: EvolveContext) -> bool:
     return not ctx.auto_promote() or (ctx.policy is not None and ctx.policy.trials)
 
 
+def left_for_trial(ctx: EvolveContext) -> list[str]:
+    """Knobs of the active harness the proposer leaves out because only a trial could judge them
+    and this run has none (`judgeable_by_trial`)."""
+    if judgeable_by_trial(ctx):
+        return []
+    return [k.name for k in space.knobs(ctx.harness.code, ctx.harness.domain, ctx.cfg.train.max_new_tokens_cap,
+                                         ctx.cfg.math.datasets) if k.needs_trial]
+
+
 def options(ctx: EvolveContext, table: list[JSON], metrics: JSON) -> list[tuple[float, str, object]]:
     """(score, key, option) for every snippet, skill and knob that fits this round, best first."""
     by_label = {e["label"]: e for e in table}

@@ -65,7 +65,7 @@ def _save(ctx: EvolveContext, summary: JSON) -> None:
         return
     try:
         text = _text(summary)
-        ctx.store.finish_round(summary["round_id"], text, summary["skipped"])
+        ctx.store.finish_round(summary["round_id"], text, summary["skipped"], summary.get("spent"))
     except Exception:
         pass
 
@@ -76,6 +76,9 @@ def _text(s: JSON) -> str:
     also = "".join(f", then #{i}" for i in s.get("also_promoted") or [])
     promoted = f"; promoted #{s['promoted']}{also}, now v{s['harness_version']}" if s["promoted"] else ""
     skipped = f", {len(s['skipped'])} skipped (churn)" if s.get("skipped") else ""
+    if s.get("spent") is not None:
+        left = f"; left for a trial (evolve.trials off): {', '.join(s['spent'])}" if s["spent"] else ""
+        skipped += f"; no untried move this run can judge{left}"
     return (f"{len(s['proposed'])} proposed, {len(s['passed'])} passed, {len(s.get('inconclusive') or [])} "
             f"inconclusive, {len(s['failed'])} failed{skipped}{promoted}")
 
@@ -90,8 +93,11 @@ def _round(ctx: EvolveContext, summary: JSON) -> None:
     summary["round_id"] = rid
     rules = Rules(ctx)
     ctx.checkpoint(f"round at step {ctx.step}: proposing")
-    cands = rules.screen(propose_all(ctx, table, metrics, steps, rules))
+    found = propose_all(ctx, table, metrics, steps, rules)
+    cands = rules.screen(found)
     summary["skipped"] = rules.skipped
+    if not found and ctx.cfg.evolve.proposer == "offline":  # the offline proposer comes back empty only
+        summary["spent"] = offline.left_for_trial(ctx)     # when every fresh, cooling and old move is tried
     for s in rules.skipped:
         ctx.log("info", f"skipped '{s['title']}' ({s['proposer']}): {s['reason']}")
     ids = [iv.record(store, rid, c) for c in cands]

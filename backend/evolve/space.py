@@ -111,8 +111,9 @@ class Knob:
     @property
     def needs_trial(self) -> bool:
         """A move of this knob can be judged only by a trial (`backtest.needs_trial`: it changes
-        which tasks are drawn, how the policy samples, or the token budget), not by replay or a probe."""
-        return self.constant in ("CURRICULUM", "SAMPLING")
+        which tasks are drawn, how the policy samples, the token budget, or the size of each
+        update), not by replay or a probe."""
+        return self.constant in ("CURRICULUM", "SAMPLING", "ADVANTAGE")
 
     def value(self, code: str) -> Any:
         """This knob's value in `code` (the schema default when the key is absent), or None

@@ -190,9 +190,13 @@ class EvolutionRecords(Queries):
                                           "failure_table_json": dumps(failure_table), "metrics_json": dumps(metrics),
                                           "summary": "running"})
 
-    def finish_round(self, rid: int, summary: str, skipped: list[dict[str, Any]]) -> None:
+    def finish_round(self, rid: int, summary: str, skipped: list[dict[str, Any]],
+                     spent: list[str] | None = None) -> None:
+        """The round's one-line summary, what the churn rules skipped, and (when it proposed
+        nothing because no judgeable move was left) the knobs left for a trial."""
         with self.tx():
-            self.update("rounds", rid, {"summary": summary, "skipped_json": dumps(skipped)})
+            self.update("rounds", rid, {"summary": summary, "skipped_json": dumps(skipped),
+                                        "spent_json": None if spent is None else dumps(spent)})
 
     def round(self, rid: int) -> Row | None:
         return self.get("rounds", rid)

@@ -267,5 +267,13 @@ def m008_run_device(db: Database) -> None:
     db.table("runs").add_column("device", str)
 
 
+@MIGRATIONS(name="m009_round_spent")
+def m009_round_spent(db: Database) -> None:
+    """rounds: `spent_json`, set when the offline proposer found no untried move the run's gate
+    can judge: the JSON list of knobs it left for want of a trial (`[]`: the whole space is
+    spent). NULL for a round that proposed something, and for rounds before this migration."""
+    db.table("rounds").add_column("spent_json", str)
+
+
 def known_migrations() -> list[str]:
     return [m.name for m in MIGRATIONS._migrations]

@@ -82,14 +82,16 @@ class SearchReads(Queries):
         return (loads(rows[0]["failure_table_json"], []) or []) if rows else []
 
     def round_outcomes(self) -> list[Row]:
-        """Per round, in order: {round_id, step, tried, passed, inconclusive, failed, knobs, error}:
-        the backtest verdicts of its candidates (kept after a later promotion or veto), the
-        search-space knobs its moves explored, and the error that ended the round (or None)."""
+        """Per round, in order: {round_id, step, tried, passed, inconclusive, failed, knobs, error,
+        spent}: the backtest verdicts of its candidates (kept after a later promotion or veto), the
+        search-space knobs its moves explored, the error that ended the round (or None), and,
+        for a round that found no untried move its gate could judge, the knobs left for a trial
+        (or None)."""
         rounds = {r["id"]: {"round_id": r["id"], "step": r["step"], "tried": 0, "passed": 0, "inconclusive": 0,
                             "failed": 0, "knobs": [],
                             "error": r["summary"][len("error: "):] if (r["summary"] or "").startswith("error: ")
-                            else None}
-                  for r in self.rows("SELECT id, step, summary FROM rounds ORDER BY id")}
+                            else None, "spent": loads(r["spent_json"], None)}
+                  for r in self.rows("SELECT id, step, summary, spent_json FROM rounds ORDER BY id")}
         for r in self.rows("SELECT round_id, history_json, params_json FROM interventions "
                            "WHERE round_id IS NOT NULL ORDER BY id"):
             e = rounds.get(r["round_id"])

@@ -1,6 +1,7 @@
 """The report's search section: what the proposer tried, what it cost, and its frontier.
 
-Per evolving run: rounds (and how many proposed nothing), candidates tried,
+Per evolving run: rounds (how many proposed nothing, and of those how many
+had no untried move the run's gate could judge), candidates tried,
 passed, inconclusive and failed, the search-space knobs explored, the search
 budget in training rollouts (probe and trial arms, replay converted by time:
 `backend/evolve/budget.py`) against the training rollouts, and the frontier
@@ -30,6 +31,13 @@ def _member(m: dict) -> str:
             f"score {m['score']:.2f}): {chain}")
 
 
+def _nothing(x: dict) -> str:
+    """The knobs cell of a round that explored none."""
+    if x.get("spent") is None:
+        return "–"
+    return "spent" + (f" (left for a trial: {', '.join(x['spent'])})" if x["spent"] else "")
+
+
 def search_lines(arms: dict[str, list[dict]]) -> list[str]:
     """Markdown lines of the section (nothing when no run evolved)."""
     runs = [(arm, r) for arm, rs in arms.items() for r in rs if r.get("search", {}).get("rounds")]
@@ -39,18 +47,22 @@ def search_lines(arms: dict[str, list[dict]]) -> list[str]:
           "Candidates by backtest verdict; knobs: distinct search-space knobs its moves explored. Search "
           "rollouts: probe and trial arms (candidate and incumbent) plus replay time converted at the run's "
           "own training milliseconds per rollout; the share is of the run's training rollouts.", "",
+          "Empty: rounds that tried nothing. Spent: empty rounds whose proposer had no untried move this "
+          "run's gate can judge (what is left needs a trial, and `evolve.trials` is off); an empty round "
+          "that is not spent is a search that ran dry too early.", "",
           "Round errors: rounds that stopped on an error (their candidates are lost; the first error "
           "of each such run is listed below the table).", "",
-          "| run | rounds | empty | round errors | tried | passed | inconclusive | failed | knobs | search rollouts "
-          "| replay (equiv.) | share of training |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+          "| run | rounds | empty | spent | round errors | tried | passed | inconclusive | failed | knobs "
+          "| search rollouts | replay (equiv.) | share of training |", "|---" * 13 + "|"]
     for arm, r in runs:
         rounds, b = r["search"]["rounds"], r["search"]["budget"]
         tot = {k: sum(x[k] for x in rounds) for k in ("tried", "passed", "inconclusive", "failed")}
         knobs = {k for x in rounds for k in x["knobs"]}
         share = "n/a" if b["share_of_training"] is None else f"{b['share_of_training']:.1%}"
         empty, errors = sum(1 for x in rounds if not x["tried"]), sum(1 for x in rounds if x.get("error"))
-        md.append(f"| {arm} s{r['seed']} | {len(rounds)} | {empty} | {errors} | {tot['tried']} | {tot['passed']} | "
-                  f"{tot['inconclusive']} | {tot['failed']} | {len(knobs)} | "
+        spent = sum(1 for x in rounds if not x["tried"] and x.get("spent") is not None)
+        md.append(f"| {arm} s{r['seed']} | {len(rounds)} | {empty} | {spent} | {errors} | {tot['tried']} | "
+                  f"{tot['passed']} | {tot['inconclusive']} | {tot['failed']} | {len(knobs)} | "
                   f"{b['search_rollouts']:.0f} | {b['replay_rollout_equiv']:.0f} | {share} |")
     for arm, r in runs:
         errors = [x for x in r["search"]["rounds"] if x.get("error")]
@@ -63,6 +75,6 @@ def search_lines(arms: dict[str, list[dict]]) -> list[str]:
         md += ["", "<details><summary>per round</summary>", "", "| step | tried | passed | inconclusive | failed "
                "| knobs explored |", "|---|---|---|---|---|---|"]
         md += [f"| {x['step']} | {x['tried']} | {x['passed']} | {x['inconclusive']} | {x['failed']} | "
-               f"{', '.join(x['knobs']) or '–'} |" for x in r["search"]["rounds"]]
+               f"{', '.join(x['knobs']) or _nothing(x)} |" for x in r["search"]["rounds"]]
         md += ["", "</details>"]
     return md + [""]
