@@ -62,8 +62,8 @@ def backtest(ctx: EvolveContext, iids: list[int]) -> list[JSON]:
     todo = [iv.get(store, i) for i in iids]
     for row in todo:
         iv.transition(store, row.id, "backtesting", "backtest started")
-    replayed = [r for r in todo if r.kind not in iv.PROBE_KINDS]
-    probed = [r for r in todo if r.kind in iv.PROBE_KINDS]
+    replayed = [r for r in todo if r.kind not in iv.FRESH_KINDS]
+    probed = [r for r in todo if r.kind in iv.FRESH_KINDS]
     return _replay_all(ctx, replayed) + [_probe_one(ctx, r) for r in probed]
 
 

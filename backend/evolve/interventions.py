@@ -78,14 +78,15 @@ TRANSITIONS = {
     "failed": set(), "vetoed": set(), "rolled_back": set(),
 }
 
-# Which kind of change a top-level name is. Replay judges all kinds except
-# PROBE_KINDS: a prompt, sampling or curriculum change only shows in fresh generations, and an
-# advantage change only in training (`backtest.needs_trial`); those go to a probe or a trial.
+# Which kind of change a top-level name is. Replay over stored rollouts judges all kinds except
+# FRESH_KINDS, which need fresh rollouts: a prompt, sampling or curriculum change shows only in
+# new generations (a probe), and sampling, curriculum and advantage changes only in training
+# (a trial: `backtest.needs_trial`).
 NAME_KINDS = {
     "PROMPT": "prompt", "SAMPLING": "sampling", "CURRICULUM": "curriculum",
     "ADVANTAGE": "advantage", "FILTERS": "filter", "REWARD_WEIGHTS": "reward", "VALIDITY": "diagnostic",
 }
-PROBE_KINDS = {"prompt", "sampling", "curriculum", "advantage"}
+FRESH_KINDS = {"prompt", "sampling", "curriculum", "advantage"}
 
 
 class LifecycleError(ValueError):
@@ -219,7 +220,7 @@ def second_looks(ctx: EvolveContext) -> list[Candidate]:
     ivs = store.interventions()
     looked = {r.params.get(SECOND_LOOK) for r in ivs}
     return [_look_again(ctx, r, r.code) for r in ivs
-            if r.status == "inconclusive" and r.kind not in PROBE_KINDS and r.parent_version == ctx.harness_version
+            if r.status == "inconclusive" and r.kind not in FRESH_KINDS and r.parent_version == ctx.harness_version
             and r.id not in looked and not r.params.get(SECOND_LOOK) and r.id in sizes
             and rows_now >= LOOK_GROWTH * sizes[r.id]]
 
