@@ -16,22 +16,30 @@ def test_compare_then_report(tmp_path, tiny_overrides):
     out = tmp_path / "cmp"
     sets = [x for o in tiny_overrides for x in ("--set", o)]
     sets += ["--set", "evolve.every=2", "--set", "evolve.candidates=2", "--set", "evolve.probe_tasks=1"]
+    # evaluation answers shorter than TINY's 16 tokens: no check below reads an accuracy (the
+    # training completions keep their 24: the planted trap shows only where they echo numbers)
+    sets += ["--set", "eval.max_new_tokens=8"]
     # the parallel path (arms as processes; the control waits for its seed's coevolve arm); the
-    # static arm is killed (-9) once its engine runs: compare must not pass it off as finished
+    # static arm is killed (-9) once its engine runs: compare must not pass it off as finished.
+    # coevolve-expert runs here too: next to coevolve it takes a slot that would idle (the static
+    # arm is killed early, the control waits for coevolve), where the sequential call below ran
+    # it on its own. (Its static twin runs there: a step's arithmetic does not depend on the
+    # thread count, so twins still train bit-identically.)
+    first = ("static", "coevolve", "coevolve-expert", "control")
     proc = subprocess.Popen([sys.executable, "-m", "evotui", "compare", "--steps", "2", "--seeds", "0", "--out",
-                             str(out), "--jobs", "2", "--quiet", "--arms", "static,coevolve,control", "--profile",
+                             str(out), "--jobs", "2", "--quiet", "--arms", ",".join(first), "--profile",
                              "cpu", *sets], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     _kill_when_running(out / "static-s0")
     stdout, stderr = proc.communicate(timeout=1200)
     assert proc.returncode == 1, stderr[-3000:]
     assert "profile: cpu" in stdout
     rows = {r["arm"]: r for r in json.loads((out / "compare.json").read_text())}
-    assert set(rows) == {"static", "coevolve", "control"}
+    assert set(rows) == set(first)
     killed = rows["static"]["steps_done"]
     assert not rows["static"]["complete"] and killed < 2
     assert f"arm static-s0: killed by signal 9 at step {killed} of 2" in stderr and "last log line:" in stderr
     assert "the same command again resumes them" in stderr
-    assert all(rows[a]["complete"] and rows[a]["status"] == "finished" for a in ("coevolve", "control")), rows
+    assert all(rows[a]["complete"] and rows[a]["status"] == "finished" for a in first[1:]), rows
     report = (out / "report" / "report.md").read_text()
     assert "| static (1 incomplete, not counted) | 0 |" in report  # marked, and no seed counted in its means
     assert f"**static s0: crashed? at step {killed} of 2**" in report.split("## Incomplete runs")[1]
@@ -42,9 +50,9 @@ def test_compare_then_report(tmp_path, tiny_overrides):
                            include_incomplete=True)[0].read_text()
     assert "| static (1 incomplete, counted) | 1 |" in counted
     # run again over the same folder, sequentially, with every arm: the killed arm resumes and
-    # finishes, the finished arms are kept, not re-run; the expert arms run now and merge into
-    # compare.json and the report
-    steps_before = {a: _steps(out / f"{a}-s0") for a in ("coevolve", "control")}
+    # finishes, the finished arms are kept, not re-run; static-expert, the one arm not run yet,
+    # starts now (with this call's profile) and merges into compare.json and the report
+    steps_before = {a: _steps(out / f"{a}-s0") for a in first[1:]}
     p = subprocess.run([sys.executable, "-m", "evotui", "compare", "--steps", "2", "--seeds", "0", "--out", str(out),
                         *sets], capture_output=True, text=True, timeout=900)
     assert p.returncode == 0, p.stderr[-3000:]

@@ -1,15 +1,19 @@
 """Fuzz: hostile and broken harness candidates are refused or contained.
 
-Hundreds of candidates are generated from the default math harness by seeded
-mutation in ten categories (syntax, loops, allocations, imports, dunder
-tricks, writes, exceptions, non-finite rewards, wrong types, oversized
-source). Each goes through the real intervention path (`interventions.record`,
-then the sandboxed `backtest`) on a real run database, and must end either
-refused by the static check with a reason, or failed (or judged) by the
-backtest with a reason, with no exception in the caller, nothing written to
-decoy HOME/TMPDIR folders or the run folder, and the harness version
-unchanged. A sample also goes through the engine's own `propose_edit`
-command handling.
+Candidates are generated from the default math harness by seeded mutation in
+ten categories (syntax, loops, allocations, imports, dunder tricks, writes,
+exceptions, non-finite rewards, wrong types, oversized source): first every
+variant of every category once (each template, module, wrong value and
+constant, with seeded parameters: target function, sizes, paths), then
+seeded random ones up to EVOTUI_FUZZ_N (CI: none; 300 random ones missed
+some variants and spent most of their time on repeats of the few that run
+into a limit). Each goes through the real intervention path
+(`interventions.record`, then the sandboxed `backtest`) on a real run
+database, and must end either refused by the static check with a reason, or
+failed (or judged) by the backtest with a reason, with no exception in the
+caller, nothing written to decoy HOME/TMPDIR folders or the run folder, and
+the harness version unchanged. A sample also goes through the engine's own
+`propose_edit` command handling.
 
     EVOTUI_FUZZ_N=2000 EVOTUI_FUZZ_SEED=3 .venv/bin/pytest tests/test_fuzz_harness.py -q -s
 """
@@ -74,8 +78,12 @@ def _constant(name: str, source: str) -> str:
     return "\n".join(lines[:first - 1] + [f"{name} = {source}"] + lines[last:]) + "\n"
 
 
-def _syntax(rng, paths) -> Case:
-    kind = rng.randrange(6)
+# Each maker takes `v`, the variant to make (0 <= v < VARIANTS[category]), or None for a random
+# one; everything else (target function, sizes, positions, paths) is drawn from `rng`.
+
+
+def _syntax(rng, paths, v=None) -> Case:
+    kind = rng.randrange(6) if v is None else v
     if kind == 0:  # truncated mid-file, then an unclosed or stray bracket
         cut = rng.randrange(len(BASE) // 4, len(BASE))
         return Case("syntax", BASE[:cut] + rng.choice(["(", "[", "{", ")", "'''", '"']), "static")
@@ -110,8 +118,8 @@ LOOPS = [
 ]
 
 
-def _loop(rng, paths) -> Case:
-    kind = rng.randrange(10)
+def _loop(rng, paths, v=None) -> Case:
+    kind = rng.randrange(10) if v is None else v if v < len(LOOPS) else v + 1  # 7 is LOOPS[0] again
     if kind == 8:  # at load time, in a constant the replay judges
         return Case("loop", _constant("VALIDITY", f"[str(sum(1 for _ in iter(int, {rng.randint(1, 9)})))]"),
                     "runtime", CPU)
@@ -130,8 +138,8 @@ ALLOCS = [
 ]
 
 
-def _alloc(rng, paths) -> Case:
-    kind = rng.randrange(len(ALLOCS) + 2)
+def _alloc(rng, paths, v=None) -> Case:
+    kind = rng.randrange(len(ALLOCS) + 2) if v is None else v
     e = rng.randint(10, 12)
     if kind == len(ALLOCS):
         return Case("alloc", _constant("FILTERS", f'{{"drop_dead_groups": len("x" * 10**{e}) > 0, '
@@ -150,12 +158,18 @@ MODULES = ["os", "subprocess", "socket", "ctypes", "importlib", "sys", "shutil",
            "marshal", "gc", "inspect", "types", "rex", "mathx"]
 
 
-def _import(rng, paths) -> Case:
-    m = rng.choice(MODULES)
-    stmt = rng.choice([f"import {m}", f"from {m} import *", f"import re, {m}", f"import {m} as re",
-                       f"from {m} import {rng.choice(['system', 'run', 'Popen', 'x'])}",
-                       "from . import lib", "from ..harness import loader"])
-    if rng.random() < 0.5:
+def _import(rng, paths, v=None) -> Case:
+    m = rng.choice(MODULES) if v is None else MODULES[v % len(MODULES)]
+    forms = [f"import {m}", f"from {m} import *", f"import re, {m}", f"import {m} as re",
+             f"from {m} import {rng.choice(['system', 'run', 'Popen', 'x'])}",
+             "from . import lib", "from ..harness import loader"]
+    if v is None:
+        stmt, top = rng.choice(forms), rng.random() < 0.5
+    elif v < len(MODULES):  # every module once; over them, each form naming one at the top and in a function
+        stmt, top = forms[v % 5], v // 5 % 2 == 0
+    else:  # the relative imports (they name no module), at the top and in a function
+        stmt, top = forms[5 + (v - len(MODULES)) % 2], v - len(MODULES) < 2
+    if top:
         return Case("import", BASE.replace("import re\n", f"import re\n{stmt}\n", 1), "static", NOT_ALLOWED)
     return Case("import", _in_function(rng, f"{stmt}\nreturn 1.0"), "static", NOT_ALLOWED)
 
@@ -194,13 +208,18 @@ DUNDERS_RUNTIME = [  # pass the static check; the harness namespace must still n
 ]
 
 
-def _dunder(rng, paths) -> Case:
+def _dunder(rng, paths, v=None) -> Case:
+    if v is not None:
+        if v < len(DUNDERS_STATIC):
+            return Case("dunder", _in_function(rng, DUNDERS_STATIC[v]), "static")
+        return Case("dunder", _in_function(rng, DUNDERS_RUNTIME[v - len(DUNDERS_STATIC)], REWARDS), "runtime",
+                    CRASHED)
     if rng.random() < 0.75:
         return Case("dunder", _in_function(rng, rng.choice(DUNDERS_STATIC)), "static")
     return Case("dunder", _in_function(rng, rng.choice(DUNDERS_RUNTIME), REWARDS), "runtime", CRASHED)
 
 
-def _write(rng, paths) -> Case:
+def _write(rng, paths, v=None) -> Case:
     p = str(rng.choice(paths))
     static = [f"open({p!r}, 'w').write('pwned')\nreturn 1.0",
               f"import pathlib\npathlib.Path({p!r}).write_text('pwned')\nreturn 1.0",
@@ -210,7 +229,7 @@ def _write(rng, paths) -> Case:
               f"exec(\"open({p!r}, 'w')\")\nreturn 1.0"]
     runtime = [f"statistics.sys.modules['os'].system('touch ' + {p!r})\nreturn 1.0",
                f"import re\nre.functools.sys.modules['builtins'].open({p!r}, 'w')\nreturn 1.0"]
-    kind = rng.randrange(10)
+    kind = rng.randrange(10) if v is None else v if v < len(static) else v + 1  # 6 is static[0] again
     if kind < 7:
         return Case("write", _in_function(rng, static[kind % len(static)]), "static")
     if kind == 7:
@@ -232,26 +251,31 @@ RAISES = [
 ]
 
 
-def _raise(rng, paths) -> Case:
-    kind = rng.randrange(len(RAISES))
+def _raise(rng, paths, v=None) -> Case:
+    kind = rng.randrange(len(RAISES)) if v is None else v
     body = RAISES[kind].format(k=rng.randint(2, 40))
     always = kind in (0, 4, 6, 8, 9)
     return Case("raise", _in_function(rng, body, REWARDS if always else FUNCS), "runtime" if always else "any",
                 CRASHED if always else ())
 
 
-def _nonfinite(rng, paths) -> Case:
-    kind = rng.randrange(9)
+NONFINITE_WEIGHTS = ["float('nan')", "float('inf')", "1e999"]
+NONFINITE_EPS = ["float('nan')", "float('inf')", "-1.0", "0", "'x'", "True", "None"]
+
+
+def _nonfinite(rng, paths, v=None) -> Case:
+    # variants: 0-6 as the kinds below, then kind 7 with each weight, then kind 8 with each eps
+    kind = rng.randrange(9) if v is None else min(v, 7 if v < 7 + len(NONFINITE_WEIGHTS) else 8)
     if kind < 6:
         value = ["float('nan')", "float('inf')", "-float('inf')", "1e308 * 10", "math.inf", "math.nan"][kind]
         return Case("nonfinite", _in_function(rng, f"return {value}", REWARDS), "runtime", CRASHED)
     if kind == 6:
         return Case("nonfinite", _constant("REWARD_WEIGHTS", '{"correct": 1e308, "format": 1e308}'), "any")
     if kind == 7:
-        w = rng.choice(["float('nan')", "float('inf')", "1e999"])
+        w = rng.choice(NONFINITE_WEIGHTS) if v is None else NONFINITE_WEIGHTS[v - 7]
         return Case("nonfinite", _constant("REWARD_WEIGHTS", f'{{"correct": {w}, "format": 0.1}}'), "runtime",
                     BAD_LOAD)
-    eps = rng.choice(["float('nan')", "float('inf')", "-1.0", "0", "'x'", "True", "None"])
+    eps = rng.choice(NONFINITE_EPS) if v is None else NONFINITE_EPS[v - 7 - len(NONFINITE_WEIGHTS)]
     return Case("nonfinite", _constant("ADVANTAGE", f'{{"rule": "group_std", "eps": {eps}}}'), "runtime",
                 BAD_LOAD)
 
@@ -271,16 +295,18 @@ WRONG_CONSTANTS = [
 ]
 
 
-def _types(rng, paths) -> Case:
-    if rng.random() < 0.5:
+def _types(rng, paths, v=None) -> Case:
+    if v is not None and v < len(WRONG_VALUES):
+        return Case("types", _in_function(rng, f"return {WRONG_VALUES[v]}", REWARDS), "runtime", CRASHED)
+    if v is None and rng.random() < 0.5:
         return Case("types", _in_function(rng, f"return {rng.choice(WRONG_VALUES)}", REWARDS), "runtime", CRASHED)
-    name, source = rng.choice(WRONG_CONSTANTS)
+    name, source = rng.choice(WRONG_CONSTANTS) if v is None else WRONG_CONSTANTS[v - len(WRONG_VALUES)]
     return Case("types", _constant(name, source), "runtime", BAD_LOAD)
 
 
-def _oversize(rng, paths) -> Case:
+def _oversize(rng, paths, v=None) -> Case:
     n = MAX_BYTES + rng.randint(1, 200_000)
-    kind = rng.randrange(4)
+    kind = rng.randrange(4) if v is None else v
     if kind == 0:
         code = BASE + "\n# " + "x" * n + "\n"
     elif kind == 1:
@@ -294,16 +320,28 @@ def _oversize(rng, paths) -> Case:
 
 CATEGORIES = {"syntax": _syntax, "loop": _loop, "alloc": _alloc, "import": _import, "dunder": _dunder,
               "write": _write, "raise": _raise, "nonfinite": _nonfinite, "types": _types, "oversize": _oversize}
+VARIANTS = {"syntax": 6, "loop": len(LOOPS) + 2, "alloc": len(ALLOCS) + 2, "import": len(MODULES) + 4,
+            "dunder": len(DUNDERS_STATIC) + len(DUNDERS_RUNTIME), "write": 9, "raise": len(RAISES),
+            "nonfinite": 7 + len(NONFINITE_WEIGHTS) + len(NONFINITE_EPS),
+            "types": len(WRONG_VALUES) + len(WRONG_CONSTANTS), "oversize": 4}
+"""How many variants each maker has (its `v`)."""
+EVERY_VARIANT = sum(VARIANTS.values())
 
 
-def generate(n: int, seed: int, paths: list[Path]) -> list[Case]:
-    """`n` distinct candidates, the categories in turn."""
+def generate(n: int, seed: int, paths: list[Path], every_variant: bool = True) -> list[Case]:
+    """`n` distinct candidates: every variant of every category once (while `n` lasts; the
+    categories in turn, so a backtest batch mixes them), then random ones, the categories in turn.
+    Without `every_variant`, random ones only."""
     rng = random.Random(seed)
-    makers = list(CATEGORIES.values())
+    planned = [(c, v) for v in range(max(VARIANTS.values())) for c in CATEGORIES if v < VARIANTS[c]
+               if every_variant]
+    names = list(CATEGORIES)
     out, seen = [], set()
     while len(out) < n:
-        case = makers[len(out) % len(makers)](rng, paths)
-        if case.code not in seen:
+        name, v = planned[len(out)] if len(out) < len(planned) else (names[len(out) % len(names)], None)
+        case = CATEGORIES[name](rng, paths, v)
+        assert v is None or case.code not in seen, f"{name} variant {v} repeats another"
+        if case.code not in seen:  # a random repeat is drawn again
             seen.add(case.code)
             out.append(case)
     return out
@@ -365,7 +403,7 @@ def _check(case: Case, row: dict, when: str) -> None:
 
 def test_fuzzed_candidates_are_refused_or_contained(run):
     store, run_dir, decoys = run
-    n = int(os.environ.get("EVOTUI_FUZZ_N", "300"))
+    n = int(os.environ.get("EVOTUI_FUZZ_N", str(EVERY_VARIANT)))  # every variant once (see the module docstring)
     cases = generate(n, int(os.environ.get("EVOTUI_FUZZ_SEED", "0")),
                      [run_dir / "pwned.txt", run_dir / "sentinel.txt"] + [d / "pwned.txt" for d in decoys])
     before, version = _files_at_rest(run_dir, decoys), store.run()["harness_version"]
@@ -407,7 +445,7 @@ def test_engine_propose_edit_commands_end_failed_with_the_harness_unchanged(run,
     from backend.loop import Engine
 
     store, run_dir, decoys = run
-    cases = generate(240, 1, [run_dir / "pwned.txt", run_dir / "sentinel.txt"])
+    cases = generate(240, 1, [run_dir / "pwned.txt", run_dir / "sentinel.txt"], every_variant=False)
     rng = random.Random(1)
     must_fail = [c for c in cases if c.expect != "any"]
     sample = [c for cat in CATEGORIES for c in rng.sample([c for c in must_fail if c.category == cat], 2)]

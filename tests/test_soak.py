@@ -26,6 +26,9 @@ def test_random_kills_lose_nothing(tmp_path, tiny_overrides):
     sets = [x for o in tiny_overrides for x in ("--set", o)]
     # evolution every 2 steps so kills also land in rounds, promotions and backtests
     sets += ["--set", "evolve.every=2", "--set", "evolve.candidates=2", "--set", "evolve.probe_tasks=1"]
+    # completions of 8 tokens, not TINY's 24 (answers: 16): what is checked is the rows, not their
+    # text, and a step takes half the time
+    sets += ["--set", "train.max_new_tokens_cap=8", "--set", "eval.max_new_tokens=8"]
     rng = random.Random(int(os.environ.get("EVOTUI_SOAK_SEED", "7")))
     survived = 0
     proc = _spawn(["--steps", str(steps), "--run-dir", str(run), *sets])
