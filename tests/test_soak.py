@@ -19,6 +19,21 @@ def _spawn(args):
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
 
 
+def _events(run) -> int:
+    """Events the run's database holds (0 before it exists): an engine writes its first ones once
+    its model is loaded, so a count above the one at spawn time means the new process is at work."""
+    try:
+        return int(Store.open(run, readonly=True).scalar("SELECT count(*) FROM events"))
+    except Exception:
+        return 0
+
+
+def _until_at_work(proc, run, before: int) -> None:
+    deadline = time.time() + 300
+    while _events(run) <= before and proc.poll() is None and time.time() < deadline:
+        time.sleep(0.1)
+
+
 def test_random_kills_lose_nothing(tmp_path, tiny_overrides):
     kills = int(os.environ.get("EVOTUI_SOAK_KILLS", "3"))
     steps = max(4, kills + 3)
@@ -31,12 +46,13 @@ def test_random_kills_lose_nothing(tmp_path, tiny_overrides):
     sets += ["--set", "train.max_new_tokens_cap=8", "--set", "eval.max_new_tokens=8"]
     rng = random.Random(int(os.environ.get("EVOTUI_SOAK_SEED", "7")))
     survived = 0
-    proc = _spawn(["--steps", str(steps), "--run-dir", str(run), *sets])
+    proc, before = _spawn(["--steps", str(steps), "--run-dir", str(run), *sets]), 0
     for _ in range(kills):
         if rng.random() > 0.15:  # mostly kill once the engine is up; sometimes during start-up
-            while not (run / "run.db").exists() and proc.poll() is None:
-                time.sleep(0.05)
-            time.sleep(rng.uniform(2.0, 6.0))  # after imports: model load, generation, training, store
+            # a resumed process finds run.db already there: wait for its own first events (after
+            # imports and the model load), or a kill lands in its imports every time
+            _until_at_work(proc, run, before)
+            time.sleep(rng.uniform(0.5, 4.0))  # generation, training, a round, the store
         else:
             time.sleep(rng.uniform(0.1, 3.0))
         if proc.poll() is not None:
@@ -46,10 +62,12 @@ def test_random_kills_lose_nothing(tmp_path, tiny_overrides):
         if (run / "run.db").exists():
             assert integrity_ok(run / "run.db")
             survived += 1
+            before = _events(run)
             proc = _spawn(["--resume", str(run)])
         else:  # killed before the run existed: nothing was half-made
             assert not any(p.name.startswith(run.name) for p in tmp_path.iterdir() if p.name != run.name
                            and not p.name.startswith("."))
+            before = 0
             proc = _spawn(["--steps", str(steps), "--run-dir", str(run), *sets])
     _, err = proc.communicate(timeout=900)
     assert proc.returncode == 0, err[-2000:]
