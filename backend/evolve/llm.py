@@ -43,7 +43,7 @@ from . import skills as sk
 from . import space
 from .edit import EditError, apply_unified_diff, set_definition
 from .interventions import Candidate, params
-from .offline import judgeable_by_trial
+from .offline import judgeable_knobs, run_knobs
 
 
 if TYPE_CHECKING:
@@ -103,16 +103,12 @@ def _history(store: Store) -> list[JSON]:
 
 
 def _space(ctx: EvolveContext) -> list[JSON]:
-    """The knobs shown to the model: those whose moves this run's gate can judge (as the offline
-    proposer's `judgeable_by_trial`: without trials an auto-promoting run leaves out the knobs
-    only a trial could judge, whose moves would all end inconclusive)."""
+    """The knobs shown to the model: those whose moves this run's gate can judge, as the offline
+    proposer offers them (`offline.judgeable_knobs`: without trials an auto-promoting run leaves
+    out the knobs only a trial could judge, whose moves would all end inconclusive)."""
     history = ctx.store.move_history()
     out = []
-    trials = judgeable_by_trial(ctx)
-    for k in space.knobs(ctx.harness.code, ctx.harness.domain, ctx.cfg.train.max_new_tokens_cap,
-                         ctx.cfg.math.datasets):
-        if k.needs_trial and not trials:
-            continue
+    for k in judgeable_knobs(ctx)[0]:
         steps = space.Steps.of(k, history.get(k.name, []))
         row = {"knob": k.name, "type": k.type, "value": k.value(ctx.harness.code), "targets": list(k.targets)}
         if k.type in ("float", "int"):
@@ -185,8 +181,7 @@ def candidate_from(item: JSON, ctx: EvolveContext, skill_names: list[str]) -> Ca
 def knob_move(ctx: EvolveContext, name: str, value: Any) -> space.Move:
     """The move an answer names; ValueError (its reason) for an unknown knob or a value outside
     the knob's type or range."""
-    ks = {k.name: k for k in space.knobs(ctx.harness.code, ctx.harness.domain, ctx.cfg.train.max_new_tokens_cap,
-                             ctx.cfg.math.datasets)}
+    ks = {k.name: k for k in run_knobs(ctx)}
     k = ks.get(name)
     if k is None:
         raise ValueError(f"no knob '{name}' in this harness's search space")

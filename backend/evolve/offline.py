@@ -60,13 +60,22 @@ def judgeable_by_trial(ctx: EvolveContext) -> bool:
     return not ctx.auto_promote() or (ctx.policy is not None and ctx.policy.trials)
 
 
+def run_knobs(ctx: EvolveContext) -> list[space.Knob]:
+    """Every knob of the active harness, at this run's token cap and datasets."""
+    return space.knobs(ctx.harness.code, ctx.harness.domain, ctx.cfg.train.max_new_tokens_cap, ctx.cfg.math.datasets)
+
+
+def judgeable_knobs(ctx: EvolveContext) -> tuple[list[space.Knob], list[space.Knob]]:
+    """(knobs this run's gate can judge, knobs left out because only a trial could judge them and
+    this run has none: `judgeable_by_trial`). Both proposers offer only the first."""
+    trials = judgeable_by_trial(ctx)
+    ks = run_knobs(ctx)
+    return [k for k in ks if trials or not k.needs_trial], [k for k in ks if k.needs_trial and not trials]
+
+
 def left_for_trial(ctx: EvolveContext) -> list[str]:
-    """Knobs of the active harness the proposer leaves out because only a trial could judge them
-    and this run has none (`judgeable_by_trial`)."""
-    if judgeable_by_trial(ctx):
-        return []
-    return [k.name for k in space.knobs(ctx.harness.code, ctx.harness.domain, ctx.cfg.train.max_new_tokens_cap,
-                                         ctx.cfg.math.datasets) if k.needs_trial]
+    """Names of the knobs `judgeable_knobs` leaves out (a spent round records them)."""
+    return [k.name for k in judgeable_knobs(ctx)[1]]
 
 
 def options(ctx: EvolveContext, table: list[JSON], metrics: JSON) -> list[tuple[float, str, object]]:
@@ -82,9 +91,7 @@ def options(ctx: EvolveContext, table: list[JSON], metrics: JSON) -> list[tuple[
                   made_by.get(c["change"].get("template") or "", 0.0) + SKILL_BONUS),
               "skill:" + c["name"], c) for c in sk.for_round(ctx, table, k=4)]
     history = ctx.store.move_history()
-    for knob in space.knobs(ctx.harness.code, domain, ctx.cfg.train.max_new_tokens_cap, ctx.cfg.math.datasets):
-        if knob.needs_trial and not judgeable_by_trial(ctx):
-            continue
+    for knob in judgeable_knobs(ctx)[0]:
         steps = space.Steps.of(knob, history.get(knob.name, []))
         opts.append((knob_score(knob, by_label, steps), space.PREFIX + knob.name, (knob, steps)))
     return sorted([o for o in opts if o[0] > 0], key=lambda o: (-o[0], o[1]))
