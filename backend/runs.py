@@ -9,6 +9,7 @@ so a bad input never leaves a half-made run behind.
 from __future__ import annotations
 
 import os
+import shutil
 import time
 from datetime import datetime
 from pathlib import Path
@@ -54,6 +55,37 @@ def harness_code(cfg: RunConfig) -> str:
     return code
 
 
+STAGING_PREFIX = "."
+"""A run directory is built as `.NAME.creating-PID` beside NAME, then renamed: a hidden name that
+no listing of runs takes for a run."""
+
+
+def run_dirs_in(folder: Path) -> list[Path]:
+    """The run directories directly under `folder` (each holds a run.db), in name order. A staging
+    directory left by a process killed while it created its run (a default SIGTERM gives it no
+    chance to clean up) is not one."""
+    return sorted(d for d in folder.iterdir()
+                  if not d.name.startswith(STAGING_PREFIX) and (d / "run.db").is_file())
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _remove_stale_staging(run_dir: Path) -> None:
+    """Delete `.NAME.creating-PID` directories of processes that no longer exist."""
+    for d in run_dir.parent.glob(f"{STAGING_PREFIX}{run_dir.name}.creating-*"):
+        pid = d.name.rsplit("-", 1)[-1]
+        if pid.isdigit() and not _pid_alive(int(pid)):
+            shutil.rmtree(d, ignore_errors=True)
+
+
 def create_run(run_dir: Path, cfg: RunConfig, code: str) -> Store:
     """Make the run directory atomically: built under a temporary name, then renamed."""
     if (run_dir / "run.db").exists():
@@ -63,14 +95,19 @@ def create_run(run_dir: Path, cfg: RunConfig, code: str) -> Store:
     from backend.config import to_dict
 
     run_dir.parent.mkdir(parents=True, exist_ok=True)
-    tmp = run_dir.parent / f".{run_dir.name}.creating-{os.getpid()}"
+    _remove_stale_staging(run_dir)
+    tmp = run_dir.parent / f"{STAGING_PREFIX}{run_dir.name}.creating-{os.getpid()}"
     tmp.mkdir()
-    (tmp / "config.toml").write_text(to_toml(cfg))
-    store = Store.open(tmp / "run.db")
-    store.create_run(run_dir.name, to_dict(cfg), cfg.seed, cfg.steps)
-    v = store.add_harness_version(code, None, "", "active", sha(code), note="initial harness")
-    store.set_run(harness_version=v)
-    store.close()
+    try:
+        (tmp / "config.toml").write_text(to_toml(cfg))
+        store = Store.open(tmp / "run.db")
+        store.create_run(run_dir.name, to_dict(cfg), cfg.seed, cfg.steps)
+        v = store.add_harness_version(code, None, "", "active", sha(code), note="initial harness")
+        store.set_run(harness_version=v)
+        store.close()
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
     if run_dir.exists():
         run_dir.rmdir()
     os.replace(tmp, run_dir)

@@ -343,7 +343,7 @@ def _compare(args) -> int:
     else:
         rows = run_compare(cfg, seeds, out, quiet=args.quiet, arms=arms)
     # every run under OUT, this call's and earlier calls' (a grid split over calls merges here)
-    path, text = write_report(sorted(d for d in out.iterdir() if (d / "run.db").is_file()), out / "report",
+    path, text = write_report(runs.run_dirs_in(out), out / "report",
                               include_incomplete=args.include_incomplete)
     print(text)
     print(f"report: {path}")
@@ -357,6 +357,7 @@ def _compare(args) -> int:
 
 
 def _report(args) -> int:
+    from backend.runs import run_dirs_in
     from backend.tools.report import write_report
 
     dirs: list[Path] = []
@@ -364,8 +365,8 @@ def _report(args) -> int:
         p = Path(r).expanduser()
         if (p / "run.db").is_file():
             dirs.append(p)
-        elif p.is_dir() and any((d / "run.db").is_file() for d in p.iterdir() if d.is_dir()):
-            dirs += sorted(d for d in p.iterdir() if (d / "run.db").is_file())
+        elif p.is_dir() and run_dirs_in(p):
+            dirs += run_dirs_in(p)
         else:
             raise UsageError(f"not an evotui run directory or compare folder: {p}")
     out = Path(args.out).expanduser() if args.out else dirs[0].parent / "report"

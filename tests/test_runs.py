@@ -63,3 +63,48 @@ def test_resume_without_the_flag_keeps_the_operators_choice(stopped_run):
     store = Store.open(stopped_run, create=False)
     assert store.run()["steps_total"] == 30
     store.close()
+
+
+def _dead_pid() -> int:
+    """A pid no process has: a child that has exited and been reaped."""
+    import subprocess
+    import sys
+
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait()
+    return proc.pid
+
+
+def test_a_staging_directory_left_by_a_killed_creation_is_neither_listed_nor_kept(tmp_path):
+    """A run killed (default SIGTERM) while `create_run` built it leaves `.NAME.creating-PID`
+    with a half-made run.db. Seen on the GPU machine in session 10: `evotui report` over the
+    compare folder then failed on it. Listings skip it, and the next creation of NAME removes it."""
+    from backend.config import RunConfig
+    from backend.runs import create_run, harness_code, run_dirs_in
+
+    build_run(tmp_path / "static-s0", status="stopped")
+    stale = tmp_path / f".control-s0.creating-{_dead_pid()}"
+    stale.mkdir()
+    Store.open(stale / "run.db").close()  # a database without the run's rows
+    assert run_dirs_in(tmp_path) == [tmp_path / "static-s0"]
+    assert main(["report", str(tmp_path), "--out", str(tmp_path / "report")]) == 0
+    assert "Runs: 1 " in (tmp_path / "report" / "report.md").read_text()
+
+    cfg = RunConfig()
+    create_run(tmp_path / "control-s0", cfg, harness_code(cfg)).close()
+    assert not stale.exists()
+    assert run_dirs_in(tmp_path) == [tmp_path / "control-s0", tmp_path / "static-s0"]
+
+
+def test_a_failed_creation_removes_its_staging_directory(tmp_path, monkeypatch):
+    from backend.config import RunConfig
+    from backend.runs import create_run, harness_code
+
+    def refuse(*a, **k):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(Store, "create_run", refuse)
+    cfg = RunConfig()
+    with pytest.raises(OSError):
+        create_run(tmp_path / "r", cfg, harness_code(cfg))
+    assert list(tmp_path.iterdir()) == []

@@ -240,10 +240,12 @@ def write_report(run_dirs: list[Path], out: Path, include_incomplete: bool = Fal
     rows = [dict(t, stats=extra[t["arm"]], vs_static_expert=diffs.get(t["arm"]), incomplete=missing[t["arm"]])
             for t in table]
     (out / "report.json").write_text(json.dumps(rows, indent=2))
-    text = ["arm        seeds  test start  final  (min-max)        val    dead   promoted repeated blocked"]
+    names = {t["arm"]: _arm_cell(t["arm"], missing[t["arm"]], include_incomplete) for t in table}
+    width = max([15, *map(len, names.values())])  # `coevolve-expert`: the longest arm name
+    text = [f"{'arm':<{width}} seeds  test start  final  (min-max)        val    dead   promoted repeated blocked"]
     for t in table:
-        name = _arm_cell(t["arm"], missing[t["arm"]], include_incomplete, 10)
-        text.append(f"{name} {t['seeds']:>5}  {_fmt(t['start_mean'])}       {_fmt(t['final_mean'])}  "
+        text.append(f"{names[t['arm']]:<{width}} {t['seeds']:>5}  {_fmt(t['start_mean'])}       "
+                    f"{_fmt(t['final_mean'])}  "
                     f"({_fmt(t['final_min'])}-{_fmt(t['final_max'])})  {_fmt(t['val_final_mean'])}  "
                     f"{_fmt(t['dead_mean'], '{:.2f}')}  {t['promoted']:>8} {t['repeated']:>8} {t['blocked']:>7}")
     left = [f"INCOMPLETE {incomplete_line(r)}" + ("" if include_incomplete else " (not counted)")
@@ -251,7 +253,7 @@ def write_report(run_dirs: list[Path], out: Path, include_incomplete: bool = Fal
     return path, "\n".join(text + [""] + stats_text(arms) + ([""] + left if left else []))
 
 
-def _arm_cell(arm: str, missing: int, included: bool, width: int = 0) -> str:
+def _arm_cell(arm: str, missing: int, included: bool) -> str:
     """The arm's name, marked when some of its runs did not finish: `control (1 incomplete, not counted)`."""
     mark = f" ({missing} incomplete, {'counted' if included else 'not counted'})" if missing else ""
-    return f"{arm}{mark}".ljust(width)
+    return f"{arm}{mark}"
