@@ -149,3 +149,22 @@ def test_the_report_pairs_each_evolving_arm_with_its_twin_at_every_test_evaluati
     md = "\n".join(twin_lines(arms))
     assert "## Did the promotions help on the test set?" in md and "| coevolve - static | 20 | 2 | 1 | +0.550 |" in md
     assert twin_lines({"static": arms["static"]}) == []
+
+
+def test_the_report_sets_coevolve_against_its_budget_matched_control():
+    """Does the search beat spending its rollouts on training? coevolve minus control, paired
+    over seeds and problems, and seed by seed; no section without both arms."""
+    import json
+
+    from backend.tools.report_gate import control_lines
+
+    def run(seed, right):
+        results = [{"task_id": f"t{k}", "correct": k < right} for k in range(10)]
+        return {"seed": seed, "test_evals": [{"step": 20, "accuracy": right / 10, "results_json": json.dumps(results)}]}
+
+    arms = {"control": [run(0, 3), run(1, 5)], "coevolve": [run(0, 6), run(1, 4), run(2, 9)]}  # seed 2: no control
+    md = "\n".join(control_lines(arms))
+    assert "## Co-evolution against its budget-matched control" in md
+    assert "- **coevolve - control**: +0.100, 95% CI [" in md and "20 paired problems" in md  # (+3 - 1) / 20
+    assert "- per seed: s0 +0.300, s1 -0.100" in md
+    assert control_lines({"coevolve": arms["coevolve"]}) == []

@@ -44,9 +44,10 @@ def test_compare_then_report(tmp_path, tiny_overrides):
     assert "| static (1 incomplete, not counted) | 0 |" in report  # marked, and no seed counted in its means
     assert f"**static s0: crashed? at step {killed} of 2**" in report.split("## Incomplete runs")[1]
     assert f"INCOMPLETE static s0: crashed? at step {killed} of 2 (not counted)" in stdout
+    from backend.runs import run_dirs_in
     from backend.tools.report import write_report
 
-    counted = write_report(sorted(d for d in out.iterdir() if (d / "run.db").is_file()), tmp_path / "r-all",
+    counted = write_report(run_dirs_in(out), tmp_path / "r-all",
                            include_incomplete=True)[0].read_text()
     assert "| static (1 incomplete, counted) | 1 |" in counted
     # run again over the same folder, sequentially, with every arm: the killed arm resumes and
@@ -86,6 +87,8 @@ def test_compare_then_report(tmp_path, tiny_overrides):
     assert "| coevolve | static | 0 | 2 |" in invariance and "**no**" not in invariance, invariance
     assert "## Repeated promotions (must be 0)\n\n- 0\n" in report
     assert "## Test accuracy against the static harness" in report and "## Decisions" in report
+    vs_control = report.split("## Co-evolution against its budget-matched control")[1].split("##")[0]
+    assert "- **coevolve - control**:" in vs_control and "- per seed: s0 " in vs_control
     # the planted exploitable reward was blocked by a validity diagnostic, with evidence
     assert "## Blocked by validity diagnostics" in report
     blocked = report.split("## Blocked by validity diagnostics")[1].split("##")[0]

@@ -1,5 +1,6 @@
 """What `evotui report` says about the gate: both held-out sets, every decision's statistics,
-repeated promotions (must be 0), churn skips, and test accuracy against the static arm.
+repeated promotions (must be 0), churn skips, test accuracy against the static arm, and co-evolution
+against its budget-matched control.
 
 `gate_facts(store)` reads one run (old runs included: columns a migration
 added are asked for only where they exist); `gate_lines(arms)` writes the
@@ -15,6 +16,7 @@ from backend.evolve.interventions import change_of, normalise
 from backend.evolve.stats import paired_binary
 from backend.store import loads
 from backend.tools.report_invariance import alters_training, twin_pairs
+from backend.tools.report_stats import final_test
 
 
 def repeated_promotions(s) -> list[dict]:
@@ -64,6 +66,31 @@ def test_vs(arms: dict[str, list[dict]], baseline: str = "static") -> dict[str, 
         if a:
             out[arm] = paired_binary(a, b, metric=f"test accuracy, {arm} - {baseline}")
     return out
+
+
+def _effect_line(arm: str, e) -> str:
+    return (f"- **{arm}**: {e.effect:+.3f}, 95% CI [{e.ci_low:+.3f}, {e.ci_high:+.3f}], p {e.p_value:.3g}, "
+            f"{e.n} paired problems")
+
+
+def control_lines(arms: dict[str, list[dict]]) -> list[str]:
+    """coevolve against its budget-matched control: does the search beat spending its rollouts on
+    training the same starting harness? Both arms' final test outcomes, paired over seeds and
+    problems, and the per-seed differences."""
+    if "coevolve" not in arms or "control" not in arms:
+        return []
+    e = test_vs({"coevolve": arms["coevolve"], "control": arms["control"]}, baseline="control").get("coevolve")
+    control = {r["seed"]: final_test(r) for r in arms["control"]}
+    mine = {r["seed"]: final_test(r) for r in arms["coevolve"]}
+    diffs = [(seed, a - b) for seed, a in sorted(mine.items()) if a is not None and (b := control.get(seed)) is not None]
+    md = ["## Co-evolution against its budget-matched control", "",
+          "The control trains the static default harness on as many rollouts as the same seed's coevolve run "
+          "used in all (training plus search). Final test accuracy, coevolve minus control, paired over seeds "
+          "and test problems (exact McNemar, Newcombe 95% interval).", ""]
+    md.append(_effect_line("coevolve - control", e) if e else "- no seed with both arms' test results")
+    if diffs:
+        md.append("- per seed: " + ", ".join(f"s{seed} {d:+.3f}" for seed, d in diffs))
+    return md + [""]
 
 
 def _verdicts(evaluation: dict) -> dict:
@@ -130,9 +157,8 @@ def gate_lines(arms: dict[str, list[dict]]) -> list[str]:
           "Final test accuracy (the test set is reported only: nothing in the loop reads it), paired over "
           "seeds and test problems; exact McNemar p-value, Newcombe 95% interval.", ""]
     vs = test_vs(arms)
-    md += [f"- **{arm}**: {e.effect:+.3f}, 95% CI [{e.ci_low:+.3f}, {e.ci_high:+.3f}], p {e.p_value:.3g}, "
-           f"{e.n} paired problems" for arm, e in vs.items()] or ["- no static arm with test results to pair with"]
-    md += [""] + twin_lines(arms)
+    md += [_effect_line(arm, e) for arm, e in vs.items()] or ["- no static arm with test results to pair with"]
+    md += [""] + control_lines(arms) + twin_lines(arms)
     md += ["## Decisions", "",
            "Every backtest's decision on the metric its change targets: effect (candidate minus incumbent), "
            "95% interval, p-value, paired sample size. `passed` needs the lower bound above `evolve.min_gain`; "

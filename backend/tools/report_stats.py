@@ -94,7 +94,8 @@ def incomplete_line(r: dict) -> str:
     return f"{r['arm']} s{r['seed']}: {r['status']} at step {r['steps_done']} of {r['steps_total']}"
 
 
-def _final(r: dict) -> float | None:
+def final_test(r: dict) -> float | None:
+    """A run's test accuracy at its latest test evaluation (None: none yet)."""
     return r["test_evals"][-1]["accuracy"] if r["test_evals"] else None
 
 
@@ -107,7 +108,7 @@ def arm_stats(arms: dict[str, list[dict]]) -> list[dict]:
     """One row per arm: final test and AUC with intervals, gate counts, budget."""
     rows = []
     for arm, runs in arms.items():
-        finals = [f for f in map(_final, runs) if f is not None]
+        finals = [f for f in map(final_test, runs) if f is not None]
         aucs = [a for a in (area(r["test_evals"]) for r in runs) if a is not None]
         dead = [statistics.fmean(s["dead_group_frac"] for s in r["steps"] if s["dead_group_frac"] is not None)
                 for r in runs if any(s["dead_group_frac"] is not None for s in r["steps"])]
@@ -132,7 +133,8 @@ def paired(arms: dict[str, list[dict]], baseline: str = BASELINE) -> list[dict]:
         if arm == baseline or not base:
             continue
         pairs = [(r, base[r["seed"]]) for r in runs if r["seed"] in base]
-        df = [_final(a) - _final(b) for a, b in pairs if _final(a) is not None and _final(b) is not None]
+        df = [final_test(a) - final_test(b) for a, b in pairs
+              if final_test(a) is not None and final_test(b) is not None]
         da = [area(a["test_evals"]) - area(b["test_evals"]) for a, b in pairs
               if a["test_evals"] and b["test_evals"]]
         rows.append({"arm": arm, "pairs": len(df), "final_diff": t_interval(df), "auc_diff": t_interval(da)})
