@@ -4,11 +4,12 @@
 #   bash benchmarks/gpu_evidence.sh NAME DEADLINE_S OUT_DIR -- COMPARE ARGS...
 #
 # Runs `evotui compare --profile gpu ... --out $COMPARES/NAME` in the background, and at
-# DEADLINE_S seconds (the device call's limit, less a margin) stops what is still running
-# (SIGTERM: runs stop at their next step boundary with state saved, so a later call with the
-# same arguments resumes them). Then writes the report of everything finished under that
-# folder (`evotui report`) and packs report.md, report.json, compare.json, the SVGs and the
-# log into OUT_DIR/NAME.tgz (the device returns at most a few files a call).
+# DEADLINE_S seconds (the device call's limit, less a margin of two minutes) stops the grid
+# (SIGTERM to compare, which passes it on: runs stop at their next step boundary with state
+# saved, so a later call with the same arguments resumes them). Then writes the report of
+# everything finished under that folder (`evotui report`) and packs report.md, report.json,
+# compare.json, the SVGs and the log into OUT_DIR/NAME.tgz (the device returns at most a few
+# files a call).
 # Several of these can run side by side in one call, each with its own NAME.
 set -uo pipefail
 name=$1; deadline=$2; outdir=$3; shift 4
@@ -19,8 +20,16 @@ pid=$!
 t0=$SECONDS
 while kill -0 $pid 2>/dev/null && (( SECONDS - t0 < deadline )); do sleep 5; done
 if kill -0 $pid 2>/dev/null; then
-  echo "[$name] deadline ${deadline}s reached: stopping the runs still going (they resume on a re-run)"
-  pkill -TERM -f "evotui run --headless.*$dir" ; sleep 20; kill $pid 2>/dev/null
+  # SIGTERM to compare: it launches nothing more and passes the signal on; each run stops at its
+  # next step boundary with its state saved (a re-run resumes it). A round in progress finishes
+  # first; past 90 s the runs are killed and lose only their uncommitted step.
+  echo "[$name] deadline ${deadline}s reached: stopping the grid (its runs resume on a re-run)"
+  kill -TERM $pid
+  for _ in $(seq 90); do kill -0 $pid 2>/dev/null || break; sleep 1; done
+  if kill -0 $pid 2>/dev/null; then
+    echo "[$name] still stopping after 90 s: killing its runs"
+    pkill -KILL -f "evotui run --headless.*$dir"; kill -KILL $pid 2>/dev/null
+  fi
 fi
 wait $pid; echo "[$name] compare exit $? after $((SECONDS - t0)) s"
 tail -3 "$dir/compare.stdout"

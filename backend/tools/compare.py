@@ -27,7 +27,9 @@ from __future__ import annotations
 import json
 import math
 import os
+import signal
 from pathlib import Path
+from typing import Any
 
 from backend.config import RunConfig, apply_overrides, config_from_dict, to_dict
 from backend.errors import UsageError
@@ -134,6 +136,8 @@ def _row(arm: str, seed: int, run_dir: Path, extra: int, exit_code: int | None =
         if not prog["complete"] and exit_code:  # the process is gone, whatever its row last said
             row["status"] = f"killed by signal {-exit_code}" if exit_code < 0 else prog["status"]
         error = error or run_error
+    elif error is None and exit_code is None:
+        row["status"] = "not started"  # a compare stopped before it came to this arm
     if not row["complete"]:
         row["last_line"] = _last_line(run_dir.parent / f"{arm}-s{seed}.log") or error or "(no output)"
     return row
@@ -236,6 +240,52 @@ def run_args(out: Path, base_d: dict, arm: str, seed: int, extra: int) -> list[s
     return ["--config", str(cfgf), "--run-dir", str(run_dir), "--auto-promote" if arm in EVOLVING else "--supervised"]
 
 
+class Stopping:
+    """SIGTERM or Ctrl-C to a compare: launch no more runs, pass SIGTERM on to those running (each
+    stops at its next step boundary with its state saved, `backend/loop.py`), wait for them, and
+    write compare.json as usual; the same command again resumes. A second Ctrl-C leaves at once.
+
+    Without it a SIGTERM (a scheduler's time limit, `timeout`) killed compare alone while its
+    runs trained on as orphans, and a run it launched in the moment before could be killed while
+    it was created (session 10's GPU grid: `runs.run_dirs_in`)."""
+
+    def __init__(self) -> None:
+        self.requested = False
+        self.sent = False
+        """The running runs were sent SIGTERM."""
+        self._old: dict[signal.Signals, Any] = {}
+
+    def __enter__(self) -> Stopping:
+        import threading
+
+        if threading.current_thread() is threading.main_thread():  # signals reach the main thread only
+            self._old = {sig: signal.signal(sig, self._on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for sig, handler in self._old.items():
+            signal.signal(sig, handler)
+
+    def _on_signal(self, signum: int, frame: object) -> None:
+        if signum == signal.SIGINT and self.requested:
+            raise KeyboardInterrupt
+        self.requested = True
+
+
+def _stopped_on_request(run_dir: Path) -> bool:
+    """The run stopped because it was asked to (a signal, a stop command), not on an error."""
+    from backend.store import Store
+
+    if not (run_dir / "run.db").exists():
+        return False
+    s = Store.open(run_dir, readonly=True)
+    try:
+        run = s.run()
+        return run["status"] == "stopped" and not run["error"]
+    finally:
+        s.close()
+
+
 def run_parallel(base: RunConfig, seeds: list[int], out: Path, jobs: int, quiet: bool = False,
                  arms: list[str] | None = None) -> list[dict]:
     """Like `run_compare`, with runs as parallel `evotui run --headless` processes on one
@@ -282,7 +332,8 @@ def run_parallel(base: RunConfig, seeds: list[int], out: Path, jobs: int, quiet:
         for seed in seeds:
             ended("coevolve", seed, "finished before")
     running, extras, codes = [], {}, {}
-    while pending or running:
+
+    def launch_pending() -> None:
         while pending and len(running) < jobs:
             arm, seed = pending.pop(0)
             if _finished(out / f"{arm}-s{seed}"):  # compare run again over the same --out: kept as is
@@ -291,13 +342,28 @@ def run_parallel(base: RunConfig, seeds: list[int], out: Path, jobs: int, quiet:
                 gpu = pick_gpu(gpus, [g for *_, g in running])
                 proc = launch(arm, seed, extras.get(seed, 0) if arm == "control" else 0, gpu)
                 running.append((proc, arm, seed, gpu))
+
+    def reap() -> None:
         for item in list(running):
             proc, arm, seed, _ = item
             if proc.poll() is not None:
                 running.remove(item)
                 codes[(arm, seed)] = proc.returncode
                 ended(arm, seed, f"exit {proc.returncode}")
-        time.sleep(0.5)
+
+    with Stopping() as stopping:
+        while running or (pending and not stopping.requested):
+            if not stopping.requested:
+                launch_pending()
+            elif not stopping.sent:
+                stopping.sent = True
+                if not quiet:
+                    print(f"stopping: {len(running)} run(s) finish their step and save; "
+                          f"{len(pending)} not started (the same command again resumes)", flush=True)
+                for proc, *_ in running:
+                    proc.send_signal(signal.SIGTERM)
+            reap()
+            time.sleep(0.5)
     rows = [_row(arm, seed, out / f"{arm}-s{seed}", extras.get(seed, 0) if arm == "control" else 0,
                  codes.get((arm, seed))) for seed in seeds for arm in arms]
     return _write_rows(out, rows)
@@ -306,8 +372,10 @@ def run_parallel(base: RunConfig, seeds: list[int], out: Path, jobs: int, quiet:
 def run_compare(base: RunConfig, seeds: list[int], out: Path, quiet: bool = False,
                 arms: list[str] | None = None) -> list[dict]:
     """Run the chosen arms for every seed, one after another; returns one row per run
-    (this call's and those earlier calls left in OUT/compare.json). An arm that fails or stops
-    does not stop the others; its row says how far it got and why (see `failures`)."""
+    (this call's and those earlier calls left in OUT/compare.json). An arm that fails does not
+    stop the others; its row says how far it got and why (see `failures`). A stop request
+    (SIGTERM, Ctrl-C: `Stopping`) stops the run it reaches at its next step boundary, and the
+    grid with it."""
     from backend import runs
     from backend.errors import EvoError
 
@@ -315,12 +383,16 @@ def run_compare(base: RunConfig, seeds: list[int], out: Path, quiet: bool = Fals
     check_arms(base, arms, seeds, out)
     out.mkdir(parents=True, exist_ok=True)
     base_d = to_dict(base)
-    rows = []
-    for seed in seeds:
-        for arm in arms:  # ARMS order: coevolve runs before the control that takes its budget
+    extras: dict[int, int] = {}
+    errors: dict[tuple[str, int], str] = {}
+    with Stopping() as stopping:  # between runs; during one, the run's own handler stops it
+        for seed, arm in ((seed, arm) for seed in seeds for arm in arms):  # ARMS order: coevolve before control
+            if stopping.requested:
+                break
             extra = _extra_tasks(base, out, seed) if arm == "control" else 0
+            if arm == "control":
+                extras[seed] = extra
             run_dir = out / f"{arm}-s{seed}"
-            error = None
             try:
                 if _finished(run_dir):  # compare run again over the same --out: only unfinished arms go on
                     pass
@@ -329,11 +401,15 @@ def run_compare(base: RunConfig, seeds: list[int], out: Path, quiet: bool = Fals
                 else:
                     runs.start(arm_config(base_d, arm, seed, extra), run_dir, quiet=quiet)
             except Exception as e:  # a stopped or crashed arm is a row with its reason; the grid goes on
-                error = e.cli_line() if isinstance(e, EvoError) else f"{type(e).__name__}: {e}"
-            rows.append(r := _row(arm, seed, run_dir, extra, error=error))
+                errors[(arm, seed)] = e.cli_line() if isinstance(e, EvoError) else f"{type(e).__name__}: {e}"
             if not quiet:
+                r = _row(arm, seed, run_dir, extra, error=errors.get((arm, seed)))
                 acc = [f"{v:.3f}" if v is not None else "n/a" for v in (r["heldout_acc"], r["heldout_acc_start"])]
                 how = (f"held-out {acc[0]} (start {acc[1]})" if r["complete"]
                        else f"{r['status']} at step {r['steps_done']}: {r['last_line']}")
                 print(f"{arm:<15} seed {seed}: {how}", flush=True)
+            if _stopped_on_request(run_dir):  # the signal reached the run: the grid stops with it
+                stopping.requested = True
+    rows = [_row(arm, seed, out / f"{arm}-s{seed}", extras.get(seed, 0) if arm == "control" else 0,
+                 error=errors.get((arm, seed))) for seed in seeds for arm in arms]
     return _write_rows(out, rows)

@@ -1,0 +1,69 @@
+"""A stop request to `evotui compare` (SIGTERM from a scheduler or `timeout`, or Ctrl-C): the
+runs it reaches stop at a step boundary with their state saved, nothing more is launched,
+compare.json is written, and the same command resumes. Both ways a grid runs: parallel
+processes (`--jobs`, the GPU path) and one run after another in the compare process."""
+
+import json
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+
+import pytest
+
+
+def _committed(run_dir) -> int:
+    try:
+        db = sqlite3.connect(f"file:{run_dir / 'run.db'}?mode=ro", uri=True, timeout=1)
+        try:
+            return db.execute("SELECT coalesce(max(step), 0) FROM steps").fetchone()[0]
+        finally:
+            db.close()
+    except sqlite3.Error:
+        return 0
+
+
+def _signal_once_training(proc, run_dir) -> None:
+    deadline = time.time() + 600
+    while _committed(run_dir) < 1:
+        assert proc.poll() is None, proc.communicate()[1][-3000:]
+        assert time.time() < deadline, "the first run never committed a step"
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGTERM)
+
+
+def _runs_row(run_dir) -> dict:
+    db = sqlite3.connect(run_dir / "run.db")
+    db.row_factory = sqlite3.Row
+    try:
+        return dict(db.execute("SELECT status, pid, error FROM runs").fetchone())
+    finally:
+        db.close()
+
+
+@pytest.mark.parametrize("jobs, seeds, running", [(2, "0,1,2", 2), (1, "0,1", 1)], ids=["parallel", "sequential"])
+def test_sigterm_stops_the_grid_and_the_same_command_resumes(tmp_path, tiny_overrides, jobs, seeds, running):
+    out = tmp_path / "cmp"
+    sets = [x for o in tiny_overrides for x in ("--set", o)]
+    cmd = [sys.executable, "-m", "evotui", "compare", "--steps", "3", "--seeds", seeds, "--arms", "static",
+           "--jobs", str(jobs), "--out", str(out), "--profile", "cpu", *sets]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    _signal_once_training(proc, out / "static-s0")
+    _, stderr = proc.communicate(timeout=600)
+    assert proc.returncode == 1, stderr[-3000:]
+    assert "the same command again resumes them" in stderr
+    rows = json.loads((out / "compare.json").read_text())
+    started, rest = rows[:running], rows[running:]
+    for r in started:  # stopped on request at a step boundary, its state saved, its process gone
+        assert r["status"] == "stopped" and r["steps_done"] < 3, r
+        assert _runs_row(out / f"static-s{r['seed']}") == {"status": "stopped", "pid": None, "error": None}
+    assert [r["status"] for r in rest] == ["not started"]
+    assert not (out / f"static-s{rest[0]['seed']}").exists() and not list(out.glob(".*creating*"))
+
+    if jobs == 1:
+        return  # the resume is the same for both ways
+    again = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
+    assert again.returncode == 0, again.stderr[-3000:]
+    rows = json.loads((out / "compare.json").read_text())
+    assert [(r["status"], r["steps_done"]) for r in rows] == [("finished", 3)] * len(rows)
