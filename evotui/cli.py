@@ -231,6 +231,7 @@ def _run(args) -> int:
 
             return open_tui(_run_dir(args.resume))
         return _tui_new_run(extra)
+    sigterm_interrupts()
     from backend import runs
 
     if args.resume:
@@ -252,6 +253,23 @@ def _run(args) -> int:
                                 own_process=True)
     print(runs.format_summary(s), flush=True)
     return 0 if s["status"] in ("finished", "stopped") else 1
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
+def sigterm_interrupts() -> None:
+    """Until a run's loop installs its own handler, SIGTERM acts as Ctrl-C: one line and exit 130
+    (`main`), and a run directory being created is removed (`runs.create_run`). The default action
+    killed the process wherever it was: a compare stopped at a deadline left a half-made
+    `.NAME.creating-PID` (session 10). In the loop SIGTERM stops the run at its next step
+    boundary with its state saved (backend/loop.py)."""
+    import signal
+    import threading
+
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, _interrupt)
 
 
 def _tui_new_run(extra: list[str]) -> int:

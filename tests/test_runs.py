@@ -108,3 +108,21 @@ def test_a_failed_creation_removes_its_staging_directory(tmp_path, monkeypatch):
     with pytest.raises(OSError):
         create_run(tmp_path / "r", cfg, harness_code(cfg))
     assert list(tmp_path.iterdir()) == []
+
+
+def test_sigterm_before_the_loop_interrupts_like_ctrl_c():
+    """`evotui run --headless` before its loop (model load, run creation): SIGTERM raises
+    KeyboardInterrupt, so `create_run` cleans up and `main` prints one line, instead of the
+    default action killing the process mid-write."""
+    import os
+    import signal
+
+    from evotui.cli import sigterm_interrupts
+
+    old = signal.getsignal(signal.SIGTERM)
+    try:
+        sigterm_interrupts()
+        with pytest.raises(KeyboardInterrupt):
+            os.kill(os.getpid(), signal.SIGTERM)  # the handler runs before the next line
+    finally:
+        signal.signal(signal.SIGTERM, old)
