@@ -14,6 +14,8 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from backend.errors import EvoError, UsageError
@@ -231,7 +233,11 @@ def _run(args) -> int:
 
             return open_tui(_run_dir(args.resume))
         return _tui_new_run(extra)
-    sigterm_interrupts()
+    with sigterm_interrupts():
+        return _headless(args)
+
+
+def _headless(args) -> int:
     from backend import runs
 
     if args.resume:
@@ -259,17 +265,24 @@ def _interrupt(signum: int, frame: object) -> None:
     raise KeyboardInterrupt
 
 
-def sigterm_interrupts() -> None:
-    """Until a run's loop installs its own handler, SIGTERM acts as Ctrl-C: one line and exit 130
-    (`main`), and a run directory being created is removed (`runs.create_run`). The default action
-    killed the process wherever it was: a compare stopped at a deadline left a half-made
-    `.NAME.creating-PID` (session 10). In the loop SIGTERM stops the run at its next step
-    boundary with its state saved (backend/loop.py)."""
+@contextmanager
+def sigterm_interrupts() -> Iterator[None]:
+    """Inside it, SIGTERM acts as Ctrl-C until a run's loop installs its own handler: one line and
+    exit 130 (`main`), and a run directory being created is removed (`runs.create_run`). The
+    default action killed the process wherever it was: a compare stopped at a deadline left a
+    half-made `.NAME.creating-PID` (session 10). In the loop SIGTERM stops the run at its next
+    step boundary with its state saved (backend/loop.py). The handler before it comes back after."""
     import signal
     import threading
 
-    if threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGTERM, _interrupt)
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    old = signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, old)
 
 
 def _tui_new_run(extra: list[str]) -> int:

@@ -119,10 +119,7 @@ def test_sigterm_before_the_loop_interrupts_like_ctrl_c():
 
     from evotui.cli import sigterm_interrupts
 
-    old = signal.getsignal(signal.SIGTERM)
-    try:
-        sigterm_interrupts()
-        with pytest.raises(KeyboardInterrupt):
-            os.kill(os.getpid(), signal.SIGTERM)  # the handler runs before the next line
-    finally:
-        signal.signal(signal.SIGTERM, old)
+    before = signal.getsignal(signal.SIGTERM)
+    with pytest.raises(KeyboardInterrupt), sigterm_interrupts():
+        os.kill(os.getpid(), signal.SIGTERM)  # the handler runs before the next line
+    assert signal.getsignal(signal.SIGTERM) == before
