@@ -334,9 +334,7 @@ def format_summary(s: dict) -> str:
 def list_runs() -> list[dict]:
     out = []
     root = runs_root()
-    for d in sorted(root.glob("*")) if root.exists() else []:
-        if not (d / "run.db").exists():
-            continue
+    for d in run_dirs_in(root) if root.exists() else []:
         try:
             st = Store.open(d, readonly=True)
             r = st.run()

@@ -123,3 +123,14 @@ def test_sigterm_before_the_loop_interrupts_like_ctrl_c():
     with pytest.raises(KeyboardInterrupt), sigterm_interrupts():
         os.kill(os.getpid(), signal.SIGTERM)  # the handler runs before the next line
     assert signal.getsignal(signal.SIGTERM) == before
+
+
+def test_evotui_runs_does_not_list_a_staging_directory(tmp_path, monkeypatch):
+    from backend.runs import list_runs
+
+    monkeypatch.setenv("EVOTUI_HOME", str(tmp_path))
+    build_run(tmp_path / "runs" / "r1", status="stopped")
+    stale = tmp_path / "runs" / f".r2.creating-{_dead_pid()}"
+    stale.mkdir()
+    Store.open(stale / "run.db").close()
+    assert [r["dir"] for r in list_runs()] == [str(tmp_path / "runs" / "r1")]
