@@ -168,7 +168,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return _dispatch(args)
     except KeyboardInterrupt:
-        print("interrupted; resume with `evotui run --headless --resume RUN_DIR`", file=sys.stderr)
+        again = ("the same command again resumes its unfinished arms" if args.cmd == "compare"
+                 else "resume with `evotui run --headless --resume RUN_DIR`")
+        print(f"interrupted; {again}", file=sys.stderr)
         return 130
     except EvoError as e:  # a mistake the user can fix, or a clean stop: one line, exit 2 (stopped: 3)
         print(e.cli_line(), file=sys.stderr)

@@ -64,3 +64,16 @@ def test_sigterm_stops_the_grid_and_the_same_command_resumes(tmp_path, tiny_over
     assert [r["status"] for r in rest] == ["not started"]
     assert not (out / f"static-s{rest[0]['seed']}").exists() and not list(out.glob(".*creating*"))
 
+
+
+@pytest.mark.parametrize("argv, says", [(["compare", "--steps", "1"], "the same command again resumes"),
+                                        (["run", "--headless"], "evotui run --headless --resume")])
+def test_an_interrupt_says_how_to_go_on(monkeypatch, capsys, argv, says):
+    import evotui.cli as cli
+
+    def interrupted(args):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli, "_dispatch", interrupted)
+    assert cli.main(argv) == 130
+    assert says in capsys.readouterr().err
