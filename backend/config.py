@@ -182,8 +182,10 @@ class EvolveConfig:
     probe_tasks: int = 2
     """Tasks per arm in a probe run for changes replay cannot judge (on the CPU; the least on CUDA)."""
     trials: str = "auto"
-    """Paired trials for changes a probe cannot judge (curriculum, token budget): on, off, or auto
-    (on under CUDA, where a step is cheap; off on the CPU, where such changes stay inconclusive)."""
+    """Paired trials for changes a probe cannot judge (curriculum, token budget): on, off, auto
+    (on under CUDA, where a step is cheap; off on the CPU, where such changes stay inconclusive),
+    or spent (only in a round that has nothing else to try: its one candidate is a move that needs
+    a trial, instead of an empty round; `offline.SPENT_TRIAL`)."""
     trial_steps: int = 4
     """Training steps of each policy copy in a trial (candidate and incumbent, same seeds)."""
     max_trials: int = 1
@@ -384,8 +386,8 @@ def validate(cfg: RunConfig) -> RunConfig:
         bad("eval.every, eval.n_val and eval.n_test must be at least 1")
     if not 0 <= cfg.evolve.min_gain < cfg.evolve.min_effect:
         bad(f"evolve.min_effect ({cfg.evolve.min_effect}) must be above evolve.min_gain ({cfg.evolve.min_gain}) >= 0")
-    if cfg.evolve.trials not in ("auto", "on", "off"):
-        bad(f"evolve.trials must be auto, on or off, got '{cfg.evolve.trials}'")
+    if cfg.evolve.trials not in ("auto", "on", "off", "spent"):
+        bad(f"evolve.trials must be auto, on, off or spent, got '{cfg.evolve.trials}'")
     if cfg.evolve.trial_steps < 1 or cfg.evolve.max_trials < 0 or cfg.evolve.replay_max_rows < 16:
         bad("evolve.trial_steps must be at least 1, evolve.max_trials >= 0, evolve.replay_max_rows at least 16")
     if cfg.evolve.cooldown_after < 1 or cfg.evolve.cooldown_rounds < 0 or cfg.evolve.probe_max_tasks < 1:

@@ -214,7 +214,7 @@ def test_changes_that_need_a_trial_are_proposed_only_where_something_can_judge_t
     store.close()
 
 
-def _forty_rounds(store, cfg) -> tuple[list[int], list]:
+def _forty_rounds(store, cfg, policy=None) -> tuple[list[int], list]:
     """Forty rounds (a 200-step run at the gpu profile) in which every candidate ends
     inconclusive; the candidates' count per round, and the candidates."""
     from backend.evolve.round import propose_all
@@ -222,6 +222,7 @@ def _forty_rounds(store, cfg) -> tuple[list[int], list]:
     per_round, cands_all = [], []
     for r in range(40):
         ctx = context(store, step=5 * (r + 1), cfg=cfg)
+        ctx.policy = policy
         rid = store.add_round(ctx.step, ctx.harness_version, [], {})
         rules = iv.Rules(ctx)
         cands = rules.screen(propose_all(ctx, [], {}, range(1, 4), rules))
@@ -282,6 +283,76 @@ def test_an_auto_run_without_trials_looks_again_and_says_when_its_space_is_spent
     rounds_of = {r.id: r.round_id for r in store.interventions()}
     assert min(sorted(rounds_of.values()).index(rounds_of[i]) for i in looks) == 0  # the oldest come first
     assert not {c.params.get("knob") for c in cands} & {"SAMPLING.temperature", "CURRICULUM.level"}
+
+
+class TrialStandIn:
+    """A policy whose trials find no difference (both arms the same verdicts); records each one."""
+
+    trials = True
+
+    def __init__(self) -> None:
+        self.trialled: list = []
+
+    def generate(self, harness, n_tasks):
+        return make_probe()(harness, n_tasks)
+
+    def trial(self, candidate):
+        from backend.types import TrialArm
+
+        self.trialled.append(candidate.sha)
+        arm = TrialArm(candidate.sha, [f"v{k}" for k in range(40)], [k % 3 == 0 for k in range(40)], 320, 0.1)
+        return arm, arm
+
+
+TRIAL_KNOBS = {"SAMPLING.temperature", "SAMPLING.top_p", "SAMPLING.max_new_tokens", "CURRICULUM.level",
+               "CURRICULUM.datasets.basic_arithmetic", "CURRICULUM.datasets.chain_sum", "ADVANTAGE.rule",
+               "ADVANTAGE.std", "ADVANTAGE.eps"}
+
+
+def test_under_trials_spent_a_round_with_nothing_else_to_try_trials_one_move(tmp_path):
+    """`evolve.trials = "spent"` (issue 16): from the expert harness, auto-promoting, the rounds
+    that would have been spent (see the test above: some are) each offer one move that needs a
+    trial instead, marked for the backtest; a round with judgeable moves left never offers one."""
+    store = build_run(tmp_path / "run.db", steps=3, harness_code=HARNESSES["math_expert"])
+    store.set_run(auto_promote=1)
+    cfg = RunConfig()
+    cfg.evolve.window = 3
+    cfg.evolve.trials = "spent"
+    per_round, cands = _forty_rounds(store, cfg, policy=TrialStandIn())
+    assert min(per_round) >= 1, per_round  # no empty round while moves that need a trial are left
+    spent = [c for c in cands if c.params.get(iv.SPENT_TRIAL)]
+    assert spent and {c.params.get("knob") for c in spent} <= TRIAL_KNOBS
+    assert not {c.params.get("knob") for c in cands if not c.params.get(iv.SPENT_TRIAL)} & TRIAL_KNOBS
+    k = 0
+    for n in per_round:  # a round that offers a trial offers nothing else (evolve.max_trials = 1)
+        mine = cands[k:k + n]
+        assert len(mine) == 1 or not any(c.params.get(iv.SPENT_TRIAL) for c in mine)
+        k += n
+
+
+def test_under_trials_spent_only_a_spent_rounds_candidate_is_trialled(tmp_path):
+    """The backtest trials a candidate that needs a trial only when a spent round proposed it;
+    any other (an operator's, a supervised round's) stays inconclusive and says why."""
+    from backend.evolve.backtest import backtest
+
+    store = build_run(tmp_path / "run.db", steps=3, harness_code=HARNESSES["math_expert"])
+    cfg = RunConfig()
+    cfg.evolve.trials = "spent"
+    policy = TrialStandIn()
+    ctx = context(store, step=3, cfg=cfg)
+    ctx.policy = policy
+    code = HARNESSES["math_expert"].replace('"temperature": 1.0', '"temperature": 0.8')
+    assert code != HARNESSES["math_expert"]
+    results = {}
+    for marked in (True, False):
+        c = iv.Candidate(title=f"temperature 0.8 ({marked})", code=code + f"\n# {marked}\n",
+                         parent_version=ctx.harness_version, parent_code=ctx.harness.code, proposer="offline",
+                         params={iv.SPENT_TRIAL: True} if marked else {})
+        (results[marked],) = backtest(ctx, [iv.record(store, None, c)])
+    assert len(policy.trialled) == 1
+    assert results[True]["verdict"] == "inconclusive" and results[True]["reason"].startswith("trial (4 steps")
+    assert results[False]["verdict"] == "inconclusive"
+    assert "trials run only in spent rounds here" in results[False]["reason"]
 
 
 def test_a_later_look_is_reapplied_onto_the_active_harness(tmp_path):

@@ -225,11 +225,18 @@ def _arm_summary(arm: TrialArm) -> JSON:
             "rollouts": arm.rollouts, "seconds": round(arm.seconds, 2)}
 
 
+def may_trial(ctx: EvolveContext, params: JSON) -> bool:
+    """Whether this candidate may be trialled: trials on, and under `evolve.trials = "spent"` only
+    a candidate a spent round proposed (`iv.SPENT_TRIAL`)."""
+    return (ctx.policy is not None and ctx.policy.trials
+            and (ctx.cfg.evolve.trials != "spent" or bool(params.get(iv.SPENT_TRIAL))))
+
+
 def _trial_one(ctx: EvolveContext, row: Intervention, cand: Harness, why: str, t0: float) -> JSON:
     """A paired trial (`backend.trial`): k training steps of a policy copy under the candidate
     and under the incumbent, judged on the validation set at fixed difficulty."""
     store, ev = ctx.store, ctx.cfg.evolve
-    assert ctx.policy is not None and ctx.policy.trials  # _probe_one asks for a trial only where trials are on
+    assert ctx.policy is not None and ctx.policy.trials  # _probe_one asks for a trial only where it may
     try:
         old_arm, new_arm = ctx.policy.trial(cand)
     except Exception as e:  # a trial that crashes is a failed candidate, not a failed round
@@ -254,7 +261,7 @@ def _probe_one(ctx: EvolveContext, row: Intervention) -> JSON:
     except HarnessError as e:
         return _record(store, row.id, "probe", 0, "failed", f"candidate does not load: {e}"[:300], {}, 0.0, t0)
     why = needs_trial(cand, ctx.harness)
-    if why and ctx.policy.trials:
+    if why and may_trial(ctx, row.params):
         done = ctx.cache.setdefault("trials", 0)
         if done >= ev.max_trials:
             return _record(store, row.id, "probe", 0, "inconclusive",
@@ -263,9 +270,11 @@ def _probe_one(ctx: EvolveContext, row: Intervention) -> JSON:
         ctx.cache["trials"] = done + 1
         return _trial_one(ctx, row, cand, why, t0)
     if why:
+        off = ("trials run only in spent rounds here, evolve.trials = spent" if ctx.policy.trials
+               else "evolve.trials is off here")
         return _record(store, row.id, "probe", 0, "inconclusive",
-                       f"{why}: {iv.NEEDS_TRIAL} judged on the validation set, not a probe (evolve.trials is "
-                       f"off here)", {"evidence": "none: trials off"}, 0.0, t0)
+                       f"{why}: {iv.NEEDS_TRIAL} judged on the validation set, not a probe ({off})",
+                       {"evidence": "none: trials off"}, 0.0, t0)
     try:
         new_rows, old_rows = _probe(ctx, cand), _probe(ctx, ctx.harness)
     except Exception as e:  # a probe that crashes is a failed candidate, not a failed round

@@ -247,6 +247,9 @@ LATER_LOOK_ROUNDS = 10
 """Rounds after its decision before an inconclusive candidate may be looked at once more (`later_looks`)."""
 NEEDS_TRIAL = "it needs a trial"
 """In the reason of a candidate left inconclusive because only a trial could judge it (`backtest`)."""
+SPENT_TRIAL = "spent_round_trial"
+"""Candidate param: proposed by a spent round under `evolve.trials = "spent"`, the only kind of
+candidate such a run trials (`backtest.may_trial`, `offline.propose_for_spent_round`)."""
 
 
 def later_looks(ctx: EvolveContext, n: int) -> list[Candidate]:

@@ -29,6 +29,7 @@ from backend.types import JSON
 
 from . import population
 from . import skills as sk
+from . import interventions as iv
 from . import space
 from .edit import Edit, EditError
 from .interventions import Candidate
@@ -56,8 +57,30 @@ def judgeable_by_trial(ctx: EvolveContext) -> bool:
     """Whether a change that needs a trial can end anywhere but `inconclusive` in this run.
     Without trials (`evolve.trials` off, as on the CPU and in the gpu profile) an inconclusive
     change waits for an operator; in auto-promote mode nobody is asked, so proposing it would
-    only take a slot from a change the gate can judge."""
-    return not ctx.auto_promote() or (ctx.policy is not None and ctx.policy.trials)
+    only take a slot from a change the gate can judge. Under `evolve.trials = "spent"` only a
+    spent round's last pass may offer one (`propose_for_spent_round`)."""
+    if not ctx.auto_promote():
+        return True
+    if ctx.policy is None or not ctx.policy.trials:
+        return False
+    return ctx.cfg.evolve.trials != "spent" or bool(ctx.cache.get(iv.SPENT_TRIAL))
+
+
+def propose_for_spent_round(ctx: EvolveContext, table: list[JSON], metrics: JSON, exclude: set[str],
+                            screen: Callable[[Candidate], str | None] | None = None) -> list[Candidate]:
+    """Under `evolve.trials = "spent"`, for a round that found nothing else to try: up to
+    `evolve.max_trials` moves that need a trial (sampling, advantage, curriculum), marked so the
+    backtest trials them. Otherwise, or where trials cannot run: nothing."""
+    if ctx.cfg.evolve.trials != "spent" or ctx.policy is None or not ctx.policy.trials:
+        return []
+    ctx.cache[iv.SPENT_TRIAL] = True
+    try:
+        got = propose(ctx, table, metrics, max(1, ctx.cfg.evolve.max_trials), exclude, screen)
+    finally:
+        ctx.cache.pop(iv.SPENT_TRIAL, None)
+    for c in got:
+        c.params[iv.SPENT_TRIAL] = True
+    return got
 
 
 def run_knobs(ctx: EvolveContext) -> list[space.Knob]:
@@ -74,7 +97,10 @@ def judgeable_knobs(ctx: EvolveContext) -> tuple[list[space.Knob], list[space.Kn
 
 
 def left_for_trial(ctx: EvolveContext) -> list[str]:
-    """Names of the knobs `judgeable_knobs` leaves out (a spent round records them)."""
+    """Names of the knobs `judgeable_knobs` leaves out (a spent round records them); none where
+    the spent round itself offered them (`propose_for_spent_round`)."""
+    if ctx.cfg.evolve.trials == "spent" and ctx.policy is not None and ctx.policy.trials:
+        return []
     return [k.name for k in judgeable_knobs(ctx)[1]]
 
 

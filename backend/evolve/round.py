@@ -159,6 +159,8 @@ def propose_all(ctx: EvolveContext, table: list[JSON], metrics: JSON, steps: ran
         got += offline.propose(ctx, table, metrics, n - len(got), exclude, screen=rules.waived)
     if rules is not None and len(got) < n:  # nothing fresh left: look again at what today's policy may
         got += [c for c in iv.later_looks(ctx, n - len(got)) if rules.reason(c) is None]  # answer otherwise
+    if rules is not None and not out and not got:  # a spent round: under evolve.trials = "spent", a trial
+        got = offline.propose_for_spent_round(ctx, table, metrics, exclude, rules.reason)
     return out + got
 
 
