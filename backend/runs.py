@@ -68,21 +68,11 @@ def run_dirs_in(folder: Path) -> list[Path]:
                   if not d.name.startswith(STAGING_PREFIX) and (d / "run.db").is_file())
 
 
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def _remove_stale_staging(run_dir: Path) -> None:
     """Delete `.NAME.creating-PID` directories of processes that no longer exist."""
     for d in run_dir.parent.glob(f"{STAGING_PREFIX}{run_dir.name}.creating-*"):
         pid = d.name.rsplit("-", 1)[-1]
-        if pid.isdigit() and not _pid_alive(int(pid)):
+        if pid.isdigit() and not pid_alive(int(pid)):
             shutil.rmtree(d, ignore_errors=True)
 
 

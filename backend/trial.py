@@ -88,7 +88,7 @@ def run_arm(engine: Engine, harness: Harness, step: int, k: int) -> TrialArm:
 
 def trials_enabled(engine: Engine) -> bool:
     """`evolve.trials`: on, off, auto (on where a step is cheap: CUDA), or spent (on, for the
-    candidates of spent rounds only: `offline.SPENT_TRIAL`)."""
+    candidates of spent rounds only: `interventions.SPENT_TRIAL`)."""
     mode = engine.cfg.evolve.trials
     if mode == "auto":
         lm = getattr(engine, "lm", None)  # a policy-less engine (tests, tools) has no device

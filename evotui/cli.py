@@ -396,12 +396,10 @@ def _report(args) -> int:
     dirs: list[Path] = []
     for r in args.runs:
         p = Path(r).expanduser()
-        if (p / "run.db").is_file():
-            dirs.append(p)
-        elif p.is_dir() and run_dirs_in(p):
-            dirs += run_dirs_in(p)
-        else:
+        found = [p] if (p / "run.db").is_file() else run_dirs_in(p) if p.is_dir() else []
+        if not found:
             raise UsageError(f"not an evotui run directory or compare folder: {p}")
+        dirs += found
     out = Path(args.out).expanduser() if args.out else dirs[0].parent / "report"
     path, text = write_report(dirs, out, include_incomplete=args.include_incomplete)
     print(text)

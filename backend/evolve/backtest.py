@@ -229,7 +229,7 @@ def may_trial(ctx: EvolveContext, params: JSON) -> bool:
     """Whether this candidate may be trialled: trials on, and under `evolve.trials = "spent"` only
     a candidate a spent round proposed (`iv.SPENT_TRIAL`)."""
     return (ctx.policy is not None and ctx.policy.trials
-            and (ctx.cfg.evolve.trials != "spent" or bool(params.get(iv.SPENT_TRIAL))))
+            and (not iv.trials_when_spent(ctx) or bool(params.get(iv.SPENT_TRIAL))))
 
 
 def _trial_one(ctx: EvolveContext, row: Intervention, cand: Harness, why: str, t0: float) -> JSON:

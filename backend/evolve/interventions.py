@@ -252,6 +252,12 @@ SPENT_TRIAL = "spent_round_trial"
 candidate such a run trials (`backtest.may_trial`, `offline.propose_for_spent_round`)."""
 
 
+def trials_when_spent(ctx: EvolveContext) -> bool:
+    """`evolve.trials = "spent"` in a run that can trial: only a spent round offers moves that need
+    a trial (`offline.propose_for_spent_round`), and only those are trialled (`backtest.may_trial`)."""
+    return ctx.cfg.evolve.trials == "spent" and ctx.policy is not None and ctx.policy.trials
+
+
 def later_looks(ctx: EvolveContext, n: int) -> list[Candidate]:
     """Up to `n` inconclusive candidates worth one more look on today's policy, oldest first: decided
     at least LATER_LOOK_ROUNDS rounds ago, not looked at again yet, and re-applied onto the active

@@ -63,7 +63,7 @@ def judgeable_by_trial(ctx: EvolveContext) -> bool:
         return True
     if ctx.policy is None or not ctx.policy.trials:
         return False
-    return ctx.cfg.evolve.trials != "spent" or bool(ctx.cache.get(iv.SPENT_TRIAL))
+    return not iv.trials_when_spent(ctx) or bool(ctx.cache.get(iv.SPENT_TRIAL))
 
 
 def propose_for_spent_round(ctx: EvolveContext, table: list[JSON], metrics: JSON, exclude: set[str],
@@ -71,7 +71,7 @@ def propose_for_spent_round(ctx: EvolveContext, table: list[JSON], metrics: JSON
     """Under `evolve.trials = "spent"`, for a round that found nothing else to try: up to
     `evolve.max_trials` moves that need a trial (sampling, advantage, curriculum), marked so the
     backtest trials them. Otherwise, or where trials cannot run: nothing."""
-    if ctx.cfg.evolve.trials != "spent" or ctx.policy is None or not ctx.policy.trials:
+    if not iv.trials_when_spent(ctx):
         return []
     ctx.cache[iv.SPENT_TRIAL] = True
     try:
@@ -99,7 +99,7 @@ def judgeable_knobs(ctx: EvolveContext) -> tuple[list[space.Knob], list[space.Kn
 def left_for_trial(ctx: EvolveContext) -> list[str]:
     """Names of the knobs `judgeable_knobs` leaves out (a spent round records them); none where
     the spent round itself offered them (`propose_for_spent_round`)."""
-    if ctx.cfg.evolve.trials == "spent" and ctx.policy is not None and ctx.policy.trials:
+    if iv.trials_when_spent(ctx):
         return []
     return [k.name for k in judgeable_knobs(ctx)[1]]
 

@@ -101,16 +101,28 @@ def _extra_tasks(base: RunConfig, out: Path, seed: int) -> int:
     return math.ceil(probes / per_step) if probes else 0
 
 
-def _finished(run_dir: Path) -> bool:
+def _stored_run(run_dir: Path) -> dict | None:
+    """The run's `runs` row, or None where no run was created there."""
     from backend.store import Store
 
     if not (run_dir / "run.db").exists():
-        return False
+        return None
     s = Store.open(run_dir, readonly=True)
     try:
-        return s.run()["status"] == "finished"
+        return dict(s.run())
     finally:
         s.close()
+
+
+def _finished(run_dir: Path) -> bool:
+    run = _stored_run(run_dir)
+    return run is not None and run["status"] == "finished"
+
+
+def _stopped_on_request(run_dir: Path) -> bool:
+    """The run stopped because it was asked to (a signal, a stop command), not on an error."""
+    run = _stored_run(run_dir)
+    return run is not None and run["status"] == "stopped" and not run["error"]
 
 
 def _row(arm: str, seed: int, run_dir: Path, extra: int, exit_code: int | None = None,
@@ -272,20 +284,6 @@ class Stopping:
         self.requested = True
 
 
-def _stopped_on_request(run_dir: Path) -> bool:
-    """The run stopped because it was asked to (a signal, a stop command), not on an error."""
-    from backend.store import Store
-
-    if not (run_dir / "run.db").exists():
-        return False
-    s = Store.open(run_dir, readonly=True)
-    try:
-        run = s.run()
-        return run["status"] == "stopped" and not run["error"]
-    finally:
-        s.close()
-
-
 def run_parallel(base: RunConfig, seeds: list[int], out: Path, jobs: int, quiet: bool = False,
                  arms: list[str] | None = None) -> list[dict]:
     """Like `run_compare`, with runs as parallel `evotui run --headless` processes on one
@@ -383,16 +381,14 @@ def run_compare(base: RunConfig, seeds: list[int], out: Path, quiet: bool = Fals
     check_arms(base, arms, seeds, out)
     out.mkdir(parents=True, exist_ok=True)
     base_d = to_dict(base)
-    extras: dict[int, int] = {}
-    errors: dict[tuple[str, int], str] = {}
+    reached: dict[tuple[str, int], dict] = {}
     with Stopping() as stopping:  # between runs; during one, the run's own handler stops it
         for seed, arm in ((seed, arm) for seed in seeds for arm in arms):  # ARMS order: coevolve before control
             if stopping.requested:
                 break
             extra = _extra_tasks(base, out, seed) if arm == "control" else 0
-            if arm == "control":
-                extras[seed] = extra
             run_dir = out / f"{arm}-s{seed}"
+            error = None
             try:
                 if _finished(run_dir):  # compare run again over the same --out: only unfinished arms go on
                     pass
@@ -401,15 +397,14 @@ def run_compare(base: RunConfig, seeds: list[int], out: Path, quiet: bool = Fals
                 else:
                     runs.start(arm_config(base_d, arm, seed, extra), run_dir, quiet=quiet)
             except Exception as e:  # a stopped or crashed arm is a row with its reason; the grid goes on
-                errors[(arm, seed)] = e.cli_line() if isinstance(e, EvoError) else f"{type(e).__name__}: {e}"
+                error = e.cli_line() if isinstance(e, EvoError) else f"{type(e).__name__}: {e}"
+            reached[(arm, seed)] = r = _row(arm, seed, run_dir, extra, error=error)
             if not quiet:
-                r = _row(arm, seed, run_dir, extra, error=errors.get((arm, seed)))
                 acc = [f"{v:.3f}" if v is not None else "n/a" for v in (r["heldout_acc"], r["heldout_acc_start"])]
                 how = (f"held-out {acc[0]} (start {acc[1]})" if r["complete"]
                        else f"{r['status']} at step {r['steps_done']}: {r['last_line']}")
                 print(f"{arm:<15} seed {seed}: {how}", flush=True)
             if _stopped_on_request(run_dir):  # the signal reached the run: the grid stops with it
                 stopping.requested = True
-    rows = [_row(arm, seed, out / f"{arm}-s{seed}", extras.get(seed, 0) if arm == "control" else 0,
-                 error=errors.get((arm, seed))) for seed in seeds for arm in arms]
+    rows = [reached.get((arm, seed)) or _row(arm, seed, out / f"{arm}-s{seed}", 0) for seed in seeds for arm in arms]
     return _write_rows(out, rows)
