@@ -206,8 +206,11 @@ def check_proposer(cfg: RunConfig) -> None:
 
 
 def pid_alive(pid: int) -> bool:
+    """Whether a process with this pid exists; one another user owns exists too (EPERM)."""
     try:
         os.kill(pid, 0)
+        return True
+    except PermissionError:
         return True
     except (OSError, TypeError):
         return False

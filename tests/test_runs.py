@@ -134,3 +134,16 @@ def test_evotui_runs_does_not_list_a_staging_directory(tmp_path, monkeypatch):
     stale.mkdir()
     Store.open(stale / "run.db").close()
     assert [r["dir"] for r in list_runs()] == [str(tmp_path / "runs" / "r1")]
+
+
+def test_a_pid_is_alive_when_its_process_exists_whoever_owns_it(monkeypatch):
+    import os
+
+    from backend.runs import pid_alive
+
+    def refused(pid, sig):
+        raise PermissionError(1, "Operation not permitted")
+
+    assert pid_alive(os.getpid()) and not pid_alive(_dead_pid()) and not pid_alive(None)
+    monkeypatch.setattr(os, "kill", refused)
+    assert pid_alive(1)  # another user's process: a staging directory it is building stays
