@@ -397,3 +397,22 @@ def test_a_numeric_knobs_grid_covers_its_range_nearest_first():
     vals = space.values(temp, 1.0, floor)
     assert vals[:6] == [1.05, 0.95, 1.025, 0.975, 1.1, 0.9] and vals[6:8] == [1.15, 0.85]
     assert len(vals) == len(set(vals)) == 30 and 1.0 not in vals
+
+
+def test_values_past_a_failed_move_the_same_way_count_as_tried():
+    """A knob's effect is taken to have one peak: once a move from a value failed, values at least as
+    far the same way from that value are not proposed (before, the grid walked the failing direction
+    one finest step a round: REWARD_WEIGHTS.format 0 -> 0.05, 0.055, 0.0605, ... on 4 x H100, all
+    failed). Nearer values, the other way, and moves from another value stay open."""
+    knob = next(k for k in space.knobs(HARNESSES["math"], "math", CAP) if k.name == "SAMPLING.temperature")
+    steps = space.Steps.of(knob, [{"from": 1.0, "to": 1.2, "status": "failed"}])
+    assert steps.failed == ((1.0, 1.2),)
+    vals = space.values(knob, 1.0, steps)
+    assert vals and not [v for v in vals if v >= 1.2]
+    assert 1.1 in vals and 1.15 in vals and min(vals) == knob.lo  # nearer up, and all the way down
+    assert max(space.values(knob, 0.8, steps)) == knob.hi  # from another value the range is open
+    inconclusive = space.Steps.of(knob, [{"from": 1.0, "to": 1.2, "status": "inconclusive"}])
+    assert max(space.values(knob, 1.0, inconclusive)) == knob.hi  # only a failure rules values out
+    weight = next(k for k in space.knobs(HARNESSES["math"], "math", CAP) if k.name == "REWARD_WEIGHTS.format")
+    up = space.Steps.of(weight, [{"from": 0.0, "to": weight.floor, "status": "failed"}])
+    assert space.values(weight, 0.0, up) == []  # from 0 a weight can only go up: spent

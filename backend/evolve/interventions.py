@@ -344,6 +344,20 @@ def _names(c: Candidate) -> list[str]:
         return []  # not parsable: recording it fails it with that reason
 
 
+class Refusal(str):
+    """A churn rule's reason to refuse a candidate. `whole_option`: it holds for every draw of the
+    option the candidate came from (a knob's cooldown counts per knob; every draw of a snippet adds
+    the same diagnostic), so a proposer stops drawing from that option rather than screening, and
+    recording, each of its values in turn."""
+
+    whole_option: bool
+
+    def __new__(cls, text: str, whole_option: bool = False) -> "Refusal":
+        self = super().__new__(cls, text)
+        self.whole_option = whole_option
+        return self
+
+
 WAIVED = "cooldown_waived"
 """Param set on a candidate that took a slot only because nothing else would (see `Rules.waived`)."""
 
@@ -420,16 +434,21 @@ class Rules:
             ch = change_of(c.code, name)
             if ch in self.promoted:
                 return f"the same change to {name} was promoted before (#{self.promoted[ch]})"
-        back = (_diagnostics(c.code) - _diagnostics(self.active_code)) & set(self.retired)
+        # what the change itself brings back, against its own parent: a candidate built on an older
+        # frontier member still carries that member's retired diagnostics, but a promotion re-applies
+        # only its factor onto the active harness (`rebased_code`), so they never return through it
+        back = (_diagnostics(c.code) - _diagnostics(c.parent_code or self.active_code)) & set(self.retired)
         for label in sorted(back):
             fresh = c.proposer == "revision" and c.params.get("op") == "add" \
                 and c.params.get("name") == f"diagnose_{label}"
             if not fresh:
-                return f"diagnostic '{label}' was retired by #{self.retired[label]}; no new evidence names it"
+                return Refusal(f"diagnostic '{label}' was retired by #{self.retired[label]}; no new evidence "
+                               "names it", whole_option=True)
         key = self._key(c, names)
         if key in self.cooling and not waived and not c.params.get(SECOND_LOOK):
             streak, left = self.cooling[key]
-            return f"cooldown: {key} failed or was inconclusive {streak} times in a row ({left} more round(s))"
+            return Refusal(f"cooldown: {key} failed or was inconclusive {streak} times in a row "
+                           f"({left} more round(s))", whole_option=True)
         return None
 
     @staticmethod

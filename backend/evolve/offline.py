@@ -204,11 +204,17 @@ def propose(ctx: EvolveContext, table: list[JSON], metrics: JSON, n: int, exclud
 
 def _first_new(draws: Iterable[Candidate], parent: population.Member, seen: set[str],
                screen: Callable[[Candidate], str | None] | None) -> Candidate | None:
-    """The first draw that is new, changes the parent and passes the screen."""
+    """The first draw that is new, changes the parent and passes the screen; none once the screen
+    refuses the whole option (`interventions.Refusal.whole_option`)."""
     try:
         for c in draws:
-            if c.code not in seen and c.code != parent.code and (screen is None or screen(c) is None):
+            if c.code in seen or c.code == parent.code:
+                continue
+            why = screen(c) if screen is not None else None
+            if why is None:
                 return c
+            if getattr(why, "whole_option", False):
+                return None
     except EditError:
         pass  # the option does not fit this parent
     return None
