@@ -416,3 +416,20 @@ def test_values_past_a_failed_move_the_same_way_count_as_tried():
     weight = next(k for k in space.knobs(HARNESSES["math"], "math", CAP) if k.name == "REWARD_WEIGHTS.format")
     up = space.Steps.of(weight, [{"from": 0.0, "to": weight.floor, "status": "failed"}])
     assert space.values(weight, 0.0, up) == []  # from 0 a weight can only go up: spent
+
+
+def test_the_weight_of_the_only_paying_term_is_not_a_knob_where_the_advantage_takes_the_scale_out():
+    """Once every other reward weight is 0, moving the last one only rescales every reward:
+    group_std and rank advantages are unchanged (each such move on 4 x H100 replayed at signal
+    +0.000 [0, 0], half the late slots of a 200-step run). Under group_mean it scales the update."""
+    from backend.evolve.edit import set_constant
+
+    code = HARNESSES["math"]
+    weights = constant(code, "REWARD_WEIGHTS")
+    names = {k.name for k in space.knobs(code, "math", CAP)}
+    assert {"REWARD_WEIGHTS.correct", "REWARD_WEIGHTS.format"} <= names  # two terms that pay: both knobs
+    format_off = set_constant(code, "REWARD_WEIGHTS", dict(weights, format=0))
+    names = {k.name for k in space.knobs(format_off, "math", CAP)}
+    assert "REWARD_WEIGHTS.correct" not in names and "REWARD_WEIGHTS.format" in names  # format may come back
+    mean = set_constant(format_off, "ADVANTAGE", dict(constant(code, "ADVANTAGE"), rule="group_mean"))
+    assert "REWARD_WEIGHTS.correct" in {k.name for k in space.knobs(mean, "math", CAP)}

@@ -215,8 +215,8 @@ def _up_when(labels: tuple[Any, ...]) -> Callable[[JSON, JSON], int]:
 def _weights(code: str) -> list[Knob]:
     helps = {"format": ("no_answer_tag", "no_code_block"), "tool_format": ("malformed_tool_call",)}
     names = reward_names(code)
-    if len(names) < 2:
-        return []  # a lone term's weight only rescales the reward: no group-relative advantage changes
+    if not names:
+        return []
     out = []
     weights = constant(code, "REWARD_WEIGHTS")
 
@@ -224,8 +224,16 @@ def _weights(code: str) -> list[Knob]:
         w = weights.get(name) if isinstance(weights, dict) else None
         return float(w) if isinstance(w, (int, float)) else 0.0
 
+    advantage = constant(code, "ADVANTAGE")
+    scale_free = not (isinstance(advantage, dict) and advantage.get("rule") == "group_mean")
+    live = [n for n in names if weight(n) != 0]
     main = max(sorted(names), key=weight)
     for name in sorted(names):
+        if scale_free and live == [name]:
+            # the only term that pays: its weight only rescales every reward, and group_std and
+            # rank take the scale out (on 4 x H100, 200-step runs spent half their late slots
+            # moving the correct weight once format was 0: each replayed at signal +0.000 [0, 0])
+            continue
         # A secondary term is first switched off: group_std rescales any spread a term makes
         # inside a group to a full update, so halving or doubling format credit changes no
         # advantage in a group the evaluator judged alike (on 2 x H100, every such move
