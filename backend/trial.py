@@ -36,12 +36,17 @@ TRIAL_SEED = 30_000_000
 
 
 class PolicySnapshot:
-    """The trainable state a trial changes: LoRA weights and the optimizer's state."""
+    """The state a trial changes: LoRA weights, the optimizer's state, and the batch sizes an
+    out-of-memory retry lowers (the trainer's memory plan, the generator's batch). A retry inside
+    a trial caps only the trial: on 4 x H100 one trial's retry (micro-batch 112 -> 56) capped every
+    later step of its run, whose steps then no longer matched its static twin's."""
 
     def __init__(self, engine: Engine) -> None:
         self.params = {n: p.detach().clone() for n, p in engine.lm.model.named_parameters() if p.requires_grad}
         self.opt = copy.deepcopy(engine.trainer.opt.state_dict())
         self.micro_batch = engine.cfg.train.micro_batch
+        self.plan = copy.copy(engine.trainer.plan)
+        self.generation = generation_limit(engine.generator)
 
     def restore(self, engine: Engine) -> None:
         with torch.no_grad():
@@ -50,8 +55,19 @@ class PolicySnapshot:
                     p.copy_(self.params[n])
         engine.trainer.opt.load_state_dict(copy.deepcopy(self.opt))
         engine.cfg.train.micro_batch = self.micro_batch
+        engine.trainer.plan = copy.copy(self.plan)
+        if self.generation is not None:
+            setattr(engine.generator, *self.generation)
         if hasattr(engine.generator, "refresh"):  # copies into parameters bypass the fast engine's change tracking
             engine.generator.refresh()
+
+
+def generation_limit(generator: object) -> tuple[str, object] | None:
+    """(attribute, value) of the batch limit an out-of-memory retry lowers on `generator`
+    (`Engine.with_oom_retry` sets `batch_size`; the fast engine keeps it as `max_batch`, 0 while
+    it plans from free memory); None for a generator without one."""
+    own = vars(generator) if hasattr(generator, "__dict__") else {}
+    return next(((a, own[a]) for a in ("max_batch", "batch_size") if a in own), None)
 
 
 def train_arm(engine: Engine, harness: Harness, step: int, k: int) -> int:

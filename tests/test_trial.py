@@ -103,3 +103,33 @@ def test_trial_decision_pairs_by_problem():
     assert trial_decision(old, old, 0.02, 0.1).status == "inconclusive"
     with pytest.raises(ValueError):
         trial_decision(old, TrialArm("c", old.task_ids[::-1], new.correct, 0, 0.0), 0.02, 0.1)
+
+
+def test_an_out_of_memory_retry_inside_a_trial_caps_only_the_trial(tmp_path, tiny_model, monkeypatch):
+    """On 4 x H100 a trial met a GPU out-of-memory error; the retry halved the micro-batch and the
+    cap stayed with the run (112 -> 56 at every later step), so a run that promoted no training
+    change left its static twin. The trial's retries now end with the trial."""
+    engine = _engine(tmp_path, "trial", "on", tiny_model)
+    engine.train_step(1, StepProgress(3, quiet=True).start(1))
+    engine.cfg.train.micro_batch = 8  # no cap: planned freely, as in a run that never met an OOM
+    plan, micro, gen = copy.copy(engine.trainer.plan), engine.cfg.train.micro_batch, engine.generator.batch_size
+    step, generate = engine.trainer.step, engine.generator.generate
+    failed = {"train": False, "generate": False}
+
+    def oom_once(kind, real):
+        def call(*a, **k):
+            if not failed[kind]:
+                failed[kind] = True
+                raise torch.cuda.OutOfMemoryError("CUDA out of memory (test)")
+            return real(*a, **k)
+        return call
+
+    monkeypatch.setattr(engine.trainer, "step", oom_once("train", step))
+    monkeypatch.setattr(engine.generator, "generate", oom_once("generate", generate))
+    harder = engine.harness.code.replace('"level": 1}', '"level": 2}')
+    submit(hooks.context(engine, 1), harder, title="Harder curriculum level")
+    assert failed == {"train": True, "generate": True}  # the trial met both, and its retries lowered both
+    bt = engine.store.rows("SELECT mode FROM backtests")[-1]
+    assert bt["mode"] == "trial"
+    assert engine.trainer.plan == plan and engine.cfg.train.micro_batch == micro
+    assert engine.generator.batch_size == gen
