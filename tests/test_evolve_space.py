@@ -38,7 +38,7 @@ def test_the_space_covers_every_setting_a_harness_exposes():
     names = {k.name for k in space.knobs(HARNESSES["math"], "math", CAP)}
     assert names == {
         "SAMPLING.temperature", "SAMPLING.top_p", "SAMPLING.max_new_tokens", "REWARD_WEIGHTS.correct",
-        "REWARD_WEIGHTS.format", "ADVANTAGE.rule", "ADVANTAGE.std", "ADVANTAGE.eps", "FILTERS.drop_dead_groups",
+        "REWARD_WEIGHTS.format", "ADVANTAGE.rule", "ADVANTAGE.std", "ADVANTAGE.eps",
         "FILTERS.drop_truncated", "FILTERS.drop_invalid", "CURRICULUM.level", "CURRICULUM.datasets.basic_arithmetic",
         "CURRICULUM.datasets.chain_sum", "PROMPT.system"}
     # the run's budget is not in the space
@@ -433,3 +433,32 @@ def test_the_weight_of_the_only_paying_term_is_not_a_knob_where_the_advantage_ta
     assert "REWARD_WEIGHTS.correct" not in names and "REWARD_WEIGHTS.format" in names  # format may come back
     mean = set_constant(format_off, "ADVANTAGE", dict(constant(code, "ADVANTAGE"), rule="group_mean"))
     assert "REWARD_WEIGHTS.correct" in {k.name for k in space.knobs(mean, "math", CAP)}
+
+
+def test_an_inert_filter_changes_no_training_row_so_it_is_no_knob():
+    """FILTERS.drop_dead_groups is left out of the space (`space.INERT_FILTERS`) because it cannot
+    change an update: over random batches, with every other filter and rule, the rollouts trained
+    on and their advantages are the same with it on and off."""
+    from backend.harness.loader import load_default
+    from backend.harness.semantics import RolloutOut, filter_and_advantage
+
+    base = load_default("math").spec
+    rng = random.Random(0)
+    for trial in range(300):
+        n_groups, size = rng.randint(1, 5), rng.randint(2, 5)
+        keys = [(g,) for g in range(n_groups) for _ in range(size)]
+        rewards = [rng.choice([0.0, 0.1, 1.0, 1.1]) for _ in keys]
+        finishes = [rng.choice(["stop", "stop", "length"]) for _ in keys]
+        labels = [[("answer_copied_from_prompt", "")] if rng.random() < 0.2 else [] for _ in keys]
+        others = {"drop_truncated": rng.random() < 0.5, "drop_invalid": rng.random() < 0.5}
+        rule = dict(base.advantage, rule=rng.choice(["group_std", "group_mean", "rank"]))
+        trained = []
+        for inert in (False, True):
+            spec_ = base.__class__(**{**base.__dict__, "advantage": rule,
+                                      "filters": dict(others, drop_dead_groups=inert)})
+            outs = [RolloutOut(r, {}, {}, list(lb)) for r, lb in zip(rewards, labels)]
+            filter_and_advantage(keys, outs, finishes, spec_)
+            trained.append([(i, o.advantage) for i, o in enumerate(outs) if o.trained])
+        assert trained[0] == trained[1], (trial, rewards, others, rule)
+    assert all(k not in {kn.name for kn in space.knobs(HARNESSES["math"], "math", CAP)}
+               for k in (f"FILTERS.{f}" for f in space.INERT_FILTERS))
