@@ -172,13 +172,10 @@ class _EveryKind(dict):
         return (3, 2)
 
 
-def test_a_round_with_every_kind_cooling_still_proposes(run, monkeypatch):
-    """Issue 16: no empty rounds while the space has untried moves. With every kind cooling,
-    the offline proposer fills the round's slots with cooling kinds, marked as waived."""
+def _all_cooling(run, monkeypatch):
+    """(ctx, rules, steps, failure table, metrics) of a round in which every change kind cools down."""
     from backend.evolve import diagnose
-    from backend.evolve.round import propose_all
 
-    ctx = context(run)
     built = Rules.__init__
 
     def every_kind_cooling(self, c):
@@ -186,8 +183,16 @@ def test_a_round_with_every_kind_cooling_still_proposes(run, monkeypatch):
         self.cooling = _EveryKind()
 
     monkeypatch.setattr(Rules, "__init__", every_kind_cooling)
-    rules, steps = Rules(ctx), range(1, 7)
-    table, metrics = diagnose.failure_table(run, steps), diagnose.round_metrics(run, steps)
+    ctx, steps = context(run), range(1, 7)
+    return ctx, Rules(ctx), steps, diagnose.failure_table(run, steps), diagnose.round_metrics(run, steps)
+
+
+def test_a_round_with_every_kind_cooling_still_proposes(run, monkeypatch):
+    """Issue 16: no empty rounds while the space has untried moves. With every kind cooling,
+    the offline proposer fills the round's slots with cooling kinds, marked as waived."""
+    from backend.evolve.round import propose_all
+
+    ctx, rules, steps, table, metrics = _all_cooling(run, monkeypatch)
     cands = rules.screen(propose_all(ctx, table, metrics, steps, rules))
     assert len(cands) == ctx.cfg.evolve.candidates and all(c.params[iv.WAIVED] for c in cands)
     assert len({c.code for c in cands}) == len(cands)
@@ -200,20 +205,11 @@ def test_a_round_with_every_kind_cooling_still_proposes(run, monkeypatch):
 
 def test_a_cooling_option_is_refused_once_not_once_per_value(run, monkeypatch):
     """A knob's cooldown holds for every value of its grid: the proposer stops drawing from it after
-    the first refusal, so a round records one refusal per option (before: one per value, 7,594 in
-    two 200-step runs on 4 x H100)."""
-    from backend.evolve import diagnose, offline
+    the first refusal, so a round records one refusal per option (before: one per value, 301 in
+    this round)."""
+    from backend.evolve import offline
 
-    ctx = context(run)
-    built = Rules.__init__
-
-    def every_kind_cooling(self, c):
-        built(self, c)
-        self.cooling = _EveryKind()
-
-    monkeypatch.setattr(Rules, "__init__", every_kind_cooling)
-    rules, steps = Rules(ctx), range(1, 7)
-    table, metrics = diagnose.failure_table(run, steps), diagnose.round_metrics(run, steps)
+    ctx, rules, steps, table, metrics = _all_cooling(run, monkeypatch)
     options = offline.options(ctx, table, metrics)
     assert offline.propose(ctx, table, metrics, len(options), set(), screen=rules.reason) == []
     cooled = [e for e in rules.skipped if e["reason"].startswith("cooldown:")]
