@@ -213,7 +213,7 @@ def _first_new(draws: Iterable[Candidate], parent: population.Member, seen: set[
             why = screen(c) if screen is not None else None
             if why is None:
                 return c
-            if getattr(why, "whole_option", False):
+            if isinstance(why, iv.Refusal) and why.whole_option:
                 return None
     except EditError:
         pass  # the option does not fit this parent
