@@ -1,5 +1,8 @@
 """The import contracts in .importlinter hold (backend never imports textual; the TUI never
-imports torch; harness, envs and store never import evolve or policy; layers; no cycles).
+imports torch; harness, envs and store never import evolve or policy; layers; no cycles), and
+no module of backend or evotui reaches itself through module-level imports (a package's
+`__init__` counts as a module: the sibling contract does not see a submodule importing its own
+package).
 
 `lint-imports` (import-linter) prints the full report; run it by hand to see which import
 breaks a contract. The CLI may import the engine only inside its headless commands, which a
@@ -12,6 +15,8 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+
+import grimp
 
 ROOT = Path(__file__).resolve().parents[1]
 HEAVY = ("torch", "transformers", "peft")
@@ -44,3 +49,47 @@ def test_the_cli_imports_no_torch_until_a_headless_command_runs():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
     loaded = set(out.stdout.split())
     assert not {m for m in loaded if m.split(".")[0] in HEAVY}
+
+
+def import_cycles(*packages: str) -> list[list[str]]:
+    """The module-level import cycles among `packages` (imports under TYPE_CHECKING excluded, imports
+    inside functions included, as grimp reads them): each a strongly connected set of modules."""
+    graph = grimp.build_graph(*packages, exclude_type_checking_imports=True, cache_dir=None)
+    order: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    cycles: list[list[str]] = []
+
+    def visit(module: str) -> None:  # Tarjan's strongly connected components
+        order[module] = low[module] = len(order)
+        stack.append(module)
+        for imported in graph.find_modules_directly_imported_by(module):
+            if imported not in order:
+                visit(imported)
+                low[module] = min(low[module], low[imported])
+            elif imported in stack:
+                low[module] = min(low[module], order[imported])
+        if low[module] == order[module]:
+            part = stack[stack.index(module):]
+            del stack[stack.index(module):]
+            if len(part) > 1:
+                cycles.append(sorted(part))
+
+    for module in sorted(graph.modules):
+        if module not in order:
+            visit(module)
+    return cycles
+
+
+def test_no_module_reaches_itself_through_imports():
+    assert import_cycles("backend", "evotui") == []
+
+
+def test_a_package_whose_submodule_imports_it_back_is_a_cycle(tmp_path, monkeypatch):
+    pkg = tmp_path / "cyclic_pkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("LIMIT = 3\nfrom .reader import read\n")
+    (pkg / "reader.py").write_text("from cyclic_pkg import LIMIT  # the package itself, as store.reader did\n\n"
+                                   "def read():\n    return LIMIT\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert import_cycles("cyclic_pkg") == [["cyclic_pkg", "cyclic_pkg.reader"]]

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from backend.errors import EvoError
-from backend.store import loads  # one JSON reader for the package
+from .base import loads  # one JSON reader for the package
 
 PAGE = 50
 FTS_TABLE = "rollouts_fts"
