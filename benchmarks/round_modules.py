@@ -21,11 +21,16 @@ best one is promoted.
 
     .venv/bin/python benchmarks/round_modules.py           # the list and the count
     .venv/bin/python benchmarks/round_modules.py --json    # the same as JSON
+
+Beside each module it prints its lines and the lines of its top-level functions and
+classes that the round entered (a class counts whole when one of its methods ran):
+how much code a given number of modules must hold between them.
 """
 
 from __future__ import annotations
 
 import argparse
+import ast
 import json
 import sys
 import tempfile
@@ -47,6 +52,8 @@ class Tracer:
     def __init__(self) -> None:
         self.round: dict[str, set[str]] = {}
         self.stand_in: dict[str, set[str]] = {}
+        self.first_lines: dict[str, set[int]] = {}
+        """Per module of `round`: the first line of each code object entered."""
         self._loading = 0
         self._fixture = 0
 
@@ -65,7 +72,10 @@ class Tracer:
         if event != "call" or module_body or self._loading or not path.startswith(BACKEND):
             return
         where = self.stand_in if self._fixture else self.round
-        where.setdefault(str(Path(path).relative_to(ROOT)), set()).add(code.co_name)
+        module = str(Path(path).relative_to(ROOT))
+        where.setdefault(module, set()).add(code.co_name)
+        if not self._fixture:
+            self.first_lines.setdefault(module, set()).add(code.co_firstlineno)
 
 
 def _synthetic() -> Any:
@@ -96,19 +106,32 @@ def run_traced() -> Tracer:
     return tracer
 
 
+def entered_lines(module: str, first_lines: set[int]) -> tuple[int, int]:
+    """(the module's lines, the lines of its top-level definitions that hold an entered code object)."""
+    source = (ROOT / module).read_text()
+    spans = [(node.lineno, node.end_lineno or node.lineno) for node in ast.parse(source).body
+             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))]
+    entered = sum(end - start + 1 for start, end in spans if any(start <= n <= end for n in first_lines))
+    return len(source.splitlines()), entered
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--json", action="store_true", help="print the result as JSON")
     args = ap.parse_args()
     t = run_traced()
     only_stand_in = sorted(set(t.stand_in) - set(t.round))
+    lines = {m: entered_lines(m, t.first_lines.get(m, set())) for m in t.round}
     if args.json:
         print(json.dumps({"round": {m: sorted(f) for m, f in sorted(t.round.items())},
+                          "lines": {m: {"total": a, "entered_definitions": b} for m, (a, b) in sorted(lines.items())},
                           "only_stand_in": only_stand_in, "count": len(t.round)}, indent=2))
         return
-    print(f"{'module':44} functions entered")
+    print(f"{'module':44} {'functions entered':>17} {'lines':>6} {'in entered definitions':>23}")
     for m, funcs in sorted(t.round.items()):
-        print(f"{m:44} {len(funcs)}")
+        print(f"{m:44} {len(funcs):17} {lines[m][0]:6} {lines[m][1]:23}")
+    total, entered = (sum(v[i] for v in lines.values()) for i in (0, 1))
+    print(f"{'all':44} {'':17} {total:6} {entered:23}")
     if only_stand_in:
         print(f"reached only by the stand-in policy (not counted): {', '.join(only_stand_in)}")
     print(f"modules run during one round: {len(t.round)}")
