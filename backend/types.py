@@ -167,6 +167,8 @@ class Backtest:
     p_value: float | None = None
     n: int | None = None
     underpowered: bool = False
+    same_update: bool | None = None
+    """A replay: whether the candidate left training's update as the incumbent's (`replay.same_update`)."""
 
 
 @dataclass(frozen=True)

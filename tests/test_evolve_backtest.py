@@ -141,3 +141,35 @@ def test_harness_worker_sees_packages_installed_on_pythonpath(tmp_path, monkeypa
     monkeypatch.setenv("PYTHONPATH", str(tmp_path / "site"))
     assert str((tmp_path / "site").resolve()) in client._site_paths()
     assert not any(p.startswith(client.runtime_dir()) for p in client._site_paths())
+
+
+def _same_update(store, iid):
+    return store.rows("SELECT same_update FROM backtests WHERE intervention_id = ?", (iid,))[0]["same_update"]
+
+
+def test_a_replay_records_whether_the_candidate_left_trainings_update_as_it_was(store):
+    """`backtests.same_update`: 1 when the candidate trains the same rollouts with the same advantages
+    as the incumbent on every replayed rollout (every reward weight doubled: group_std takes the scale
+    out), 0 when it does not (lenient extraction pays answers the incumbent missed). A knob's move
+    history carries it to the proposer (`space.Steps`)."""
+    from backend.evolve import interventions as iv
+    from backend.evolve import space
+    from backend.evolve.backtest import backtest
+    from backend.evolve.edit import constant
+
+    ctx = context(store)
+    weights = constant(DEFAULT, "REWARD_WEIGHTS")
+    doubled = set_constant(DEFAULT, "REWARD_WEIGHTS", {k: 2 * v for k, v in weights.items()})
+    res = submit(ctx, doubled, "Every weight doubled")
+    assert res["verdict"] == "inconclusive" and _same_update(store, res["id"]) == 1
+    assert store.latest_backtest(res["id"]).same_update is True
+    res = submit(ctx, replace_name(DEFAULT, "extract_answer", LENIENT), "Lenient extraction")
+    assert _same_update(store, res["id"]) == 0
+    knob = next(k for k in space.knobs(DEFAULT, "math", 512) if k.name == "REWARD_WEIGHTS.format")
+    move = next(space.moves(DEFAULT, knob, space.Steps.of(knob, [])))
+    iid = iv.record(store, None, iv.Candidate(title=move.title(), code=move.apply(DEFAULT), parent_version=1,
+                                              parent_code=DEFAULT, proposer="offline", kind="reward",
+                                              params=move.params()))
+    backtest(ctx, [iid])
+    (last,) = store.move_history()[knob.name]
+    assert last["id"] == iid and last["same_update"] == _same_update(store, iid) in (0, 1)

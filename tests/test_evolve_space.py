@@ -462,3 +462,46 @@ def test_an_inert_filter_changes_no_training_row_so_it_is_no_knob():
         assert trained[0] == trained[1], (trial, rewards, others, rule)
     assert all(k not in {kn.name for kn in space.knobs(HARNESSES["math"], "math", CAP)}
                for k in (f"FILTERS.{f}" for f in space.INERT_FILTERS))
+
+
+def _walk(knob, start: float, same_update: int) -> list[float]:
+    """The values a proposer tries for `knob` from `start` when every move ends inconclusive, with
+    `same_update` on each (1: its replay left training's update as it was), until none is left."""
+    history: list[dict] = []
+    while True:
+        tried = {h["to"] for h in history}
+        left = [v for v in space.values(knob, start, space.Steps.of(knob, history)) if v not in tried]
+        if not left or len(history) > 500:
+            return [h["to"] for h in history]
+        history.append({"from": start, "to": left[0], "status": "inconclusive", "same_update": same_update})
+
+
+def test_a_move_that_changed_no_update_grows_the_step_and_rules_out_nearer_values():
+    """A move whose replay left training's update as it was (a threshold short of every rollout, a
+    weight that group_std rescales away) was too small, or the knob does nothing here at any size:
+    the next move goes farther the same way, and values no farther than it are not proposed."""
+    knob = next(k for k in space.knobs(HARNESSES["math"], "math", CAP) if k.name == "SAMPLING.temperature")
+    same = space.Steps.of(knob, [{"from": 1.0, "to": 1.2, "status": "inconclusive", "same_update": 1}])
+    assert same.unchanged == ((1.0, 1.2),) and same.size == pytest.approx(knob.step * 2) and same.way == 1
+    vals = space.values(knob, 1.0, same)
+    assert not [v for v in vals if 1.0 < v <= 1.2] and max(vals) == knob.hi and min(vals) == knob.lo
+    assert vals[0] > 1.2  # farther the same way first
+    changed = space.Steps.of(knob, [{"from": 1.0, "to": 1.2, "status": "inconclusive", "same_update": 0}])
+    assert changed.unchanged == () and changed.size < knob.step and 1.1 in space.values(knob, 1.0, changed)
+    passed = space.Steps.of(knob, [{"from": 1.0, "to": 1.2, "status": "passed", "same_update": 1}])
+    assert passed.unchanged == ()  # a pass is a pass
+
+
+@pytest.mark.parametrize("name", ["REWARD_WEIGHTS.correct", "REWARD_WEIGHTS.format", "SAMPLING.temperature"])
+def test_a_knob_that_never_changes_the_update_is_spent_in_a_few_moves(name):
+    """Where every move of a knob leaves the update as it was, the walk ends after a handful of
+    moves; before, it tried its whole grid at the finest step (on 4 x H100 a 200-step run replayed
+    the correct weight 45 times, every one at +0.000). Where the moves did change the update but
+    settled nothing, the grid is still walked: only a replay that saw no change rules values out."""
+    knob = next(k for k in space.knobs(HARNESSES["math"], "math", CAP) if k.name == name)
+    start = knob.value(HARNESSES["math"])
+    inert, settled_nothing = _walk(knob, start, 1), _walk(knob, start, 0)
+    assert len(inert) <= 12, inert
+    assert len(settled_nothing) >= 3 * len(inert), (len(settled_nothing), len(inert))
+    assert min(inert + [start]) == min(settled_nothing + [start])  # both ends of the range are still reached
+    assert max(inert + [start]) == max(settled_nothing + [start])

@@ -49,6 +49,8 @@ def _record(store: Store, iid: int, mode: str, n: int, verdict: str, reason: str
     stats = {k: dec.get(k) for k in ("metric", "effect", "ci_low", "ci_high", "p_value", "n")} if dec else {}
     if dec:
         stats["underpowered"] = int(bool(dec.get("underpowered")))
+    if "same_update" in metrics:
+        stats["same_update"] = int(bool(metrics["same_update"]))
     bid = store.add_backtest(iid, mode=mode, n_rollouts=n, metrics=metrics, verdict=verdict, reason=reason,
                              ms=(time.perf_counter() - t0) * 1000, stats=stats, score=score)
     iv.transition(store, iid, verdict, reason, backtest_id=bid)

@@ -330,6 +330,7 @@ def judge(kind: str, names: list[str], rows: list[JSON], old_res: Replayed, new_
     for k in ("agreement", "auc", "dead_frac", "kept_frac", "kept_dead_frac", "kept_agreement",
               "adv_agreement", "error_share", "diag_error_share"):
         m[f"{k}_old"], m[f"{k}_new"] = old[k], new[k]
+    m["same_update"] = same_update(old, new)
     revived = sorted(old["dead"] - new["dead"])
     m["revived"], m["killed"] = len(revived), len(new["dead"] - old["dead"])
     m["revived_examples"] = [list(g) for g in revived[:8]]
@@ -403,6 +404,28 @@ def _signal(ix: list[int], v: JSON, correct: list[bool]) -> float:
         return 0.0
     aligned = sum(m for i, m in mass.items() if mixed and (v["adv"][i] > 0) == correct[i])
     return (2 * aligned - total) / total
+
+
+SAME_ADVANTAGE = 1e-4
+"""Advantages closer than this count as the same update (`same_update`). group_std divides by
+std + eps (eps 1e-6), so rescaling every reward moves an advantage (of order 1) by about eps/std,
+2e-5 at a std of 0.05; a move of a knob's finest step (10% of a weight) moves them by far more."""
+
+
+def same_update(old: JSON, new: JSON) -> bool:
+    """Whether two replays of the same rollouts give training the same update: every rollout
+    trained by both or by neither, with the same advantage. A change that leaves the update as it
+    was (a reward weight under `group_std` while the other paying terms tie within each group, a
+    filter threshold no rollout crosses) changes nothing training does on these rollouts; the
+    proposer moves such a knob farther next time (`space.Steps`).
+
+    >>> v = {"kept": [True, True], "adv": [1.0, -1.0]}
+    >>> rescaled, dropped = {"kept": [True, True], "adv": [1.0, -1.00002]}, {"kept": [True, False], "adv": [1.0, -1.0]}
+    >>> same_update(v, rescaled), same_update(v, dropped)
+    (True, False)
+    """
+    return all(is_trained(ko, ao) == is_trained(kn, an) and (not is_trained(ko, ao) or abs(ao - an) <= SAME_ADVANTAGE)
+               for ko, ao, kn, an in zip(old["kept"], old["adv"], new["kept"], new["adv"]))
 
 
 def _live(v: JSON) -> set[Any]:

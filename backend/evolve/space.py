@@ -333,26 +333,41 @@ class Steps:
     failed: tuple[tuple[Any, Any], ...] = ()
     """(from, to) of every move of the knob that failed: values past one, the same way from the
     same value, count as tried (`dominated`)."""
+    unchanged: tuple[tuple[Any, Any], ...] = ()
+    """(from, to) of every move whose replay left training's update as it was (`same_update`):
+    values up to one, the same way from the same value, count as tried (`dominated`)."""
 
     @classmethod
     def of(cls, knob: Knob, history: list[JSON]) -> "Steps":
-        """`history`: this knob's earlier moves, oldest first, each {"from", "to", "status"}."""
-        size, way, tried, good, failed = knob.step, 0, 0, 0, []
+        """`history`: this knob's earlier moves, oldest first, each {"from", "to", "status"} and
+        optionally "same_update" (1: its replay left training's update as it was).
+
+        A move that changed nothing grows the step and keeps its way: it was too small to reach
+        any rollout (a filter threshold short of every one) or the knob does nothing here at any
+        size (a reward weight whose rule takes the scale out). Growing reaches the range's ends in
+        a few moves where shrinking walked the range (a 200-step run on 4 x H100 replayed the
+        correct weight 45 times, every one at +0.000)."""
+        size, way, tried, good, failed, unchanged = knob.step, 0, 0, 0, [], []
         for h in history:
             ok, bad = h["status"] in GOOD, h["status"] in BAD
             if not (ok or bad):
                 continue  # still being decided
             tried += 1
             good += ok
-            size = min(max(size * (GROW if ok else SHRINK), knob.min_step), _span(knob))
             moved = _way(h.get("from"), h.get("to"))
+            if h.get("same_update") and not ok:
+                unchanged.append((h.get("from"), h.get("to")))
+                size, way = min(max(size * GROW, knob.min_step), _span(knob)), moved
+                continue
+            size = min(max(size * (GROW if ok else SHRINK), knob.min_step), _span(knob))
             way = moved if ok else -moved
             if h["status"] == "failed":
                 failed.append((h.get("from"), h.get("to")))
-        return cls(size, way, tried, good, tuple(failed))
+        return cls(size, way, tried, good, tuple(failed), tuple(unchanged))
 
 
-def dominated(old: Any, new: Any, failed: tuple[tuple[Any, Any], ...]) -> bool:
+def dominated(old: Any, new: Any, failed: tuple[tuple[Any, Any], ...],
+              unchanged: tuple[tuple[Any, Any], ...] = ()) -> bool:
     """Whether moving a numeric knob from `old` to `new` goes at least as far, the same way, as a
     move from `old` that failed: the gate found the nearer value worse, and a knob's effect is taken
     to have one peak, so the farther one is presumed worse too. Without this the grid walked a
@@ -363,11 +378,24 @@ def dominated(old: Any, new: Any, failed: tuple[tuple[Any, Any], ...]) -> bool:
     (True, False)
     >>> dominated(1.0, 0.5, ((0.0, 0.05),)), dominated(1.0, 0.5, ((1.0, 2.0),))
     (False, False)
+
+    And whether it goes no farther, the same way, than a move from `old` that left training's
+    update as it was (`unchanged`): what the farther value did not reach, the nearer one does not
+    either (a threshold crosses fewer rollouts; a weight a scale-free rule ignores stays ignored).
+
+    >>> dominated(1.0, 1.25, (), ((1.0, 1.5),)), dominated(1.0, 2.0, (), ((1.0, 1.5),))
+    (True, False)
     """
     way = _way(old, new)
+    if way == 0:
+        return False
+
+    def same_way(moves: tuple[tuple[Any, Any], ...]) -> list[float]:
+        return [abs(t - old) for f, t in moves if f == old and _way(old, t) == way]
+
     try:
-        return any(f == old and way != 0 and _way(old, t) == way and abs(new - old) >= abs(t - old)
-                   for f, t in failed)
+        return any(abs(new - old) >= d for d in same_way(failed)) or \
+            any(abs(new - old) <= d for d in same_way(unchanged))
     except TypeError:
         return False
 
@@ -387,9 +415,9 @@ def _way(a: Any, b: Any) -> int:
 
 def _shift(k: Knob, x: float, way: int, size: float) -> Any:
     size = min(size, _span(k))  # never past the range (and never overflowing a factor)
-    if k.log:
+    if k.log:  # a factor from a positive value never goes below the floor, the log range's bottom
         base = x if x > 0 else (k.floor if way > 0 else 0.0)
-        return k.clip(base * math.exp(way * size) if x > 0 else base)
+        return k.clip(max(k.floor, base * math.exp(way * size)) if x > 0 else base)
     return k.clip(x + way * size)
 
 
@@ -411,7 +439,7 @@ def values(knob: Knob, old: JSON, steps: Steps, table: JSON | None = None, metri
     if knob.off_first and old > 0:  # a log scale alone never reaches 0
         out.insert(0, 0.0)
     out += [v for v in grid(knob, float(old)) if v != old and v not in out]
-    return [v for v in out if not dominated(old, v, steps.failed)]
+    return [v for v in out if not dominated(old, v, steps.failed, steps.unchanged)]
 
 
 def grid(knob: Knob, near: float) -> list[Any]:

@@ -36,7 +36,8 @@ def backtest_from_row(row: Row) -> Backtest:
         n_rollouts=row["n_rollouts"] or 0, verdict=row["verdict"], reason=row["reason"] or "", ms=row["ms"] or 0.0,
         metrics=loads(row.get("metrics_json"), {}) or {}, metric=row.get("metric"), effect=row.get("effect"),
         ci_low=row.get("ci_low"), ci_high=row.get("ci_high"), p_value=row.get("p_value"), n=row.get("n"),
-        underpowered=bool(row.get("underpowered")))
+        underpowered=bool(row.get("underpowered")),
+        same_update=None if row.get("same_update") is None else bool(row["same_update"]))
 
 
 class EvolutionRecords(Queries):
@@ -123,7 +124,8 @@ class EvolutionRecords(Queries):
     def add_backtest(self, iid: int, *, mode: str, n_rollouts: int, metrics: dict[str, Any], verdict: str,
                      reason: str, ms: float, stats: dict[str, Any], score: float) -> int:
         """Store one backtest and the candidate's score together; returns the backtest id.
-        `stats`: the decision's columns (metric, effect, ci_low, ci_high, p_value, n, underpowered)."""
+        `stats`: the decision's columns (metric, effect, ci_low, ci_high, p_value, n, underpowered) and,
+        for a replay, `same_update`."""
         with self.tx():
             bid = self.insert("backtests", {
                 "intervention_id": iid, "created_at": now(), "mode": mode, "n_rollouts": n_rollouts,

@@ -275,5 +275,15 @@ def m009_round_spent(db: Database) -> None:
     db.table("rounds").add_column("spent_json", str)
 
 
+@MIGRATIONS(name="m010_backtest_same_update")
+def m010_backtest_same_update(db: Database) -> None:
+    """backtests: `same_update`, 1 when a replayed candidate gives training the same update as the
+    incumbent on every replayed rollout (the same rollouts trained, with the same advantages;
+    `replay.same_update`), 0 when it does not. The proposer reads it to move such a knob farther
+    (`space.Steps`). NULL for probes, trials, replays that failed before judging, and backtests
+    before this migration."""
+    db.table("backtests").add_column("same_update", int)
+
+
 def known_migrations() -> list[str]:
     return [m.name for m in MIGRATIONS._migrations]

@@ -18,14 +18,18 @@ class SearchReads(Queries):
     """Read-only repository methods for the offline and LLM proposers and the search budget."""
 
     def move_history(self) -> dict[str, list[Row]]:
-        """Every earlier move of each search-space knob, oldest first: {knob: [{id, status, from, to, step}]}."""
+        """Every earlier move of each search-space knob, oldest first:
+        {knob: [{id, status, from, to, step, same_update}]} (`same_update` from its latest backtest:
+        1 when its replay left training's update as it was, else 0 or None)."""
         out: dict[str, list[Row]] = {}
-        for r in self.rows("SELECT id, status, params_json FROM interventions "
-                           "WHERE params_json LIKE '%\"knob\"%' ORDER BY id"):
+        for r in self.rows("SELECT i.id, i.status, i.params_json, (SELECT b.same_update FROM backtests b "
+                           "WHERE b.intervention_id = i.id ORDER BY b.id DESC LIMIT 1) AS same_update "
+                           "FROM interventions i WHERE i.params_json LIKE '%\"knob\"%' ORDER BY i.id"):
             p = loads(r["params_json"], {}) or {}
             if isinstance(p.get("knob"), str):
                 out.setdefault(p["knob"], []).append({"id": r["id"], "status": r["status"], "from": p.get("from"),
-                                                      "to": p.get("to"), "step": p.get("step")})
+                                                      "to": p.get("to"), "step": p.get("step"),
+                                                      "same_update": r["same_update"]})
         return out
 
     def live_versions(self) -> list[Row]:
