@@ -173,3 +173,16 @@ def test_a_replay_records_whether_the_candidate_left_trainings_update_as_it_was(
     backtest(ctx, [iid])
     (last,) = store.move_history()[knob.name]
     assert last["id"] == iid and last["same_update"] == _same_update(store, iid) in (0, 1)
+    decisions = store.backtest_decisions()
+    assert [d["same_update"] for d in decisions] == [1, 0, last["same_update"]]
+
+    from backend.tools.report_gate import _notes
+    from backend.tools.report_search import search_lines
+
+    assert _notes(decisions[0]) == " (update unchanged)" and "unchanged" not in _notes(decisions[1])
+    facts = {"rounds": [{"step": 5, "tried": 3, "passed": 1, "inconclusive": 1, "failed": 1, "knobs": [],
+                         "error": None, "spent": None}], "frontier": [],
+             "budget": {"share_of_training": 0.1, "search_rollouts": 0, "replay_rollout_equiv": 0}}
+    unchanged = sum(d["same_update"] or 0 for d in decisions)
+    md = "\n".join(search_lines({"coevolve": [{"seed": 0, "search": facts, "decisions": decisions}]}))
+    assert f"| coevolve s0 | 1 | 0 | 0 | 0 | 3 | 1 | 1 | 1 | {unchanged} | 0 |" in md

@@ -90,12 +90,13 @@ class ReportReads(Queries):
         return self.rows("SELECT name, domain, trigger_json, evidence_json FROM skills ORDER BY id")
 
     def backtest_decisions(self) -> list[Row]:
-        """Every backtest with its intervention (id, title, kind, status) and its decision's
-        statistics (NULL before m003)."""
+        """Every backtest with its intervention (id, title, kind, status), its decision's
+        statistics (NULL before m003) and `same_update` (NULL before m010)."""
         from .reader import DECISION_COLS
 
         cols = ", ".join(f"b.{c}" for c in DECISION_COLS) if self._has("backtests", DECISION_COLS) else \
             ", ".join(f"NULL AS {c}" for c in DECISION_COLS)
+        cols += ", b.same_update" if self._has("backtests", ("same_update",)) else ", NULL AS same_update"
         return self.rows(f"SELECT i.id, i.title, i.kind, i.status, b.mode, b.verdict, b.reason, {cols} "
                          "FROM backtests b JOIN interventions i ON i.id = b.intervention_id ORDER BY b.id")
 

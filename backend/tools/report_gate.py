@@ -151,6 +151,13 @@ def _num(v, spec: str = "+.3f") -> str:
     return "–" if v is None else format(v, spec)
 
 
+def _notes(d: dict) -> str:
+    """What a decision's verdict leaves unsaid: too small a sample, or a change training would not see."""
+    notes = [why for flag, why in ((d.get("underpowered"), "underpowered"), (d.get("same_update"), "update unchanged"))
+             if flag]
+    return f" ({', '.join(notes)})" if notes else ""
+
+
 def gate_lines(arms: dict[str, list[dict]]) -> list[str]:
     """The report's gate sections, as Markdown lines."""
     md = ["## Test accuracy against the static harness", "",
@@ -162,7 +169,8 @@ def gate_lines(arms: dict[str, list[dict]]) -> list[str]:
     md += ["## Decisions", "",
            "Every backtest's decision on the metric its change targets: effect (candidate minus incumbent), "
            "95% interval, p-value, paired sample size. `passed` needs the lower bound above `evolve.min_gain`; "
-           "`inconclusive` is never auto-promoted.", "",
+           "`inconclusive` is never auto-promoted; `update unchanged`: the replayed candidate trained the same "
+           "rollouts with the same advantages as the incumbent (the proposer then moves that knob farther).", "",
            "| run | # | change | mode | decision | metric | effect | 95% CI | p | n |",
            "|---|---|---|---|---|---|---|---|---|---|"]
     rows = 0
@@ -174,7 +182,7 @@ def gate_lines(arms: dict[str, list[dict]]) -> list[str]:
                 rows += 1
                 ci = f"[{_num(d['ci_low'])}, {_num(d['ci_high'])}]" if d["effect"] is not None else "–"
                 md.append(f"| {arm} s{r['seed']} | {d['id']} | {(d['title'] or '')[:40]} | {d['mode']} | "
-                          f"{d['verdict']}{' (underpowered)' if d['underpowered'] else ''} | {d['metric'] or ''} | "
+                          f"{d['verdict']}{_notes(d)} | {d['metric'] or ''} | "
                           f"{_num(d['effect'])} | {ci} | {_num(d['p_value'], '.3g')} | {_num(d['n'], 'd')} |")
     if not rows:
         md.append("| – | | no decision with statistics yet | | | | | | | |")

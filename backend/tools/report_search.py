@@ -52,8 +52,11 @@ def search_lines(arms: dict[str, list[dict]]) -> list[str]:
           "that is not spent is a search that ran dry too early.", "",
           "Round errors: rounds that stopped on an error (their candidates are lost; the first error "
           "of each such run is listed below the table).", "",
-          "| run | rounds | empty | spent | round errors | tried | passed | inconclusive | failed | knobs "
-          "| search rollouts | replay (equiv.) | share of training |", "|---" * 13 + "|"]
+          "Update unchanged: replayed candidates that trained the same rollouts with the same advantages as "
+          "the incumbent (a weight the advantage rule rescales away, a threshold no rollout crosses); the "
+          "proposer moves such a knob farther next time instead of walking its grid.", "",
+          "| run | rounds | empty | spent | round errors | tried | passed | inconclusive | failed "
+          "| update unchanged | knobs | search rollouts | replay (equiv.) | share of training |", "|---" * 14 + "|"]
     for arm, r in runs:
         rounds, b = r["search"]["rounds"], r["search"]["budget"]
         tot = {k: sum(x[k] for x in rounds) for k in ("tried", "passed", "inconclusive", "failed")}
@@ -61,8 +64,9 @@ def search_lines(arms: dict[str, list[dict]]) -> list[str]:
         share = "n/a" if b["share_of_training"] is None else f"{b['share_of_training']:.1%}"
         empty, errors = sum(1 for x in rounds if not x["tried"]), sum(1 for x in rounds if x.get("error"))
         spent = sum(1 for x in rounds if not x["tried"] and x.get("spent") is not None)
+        unchanged = sum(1 for d in r.get("decisions", []) if d.get("same_update"))
         md.append(f"| {arm} s{r['seed']} | {len(rounds)} | {empty} | {spent} | {errors} | {tot['tried']} | "
-                  f"{tot['passed']} | {tot['inconclusive']} | {tot['failed']} | {len(knobs)} | "
+                  f"{tot['passed']} | {tot['inconclusive']} | {tot['failed']} | {unchanged} | {len(knobs)} | "
                   f"{b['search_rollouts']:.0f} | {b['replay_rollout_equiv']:.0f} | {share} |")
     for arm, r in runs:
         errors = [x for x in r["search"]["rounds"] if x.get("error")]
