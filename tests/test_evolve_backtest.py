@@ -162,6 +162,8 @@ def test_a_replay_records_whether_the_candidate_left_trainings_update_as_it_was(
     doubled = set_constant(DEFAULT, "REWARD_WEIGHTS", {k: 2 * v for k, v in weights.items()})
     res = submit(ctx, doubled, "Every weight doubled")
     assert res["verdict"] == "inconclusive" and _same_update(store, res["id"]) == 1
+    assert res["reason"].endswith("training's update is unchanged on these rollouts "
+                                  "(the same rows, the same advantages)"), res["reason"]
     assert store.latest_backtest(res["id"]).same_update is True
     res = submit(ctx, replace_name(DEFAULT, "extract_answer", LENIENT), "Lenient extraction")
     assert _same_update(store, res["id"]) == 0

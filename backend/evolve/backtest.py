@@ -94,6 +94,8 @@ def _replay_all(ctx: EvolveContext, todo: list[Intervention]) -> list[JSON]:
             looked = row.params.get(iv.SECOND_LOOK)
             verdict, reason, metrics, score = judge(row.kind, names, rows, results[0], res, fixed, cfg.min_gain,
                                                     cfg.min_effect, alpha=ALPHA / 2 if looked else ALPHA)
+            if verdict == "inconclusive" and metrics.get("same_update"):
+                reason += "; training's update is unchanged on these rollouts (the same rows, the same advantages)"
             if looked:
                 reason = f"second look at #{looked} over {len(rows)} rollouts (alpha {ALPHA / 2}): {reason}"
             if verdict != "failed" and row.id in attacked:
