@@ -175,6 +175,9 @@ def test_a_replay_records_whether_the_candidate_left_trainings_update_as_it_was(
     backtest(ctx, [iid])
     (last,) = store.move_history()[knob.name]
     assert last["id"] == iid and last["same_update"] == _same_update(store, iid) in (0, 1)
+    bt = store.latest_backtest(iid)
+    assert bt.ci_low is not None and (last["mode"], last["ci_low"], last["ci_high"]) == ("replay", bt.ci_low,
+                                                                                       bt.ci_high)
     decisions = store.backtest_decisions()
     assert [d["same_update"] for d in decisions] == [1, 0, last["same_update"]]
 
@@ -182,9 +185,12 @@ def test_a_replay_records_whether_the_candidate_left_trainings_update_as_it_was(
     from backend.tools.report_search import search_lines
 
     assert _notes(decisions[0]) == " (update unchanged)" and "unchanged" not in _notes(decisions[1])
+    hugs_zero = dict(decisions[1], verdict="inconclusive", underpowered=0, ci_low=-0.0002, ci_high=0.0004)
+    assert _notes(hugs_zero) == " (nothing seen)"
     facts = {"rounds": [{"step": 5, "tried": 3, "passed": 1, "inconclusive": 1, "failed": 1, "knobs": [],
                          "error": None, "spent": None}], "frontier": [],
              "budget": {"share_of_training": 0.1, "search_rollouts": 0, "replay_rollout_equiv": 0}}
-    unchanged = sum(d["same_update"] or 0 for d in decisions)
+    unchanged = sum(1 for d in decisions if d["same_update"] or (d["verdict"] == "inconclusive"
+                                                                  and max(abs(d["ci_low"]), abs(d["ci_high"])) <= 1e-3))
     md = "\n".join(search_lines({"coevolve": [{"seed": 0, "search": facts, "decisions": decisions}]}))
     assert f"| coevolve s0 | 1 | 0 | 0 | 0 | 3 | 1 | 1 | 1 | {unchanged} | 0 |" in md

@@ -490,6 +490,25 @@ def test_a_move_that_changed_no_update_grows_the_step_and_rules_out_nearer_value
     assert changed.unchanged == () and changed.size < knob.step and 1.1 in space.values(knob, 1.0, changed)
     passed = space.Steps.of(knob, [{"from": 1.0, "to": 1.2, "status": "passed", "same_update": 1}])
     assert passed.unchanged == ()  # a pass is a pass
+    harmed = space.Steps.of(knob, [{"from": 1.0, "to": 1.2, "status": "failed", "same_update": 1}])
+    assert harmed.unchanged == () and harmed.failed == ((1.0, 1.2),)  # a failure saw harm (the guard)
+
+
+@pytest.mark.parametrize("mode, lo, hi, nothing", [
+    ("replay", 0.0, 0.0, True), ("replay", -0.0004, 0.0009, True), ("replay", -0.002, 0.0, False),
+    ("replay", None, None, False), ("probe", 0.0, 0.0, False)])
+def test_a_replay_whose_interval_hugs_zero_changed_nothing_the_gate_can_see(mode, lo, hi, nothing):
+    """The common case on the GPU: a weight moved too little to turn any rollout's advantage
+    against its verdict changes every advantage a little (so not `same_update`) and `signal` not
+    at all: its interval lies within NO_EFFECT of 0. The next move goes farther. A probe's
+    interval is sampling noise, never such evidence."""
+    knob = next(k for k in space.knobs(HARNESSES["math"], "math", CAP) if k.name == "REWARD_WEIGHTS.correct")
+    move = {"from": 1.0, "to": 1.278, "status": "inconclusive", "mode": mode, "ci_low": lo, "ci_high": hi,
+            "same_update": 0}
+    assert space.changed_nothing(move) is nothing
+    steps = space.Steps.of(knob, [move])
+    assert (steps.unchanged == ((1.0, 1.278),)) is nothing
+    assert (steps.size > knob.step) is nothing
 
 
 @pytest.mark.parametrize("name", ["REWARD_WEIGHTS.correct", "REWARD_WEIGHTS.format", "SAMPLING.temperature"])

@@ -334,19 +334,20 @@ class Steps:
     """(from, to) of every move of the knob that failed: values past one, the same way from the
     same value, count as tried (`dominated`)."""
     unchanged: tuple[tuple[Any, Any], ...] = ()
-    """(from, to) of every move whose replay left training's update as it was (`same_update`):
-    values up to one, the same way from the same value, count as tried (`dominated`)."""
+    """(from, to) of every move that changed nothing the gate can see (`changed_nothing`): values
+    up to one, the same way from the same value, count as tried (`dominated`)."""
 
     @classmethod
     def of(cls, knob: Knob, history: list[JSON]) -> "Steps":
         """`history`: this knob's earlier moves, oldest first, each {"from", "to", "status"} and
-        optionally "same_update" (1: its replay left training's update as it was).
+        optionally its latest backtest's "mode", "ci_low", "ci_high" and "same_update".
 
-        A move that changed nothing grows the step and keeps its way: it was too small to reach
-        any rollout (a filter threshold short of every one) or the knob does nothing here at any
-        size (a reward weight whose rule takes the scale out). Growing reaches the range's ends in
-        a few moves where shrinking walked the range (a 200-step run on 4 x H100 replayed the
-        correct weight 45 times, every one at +0.000)."""
+        A move that changed nothing the gate can see (`changed_nothing`) grows the step and keeps
+        its way: it was too small to reach any rollout (a filter threshold short of every one, a
+        weight too close to flip any rollout's side), or the knob does nothing here at any size
+        (a weight whose rule takes the scale out). Growing reaches the range's ends in a few moves
+        where shrinking walked the range (a 200-step run on 4 x H100 replayed the correct weight
+        45 times, every one at +0.000)."""
         size, way, tried, good, failed, unchanged = knob.step, 0, 0, 0, [], []
         for h in history:
             ok, bad = h["status"] in GOOD, h["status"] in BAD
@@ -355,7 +356,7 @@ class Steps:
             tried += 1
             good += ok
             moved = _way(h.get("from"), h.get("to"))
-            if h.get("same_update") and not ok:
+            if h["status"] == "inconclusive" and changed_nothing(h):  # a failure saw harm: it shrinks
                 unchanged.append((h.get("from"), h.get("to")))
                 size, way = min(max(size * GROW, knob.min_step), _span(knob)), moved
                 continue
@@ -364,6 +365,29 @@ class Steps:
             if h["status"] == "failed":
                 failed.append((h.get("from"), h.get("to")))
         return cls(size, way, tried, good, tuple(failed), tuple(unchanged))
+
+
+NO_EFFECT = 1e-3
+"""A replayed move whose 95% interval lies within this of 0 measured nothing (`changed_nothing`):
+one group of a thousand whose update changed side moves `signal` by 0.002."""
+
+
+def changed_nothing(move: JSON) -> bool:
+    """Whether a move's latest backtest saw no change: its replay left training's update as it
+    was (`same_update`), or its interval lies within NO_EFFECT of 0. The second is the common
+    case: a reward weight moved too little to turn any rollout's advantage against its verdict
+    changes every advantage a little and `signal` not at all (4 x H100, session 12: 38 of 40
+    correct-weight replays at +0.000 [+0.000, +0.000], 2 of them with the update unchanged).
+
+    >>> changed_nothing({"mode": "replay", "ci_low": -0.0004, "ci_high": 0.0002})
+    True
+    >>> changed_nothing({"mode": "replay", "ci_low": -0.0004, "ci_high": 0.03}), changed_nothing({"mode": "probe"})
+    (False, False)
+    """
+    if move.get("same_update"):
+        return True
+    lo, hi = move.get("ci_low"), move.get("ci_high")
+    return move.get("mode") == "replay" and lo is not None and hi is not None and max(abs(lo), abs(hi)) <= NO_EFFECT
 
 
 def dominated(old: Any, new: Any, failed: tuple[tuple[Any, Any], ...],
@@ -379,9 +403,9 @@ def dominated(old: Any, new: Any, failed: tuple[tuple[Any, Any], ...],
     >>> dominated(1.0, 0.5, ((0.0, 0.05),)), dominated(1.0, 0.5, ((1.0, 2.0),))
     (False, False)
 
-    And whether it goes no farther, the same way, than a move from `old` that left training's
-    update as it was (`unchanged`): what the farther value did not reach, the nearer one does not
-    either (a threshold crosses fewer rollouts; a weight a scale-free rule ignores stays ignored).
+    And whether it goes no farther, the same way, than a move from `old` that changed nothing the
+    gate can see (`unchanged`): what the farther value did not reach, the nearer one does not
+    either (a threshold crosses fewer rollouts; a weight moved less flips fewer advantages).
 
     >>> dominated(1.0, 1.25, (), ((1.0, 1.5),)), dominated(1.0, 2.0, (), ((1.0, 1.5),))
     (True, False)

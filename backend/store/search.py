@@ -19,16 +19,18 @@ class SearchReads(Queries):
 
     def move_history(self) -> dict[str, list[Row]]:
         """Every earlier move of each search-space knob, oldest first:
-        {knob: [{id, status, from, to, step, same_update}]} (`same_update` from its latest backtest:
-        1 when its replay left training's update as it was, else 0 or None)."""
+        {knob: [{id, status, from, to, step, mode, ci_low, ci_high, same_update}]}, the last four from
+        its latest backtest (None before one): how it was judged, the interval of its effect, and
+        whether its replay left training's update as it was (1)."""
         out: dict[str, list[Row]] = {}
-        for r in self.rows("SELECT i.id, i.status, i.params_json, (SELECT b.same_update FROM backtests b "
-                           "WHERE b.intervention_id = i.id ORDER BY b.id DESC LIMIT 1) AS same_update "
-                           "FROM interventions i WHERE i.params_json LIKE '%\"knob\"%' ORDER BY i.id"):
+        for r in self.rows("SELECT i.id, i.status, i.params_json, b.mode, b.ci_low, b.ci_high, b.same_update "
+                           "FROM interventions i LEFT JOIN backtests b ON b.id = (SELECT MAX(id) FROM backtests "
+                           "WHERE intervention_id = i.id) WHERE i.params_json LIKE '%\"knob\"%' ORDER BY i.id"):
             p = loads(r["params_json"], {}) or {}
             if isinstance(p.get("knob"), str):
                 out.setdefault(p["knob"], []).append({"id": r["id"], "status": r["status"], "from": p.get("from"),
-                                                      "to": p.get("to"), "step": p.get("step"),
+                                                      "to": p.get("to"), "step": p.get("step"), "mode": r["mode"],
+                                                      "ci_low": r["ci_low"], "ci_high": r["ci_high"],
                                                       "same_update": r["same_update"]})
         return out
 

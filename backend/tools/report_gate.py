@@ -13,6 +13,7 @@ shows whether its promotions helped on the test set.
 from __future__ import annotations
 
 from backend.evolve.interventions import change_of, normalise
+from backend.evolve.space import NO_EFFECT, changed_nothing
 from backend.evolve.stats import paired_binary
 from backend.store import loads
 from backend.tools.report_invariance import alters_training, twin_pairs
@@ -152,9 +153,12 @@ def _num(v, spec: str = "+.3f") -> str:
 
 
 def _notes(d: dict) -> str:
-    """What a decision's verdict leaves unsaid: too small a sample, or a change training would not see."""
-    notes = [why for flag, why in ((d.get("underpowered"), "underpowered"), (d.get("same_update"), "update unchanged"))
-             if flag]
+    """What a decision's verdict leaves unsaid: too small a sample, or a change that did nothing the
+    gate can see (training's update unchanged, or an interval hugging 0: `space.changed_nothing`)."""
+    nothing = d["verdict"] == "inconclusive" and changed_nothing(d)
+    notes = [why for flag, why in ((d.get("underpowered"), "underpowered"),
+                                   (d.get("same_update"), "update unchanged"),
+                                   (nothing and not d.get("same_update"), "nothing seen")) if flag]
     return f" ({', '.join(notes)})" if notes else ""
 
 
@@ -170,7 +174,8 @@ def gate_lines(arms: dict[str, list[dict]]) -> list[str]:
            "Every backtest's decision on the metric its change targets: effect (candidate minus incumbent), "
            "95% interval, p-value, paired sample size. `passed` needs the lower bound above `evolve.min_gain`; "
            "`inconclusive` is never auto-promoted; `update unchanged`: the replayed candidate trained the same "
-           "rollouts with the same advantages as the incumbent (the proposer then moves that knob farther).", "",
+           "rollouts with the same advantages as the incumbent; `nothing seen`: its interval lies within "
+           f"{NO_EFFECT} of 0 (after either, the proposer moves that knob farther).", "",
            "| run | # | change | mode | decision | metric | effect | 95% CI | p | n |",
            "|---|---|---|---|---|---|---|---|---|---|"]
     rows = 0

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from backend.evolve.budget import search_budget
 from backend.evolve.population import frontier_now
+from backend.evolve.space import NO_EFFECT, changed_nothing
 from backend.store import Store, loads
 
 
@@ -52,11 +53,11 @@ def search_lines(arms: dict[str, list[dict]]) -> list[str]:
           "that is not spent is a search that ran dry too early.", "",
           "Round errors: rounds that stopped on an error (their candidates are lost; the first error "
           "of each such run is listed below the table).", "",
-          "Update unchanged: replayed candidates that trained the same rollouts with the same advantages as "
-          "the incumbent (a weight the advantage rule rescales away, a threshold no rollout crosses); the "
-          "proposer moves such a knob farther next time instead of walking its grid.", "",
+          "Changed nothing: inconclusive replays that left training's update as it was, or whose interval lies "
+          f"within {NO_EFFECT} of 0 (`space.changed_nothing`); the proposer moves such a knob farther next time "
+          "instead of walking its grid.", "",
           "| run | rounds | empty | spent | round errors | tried | passed | inconclusive | failed "
-          "| update unchanged | knobs | search rollouts | replay (equiv.) | share of training |", "|---" * 14 + "|"]
+          "| changed nothing | knobs | search rollouts | replay (equiv.) | share of training |", "|---" * 14 + "|"]
     for arm, r in runs:
         rounds, b = r["search"]["rounds"], r["search"]["budget"]
         tot = {k: sum(x[k] for x in rounds) for k in ("tried", "passed", "inconclusive", "failed")}
@@ -64,7 +65,7 @@ def search_lines(arms: dict[str, list[dict]]) -> list[str]:
         share = "n/a" if b["share_of_training"] is None else f"{b['share_of_training']:.1%}"
         empty, errors = sum(1 for x in rounds if not x["tried"]), sum(1 for x in rounds if x.get("error"))
         spent = sum(1 for x in rounds if not x["tried"] and x.get("spent") is not None)
-        unchanged = sum(1 for d in r.get("decisions", []) if d.get("same_update"))
+        unchanged = sum(1 for d in r.get("decisions", []) if d["verdict"] == "inconclusive" and changed_nothing(d))
         md.append(f"| {arm} s{r['seed']} | {len(rounds)} | {empty} | {spent} | {errors} | {tot['tried']} | "
                   f"{tot['passed']} | {tot['inconclusive']} | {tot['failed']} | {unchanged} | {len(knobs)} | "
                   f"{b['search_rollouts']:.0f} | {b['replay_rollout_equiv']:.0f} | {share} |")
