@@ -14,6 +14,7 @@ nothing": a replayed decision whose 95% interval lies within 0.001 of 0 (read fr
 from __future__ import annotations
 
 import argparse
+import json
 import subprocess
 import sys
 import tempfile
@@ -41,8 +42,6 @@ def run_rounds(rounds: int) -> list[dict]:
     for row in store.rows("SELECT i.id, i.params_json, b.verdict, b.mode, b.ci_low, b.ci_high FROM interventions i "
                           "JOIN backtests b ON b.id = (SELECT MAX(id) FROM backtests WHERE intervention_id = i.id) "
                           "WHERE i.params_json LIKE '%\"knob\"%' ORDER BY i.id"):
-        import json
-
         p = json.loads(row["params_json"])
         lo, hi = row["ci_low"], row["ci_high"]
         nothing = row["mode"] == "replay" and lo is not None and hi is not None and max(abs(lo), abs(hi)) <= NO_EFFECT

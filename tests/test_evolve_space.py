@@ -505,7 +505,7 @@ def test_a_replay_whose_interval_hugs_zero_changed_nothing_the_gate_can_see(mode
     knob = next(k for k in space.knobs(HARNESSES["math"], "math", CAP) if k.name == "REWARD_WEIGHTS.correct")
     move = {"from": 1.0, "to": 1.278, "status": "inconclusive", "mode": mode, "ci_low": lo, "ci_high": hi,
             "same_update": 0}
-    assert space.changed_nothing(move) is nothing
+    assert space.changed_nothing("inconclusive", move) is nothing and not space.changed_nothing("failed", move)
     steps = space.Steps.of(knob, [move])
     assert (steps.unchanged == ((1.0, 1.278),)) is nothing
     assert (steps.size > knob.step) is nothing

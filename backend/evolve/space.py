@@ -356,7 +356,7 @@ class Steps:
             tried += 1
             good += ok
             moved = _way(h.get("from"), h.get("to"))
-            if h["status"] == "inconclusive" and changed_nothing(h):  # a failure saw harm: it shrinks
+            if changed_nothing(h["status"], h):
                 unchanged.append((h.get("from"), h.get("to")))
                 size, way = min(max(size * GROW, knob.min_step), _span(knob)), moved
                 continue
@@ -372,22 +372,26 @@ NO_EFFECT = 1e-3
 one group of a thousand whose update changed side moves `signal` by 0.002."""
 
 
-def changed_nothing(move: JSON) -> bool:
-    """Whether a move's latest backtest saw no change: its replay left training's update as it
-    was (`same_update`), or its interval lies within NO_EFFECT of 0. The second is the common
+def changed_nothing(verdict: str, backtest: JSON) -> bool:
+    """Whether a move left `verdict` inconclusive because its latest backtest saw no change: its
+    replay left training's update as it was (`same_update`), or its interval lies within NO_EFFECT
+    of 0. A failed move counts as failed even so (its harm guard saw something). The second is the common
     case: a reward weight moved too little to turn any rollout's advantage against its verdict
     changes every advantage a little and `signal` not at all (4 x H100, session 12: 38 of 40
     correct-weight replays at +0.000 [+0.000, +0.000], 2 of them with the update unchanged).
 
-    >>> changed_nothing({"mode": "replay", "ci_low": -0.0004, "ci_high": 0.0002})
+    >>> changed_nothing("inconclusive", {"mode": "replay", "ci_low": -0.0004, "ci_high": 0.0002})
     True
-    >>> changed_nothing({"mode": "replay", "ci_low": -0.0004, "ci_high": 0.03}), changed_nothing({"mode": "probe"})
+    >>> hugs_zero = {"mode": "replay", "ci_low": 0.0, "ci_high": 0.0}
+    >>> changed_nothing("failed", hugs_zero), changed_nothing("inconclusive", dict(hugs_zero, mode="probe"))
     (False, False)
     """
-    if move.get("same_update"):
+    if verdict != "inconclusive":
+        return False
+    if backtest.get("same_update"):
         return True
-    lo, hi = move.get("ci_low"), move.get("ci_high")
-    return move.get("mode") == "replay" and lo is not None and hi is not None and max(abs(lo), abs(hi)) <= NO_EFFECT
+    lo, hi = backtest.get("ci_low"), backtest.get("ci_high")
+    return backtest.get("mode") == "replay" and lo is not None and hi is not None and max(abs(lo), abs(hi)) <= NO_EFFECT
 
 
 def dominated(old: Any, new: Any, failed: tuple[tuple[Any, Any], ...],

@@ -155,7 +155,7 @@ def _num(v, spec: str = "+.3f") -> str:
 def _notes(d: dict) -> str:
     """What a decision's verdict leaves unsaid: too small a sample, or a change that did nothing the
     gate can see (training's update unchanged, or an interval hugging 0: `space.changed_nothing`)."""
-    nothing = d["verdict"] == "inconclusive" and changed_nothing(d)
+    nothing = changed_nothing(d["verdict"], d)
     notes = [why for flag, why in ((d.get("underpowered"), "underpowered"),
                                    (d.get("same_update"), "update unchanged"),
                                    (nothing and not d.get("same_update"), "nothing seen")) if flag]

@@ -65,7 +65,7 @@ def search_lines(arms: dict[str, list[dict]]) -> list[str]:
         share = "n/a" if b["share_of_training"] is None else f"{b['share_of_training']:.1%}"
         empty, errors = sum(1 for x in rounds if not x["tried"]), sum(1 for x in rounds if x.get("error"))
         spent = sum(1 for x in rounds if not x["tried"] and x.get("spent") is not None)
-        unchanged = sum(1 for d in r.get("decisions", []) if d["verdict"] == "inconclusive" and changed_nothing(d))
+        unchanged = sum(1 for d in r.get("decisions", []) if changed_nothing(d["verdict"], d))
         md.append(f"| {arm} s{r['seed']} | {len(rounds)} | {empty} | {spent} | {errors} | {tot['tried']} | "
                   f"{tot['passed']} | {tot['inconclusive']} | {tot['failed']} | {unchanged} | {len(knobs)} | "
                   f"{b['search_rollouts']:.0f} | {b['replay_rollout_equiv']:.0f} | {share} |")
