@@ -1,4 +1,4 @@
-"""Count the modules whose code runs during one evolution round (issue 17's measure).
+"""Count the modules whose code runs during one evolution round, and how deep its calls nest.
 
 What is counted: the files under `backend/` in which at least one function (or
 method, lambda, comprehension, generator) was entered, in this process, while
@@ -25,6 +25,11 @@ best one is promoted.
 Beside each module it prints its lines and the lines of its top-level functions and
 classes that the round entered (a class counts whole when one of its methods ran):
 how much code a given number of modules must hold between them.
+
+It also prints the round's call depth inside `backend/evolve`: the most frames of
+that package on the stack at once (`run_round` itself is depth 1; frames of other
+packages in between, and comprehensions, do not count), and the deepest chain, so a reader sees how
+far one step of the round reaches down before it comes back.
 """
 
 from __future__ import annotations
@@ -40,8 +45,11 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 BACKEND = str(ROOT / "backend") + "/"
 FIXTURES = str(ROOT / "tests") + "/"
+EVOLVE = str(ROOT / "backend" / "evolve") + "/"
+INLINE = ("<listcomp>", "<dictcomp>", "<setcomp>", "<genexpr>")
+"""Code objects of one expression (Python 3.12 inlines comprehensions): not a call level of their own."""
 OLD_FIXTURE = "backend/evolve/synthetic.py"
-"""Where the synthetic run lived before issue 17 (so the script measures old commits too)."""
+"""Where the synthetic run lived in early versions (so the script measures old commits too)."""
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
 
@@ -56,6 +64,12 @@ class Tracer:
         """Per module of `round`: the first line of each code object entered."""
         self._loading = 0
         self._fixture = 0
+        self._stack: list[str | None] = []
+        """One entry per open Python frame: `module:function` for a counted frame of backend/evolve, else None."""
+        self._evolve = 0
+        self.depth = 0
+        """The most frames of backend/evolve open at once."""
+        self.deepest: list[str] = []
 
     def __call__(self, frame: Any, event: str, arg: Any) -> None:
         if event not in ("call", "return"):
@@ -65,6 +79,7 @@ class Tracer:
         module_body = code.co_name == "<module>"
         fixture = path.startswith(FIXTURES) or path.endswith(OLD_FIXTURE)
         step = 1 if event == "call" else -1
+        self._depth(event, code, path, module_body or fixture or self._loading > 0 or self._fixture > 0)
         if module_body:
             self._loading += step
         if fixture:
@@ -76,6 +91,20 @@ class Tracer:
         where.setdefault(module, set()).add(code.co_name)
         if not self._fixture:
             self.first_lines.setdefault(module, set()).add(code.co_firstlineno)
+
+
+    def _depth(self, event: str, code: Any, path: str, uncounted: bool) -> None:
+        if event == "return":
+            if self._stack and self._stack.pop() is not None:
+                self._evolve -= 1
+            return
+        counted = not uncounted and path.startswith(EVOLVE) and code.co_name not in INLINE
+        self._stack.append(f"{Path(path).stem}.{code.co_name}" if counted else None)
+        if counted:
+            self._evolve += 1
+            if self._evolve > self.depth:
+                self.depth = self._evolve
+                self.deepest = [f for f in self._stack if f is not None]
 
 
 def _synthetic() -> Any:
@@ -125,7 +154,8 @@ def main() -> None:
     if args.json:
         print(json.dumps({"round": {m: sorted(f) for m, f in sorted(t.round.items())},
                           "lines": {m: {"total": a, "entered_definitions": b} for m, (a, b) in sorted(lines.items())},
-                          "only_stand_in": only_stand_in, "count": len(t.round)}, indent=2))
+                          "only_stand_in": only_stand_in, "count": len(t.round),
+                          "evolve_call_depth": t.depth, "deepest": t.deepest}, indent=2))
         return
     print(f"{'module':44} {'functions entered':>17} {'lines':>6} {'in entered definitions':>23}")
     for m, funcs in sorted(t.round.items()):
@@ -135,6 +165,7 @@ def main() -> None:
     if only_stand_in:
         print(f"reached only by the stand-in policy (not counted): {', '.join(only_stand_in)}")
     print(f"modules run during one round: {len(t.round)}")
+    print(f"call depth inside backend/evolve: {t.depth} ({' -> '.join(t.deepest)})")
 
 
 if __name__ == "__main__":
