@@ -64,7 +64,7 @@ def broken_links(page: Path) -> list[str]:
         if not dest.exists():
             bad.append(f"{target}: no such file")
         elif anchor and dest.suffix == ".md" and anchor not in anchors(dest):
-            bad.append(f"{target}: no heading '#{anchor}' in {dest.relative_to(ROOT)}")
+            bad.append(f"{target}: no heading '#{anchor}' in {dest.name}")
     return bad
 
 
@@ -121,6 +121,16 @@ def test_readme_make_targets_exist():
     named = {t for seg in code_segments(README.read_text()) for t in MAKE.findall(seg)}
     assert {"run", "test"} <= named
     assert named - targets == set()
+
+
+def test_the_checks_catch_what_they_guard(tmp_path):
+    page = tmp_path / "page.md"
+    page.write_text("# A title\n\n[a](missing.md) [b](#nope) [c](page.md#a-title) [d](#a-title)\n")
+    assert broken_links(page) == ["missing.md: no such file", "#nope: no heading '#nope' in page.md"]
+    assert named_commands("`.venv/bin/evotui frob --x` and\n```\nevotui a|b RUN --y  # --z\n```\n") == {
+        "frob": {"--x"}, "a": {"--y"}, "b": {"--y"}}
+    assert check_rows([("train.nope", "1"), ("train.lr", "1e-4"), ("steps", "20")]) == [
+        "train.nope: not a RunConfig key", "train.lr: the table says 1e-4, RunConfig's default is 2e-05"]
 
 
 # ---------------------------------------------------------------- the config table
