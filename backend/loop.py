@@ -84,7 +84,7 @@ class Engine:
         self.harness_version = int(store.run()["harness_version"])
         self.harness = Harness.from_code(store.get("harness_versions", self.harness_version)["code"])
         self.write_harness_file()
-        pv = store.latest_policy_version()
+        pv = store.current_policy_version()  # after a rollback, older than the newest version
         self.policy_version = pv["id"] if pv else 0
         adapter = pv["checkpoint"] if pv and pv["checkpoint"] else None
         self.lm = lm if lm is not None and not adapter else load_fast_policy(cfg.model, adapter, seed=cfg.seed)
@@ -246,7 +246,7 @@ class Engine:
         if samples and step % self.cfg.train.checkpoint_every == 0:
             path = ckpt.save(self.run_dir, step, self.lm.model, self.trainer.opt,
                              state=self.trainer.saved_state())
-            new_pv = {"id": self.policy_version + 1, "parent": self.policy_version or None, "step": step,
+            new_pv = {"parent": self.policy_version or None, "step": step,  # its id: the store's
                       "checkpoint": str(path), "heldout_acc": None, "harness_version": self.harness_version,
                       "created_at": now()}
         progress.phase("store")
@@ -258,7 +258,7 @@ class Engine:
         turns = [turn_rows(s) for s in items]
         step_row = {
             "step": step, "created_at": now(), "harness_version": self.harness_version,
-            "policy_version": new_pv["id"] if new_pv else self.policy_version, "n_rollouts": len(items),
+            "policy_version": self.policy_version, "n_rollouts": len(items),  # the saved one's, if any
             **gstats, "entropy": tstats["entropy"], "loss": tstats["loss"], "kl": tstats["kl"],
             "clip_frac": tstats["clip_frac"], "grad_norm": tstats["grad_norm"], "tokens": n_tok,
             "tokens_per_s": n_tok / max(times["gen_ms"] / 1000, 1e-9), "gen_ms": times["gen_ms"],
@@ -270,12 +270,11 @@ class Engine:
                                    "reward_terms": reward_term_means([s.components for s in items])}),
         }
         t0 = time.perf_counter()
-        run_vals = {"policy_version": new_pv["id"]} if new_pv else {}
-        self.store.commit_step(step_row, rows, diags, turns, new_pv, run_vals)
+        saved = self.store.commit_step(step_row, rows, diags, turns, new_pv).policy_version
         store_ms = (time.perf_counter() - t0) * 1000
         self.store.update("steps", step, {"store_ms": store_ms, "total_ms": total_ms + store_ms})
-        if new_pv:
-            self.policy_version = new_pv["id"]
+        if saved is not None:
+            self.policy_version = step_row["policy_version"] = saved
             retention.prune(self.run_dir, self.store, self.cfg.train.keep_checkpoints)
         step_row["store_ms"] = store_ms
         return step_row
@@ -315,11 +314,13 @@ class Engine:
         return samples, self.with_oom_retry(lambda: self.trainer.step(samples, denom), self.trainer, "micro_batch")
 
     def restore_policy(self, step: int) -> None:
-        """Load the adapter of the newest checkpoint at or before `step` (rollback)."""
+        """Load the policy a rollback of the promotion at `step` restores: the store pointed the
+        run at it with the harness's rollback (`Store.roll_back_version`), so a resume after a
+        stop here loads the same one."""
         from peft import set_peft_model_state_dict
         from safetensors.torch import load_file
 
-        pv = self.store.policy_version_at(step)
+        pv = self.store.current_policy_version()
         if pv:
             f = Path(pv["checkpoint"]) / "adapter_model.safetensors"
             set_peft_model_state_dict(self.lm.model, load_file(str(f), device=str(self.lm.device)))
@@ -329,7 +330,6 @@ class Engine:
                 if "lora_B" in n:
                     p.data.zero_()
             self.policy_version = 0
-        self.store.set_run(policy_version=self.policy_version or None)
         if hasattr(self.generator, "refresh"):  # in-place zeroing bypasses the fast engine's change tracking
             self.generator.refresh()
         self.say(f"policy restored to version {self.policy_version} (checkpoint at or before step {step})")

@@ -54,7 +54,7 @@ def test_commit_step_is_atomic(tmp_path):
     s.create_run("r", {"domain": "math"}, 0, 3)
     step = {"step": 1, "n_rollouts": 1}
     rows = [{"step": 1, "completion": "x", "reward": 1.0}]
-    ids = s.commit_step(step, rows, [[{"step": 1, "label": "no_answer_tag", "evidence": "e"}]])
+    ids = s.commit_step(step, rows, [[{"step": 1, "label": "no_answer_tag", "evidence": "e"}]]).rollout_ids
     assert s.count("rollouts") == 1 and s.count("diagnoses") == 1 and s.last_step() == 1
     assert s.get("diagnoses", 1)["rollout_id"] == ids[0]
     # a failing step (duplicate step row) leaves nothing of itself behind
@@ -62,6 +62,30 @@ def test_commit_step_is_atomic(tmp_path):
         s.commit_step(step, rows, [[]])
     assert s.count("rollouts") == 1
     assert integrity_ok(tmp_path / "run.db")
+
+
+def test_the_store_numbers_policy_versions(tmp_path):
+    """A step's new policy version takes the next unused id, whatever the run's current policy
+    (after a rollback an older one); the step row and the run point at it."""
+    s = Store.open(tmp_path / "run.db")
+    s.create_run("r", {"domain": "math"}, 0, 5)
+
+    def commit(step: int, parent: int | None):
+        pv = {"parent": parent, "step": step, "checkpoint": f"c{step}", "created_at": "t"}
+        return s.commit_step({"step": step, "n_rollouts": 0, "policy_version": parent}, [], [], None, pv)
+
+    assert [commit(1, None).policy_version, commit(2, 1).policy_version, commit(3, 2).policy_version] == [1, 2, 3]
+    s.set_run(policy_version=1)  # a rollback to version 1
+    assert commit(4, 1).policy_version == 4
+    assert [(r["id"], r["parent"]) for r in s.rows("SELECT * FROM policy_versions")] == \
+        [(1, None), (2, 1), (3, 2), (4, 1)]
+    assert s.rows("SELECT policy_version FROM steps WHERE step = 4") == [{"policy_version": 4}]
+    assert s.run()["policy_version"] == 4 and s.current_policy_version()["step"] == 4
+    assert s.commit_step({"step": 5, "n_rollouts": 0, "policy_version": 4}, [], []).policy_version is None
+    assert s.run()["policy_version"] == 4  # a step that saved nothing leaves the run's policy as it was
+    with pytest.raises(ValueError, match="id from the store"):
+        s.commit_step({"step": 6, "n_rollouts": 0}, [], [], None, {"id": 9, "step": 6})
+    assert s.last_step() == 5
 
 
 def test_commands_roundtrip(tmp_path):

@@ -4,8 +4,8 @@ One checkpoint per policy version kept forever filled a disk (issue 19: about
 55 MB each at the GPU profile). A run keeps:
 
 - the latest `train.keep_checkpoints` (0: every checkpoint);
-- the one a resume loads (the newest policy version) and the run's current
-  policy (after a rollback an older one);
+- the newest policy version, and the run's current policy (the one a resume
+  loads; after a rollback an older one);
 - for every promotion no validation evaluation has judged yet, the checkpoint
   a rollback would restore (the newest at or before the promotion step,
   `Store.policy_version_at`, the rule `Engine.restore_policy` follows);

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +32,7 @@ from .rollouts import RolloutReads
 from .search import SearchReads
 
 
-__all__ = ["BUSY_S", "Row", "Store", "StoreError", "dumps", "integrity_ok", "loads", "now"]
+__all__ = ["BUSY_S", "Row", "StepCommit", "Store", "StoreError", "dumps", "integrity_ok", "loads", "now"]
 
 
 def _connect(path: Path, readonly: bool, busy_s: float, immutable: bool = False) -> sqlite3.Connection:
@@ -136,8 +137,14 @@ class Store(EvolutionRecords, RolloutReads, ReportReads, SearchReads, Queries):
 
     def commit_step(self, step: Row, rollouts: list[Row], diagnoses_by_rollout: list[list[Row]],
                     turns_by_rollout: list[list[Row]] | None = None, policy_version: Row | None = None,
-                    run_values: Row | None = None) -> list[int]:
-        """Write one whole step atomically; returns the rollout ids."""
+                    run_values: Row | None = None) -> StepCommit:
+        """Write one whole step atomically.
+
+        `policy_version`: the version this step saved (parent, checkpoint, ...), without an id:
+        the store numbers policy versions, here and nowhere else, as the next id the table has
+        not used. The run's current policy can be older than the newest version (after a
+        rollback), so an id counted on from it would repeat one already stored. The step row
+        and the run point at the new version."""
         ids: list[int] = []
         with self.tx():
             # Plain prepared statements: sqlite-utils' per-row insert inspects the table
@@ -154,12 +161,23 @@ class Store(EvolutionRecords, RolloutReads, ReportReads, SearchReads, Queries):
                 if rows:
                     sql, keys = _insert_sql(table, rows)
                     self.conn.executemany(sql, [_values(r, keys) for r in rows])
-            if policy_version:
-                self.insert("policy_versions", policy_version)
-            self.insert("steps", step)
             vals = dict(run_values or {}, step=step["step"], updated_at=now())
+            pv = None
+            if policy_version:
+                if "id" in policy_version:
+                    raise ValueError("a new policy version gets its id from the store")
+                pv = int(self.scalar("SELECT coalesce(max(id), 0) + 1 FROM policy_versions"))
+                self.insert("policy_versions", dict(policy_version, id=pv))
+                step, vals["policy_version"] = dict(step, policy_version=pv), pv
+            self.insert("steps", step)
             self.update("runs", 1, vals)
-        return ids
+        return StepCommit(ids, pv)
+
+    def current_policy_version(self) -> Row | None:
+        """The policy the run trains now, which a resume loads: the version its last checkpointed
+        step saved or, after a rollback, the one restored (None: the base model, no adapter)."""
+        pv = self.run().get("policy_version")
+        return self.get("policy_versions", pv) if pv else None
 
     # ------------------------------------------------------------ recovery
     def fail_interrupted(self) -> int:
@@ -213,6 +231,14 @@ class Store(EvolutionRecords, RolloutReads, ReportReads, SearchReads, Queries):
     def ack_command(self, cid: int, status: str, result: str) -> None:
         with self.tx():
             self.update("commands", cid, {"status": status, "result": result, "acked_at": now()})
+
+
+@dataclass(frozen=True)
+class StepCommit:
+    """What `Store.commit_step` wrote: the rollout ids, and the policy version's id (None: none)."""
+
+    rollout_ids: list[int]
+    policy_version: int | None
 
 
 def _insert_sql(table: str, rows: list[dict[str, Any]]) -> tuple[str, list[str]]:

@@ -176,13 +176,24 @@ class EvolutionRecords(Queries):
         return vid
 
     def roll_back_version(self, rolled_back: int | None, back_to: int) -> None:
-        """Mark `rolled_back` so and make `back_to` the active version again, in one transaction."""
+        """Mark `rolled_back` so and make `back_to` the active version again, in one transaction.
+        The same transaction points the run at the policy the rollback restores: the newest
+        checkpoint at or before the step `rolled_back` was promoted at (none: the base model).
+        The engine loads what the run points at (`Engine.restore_policy`), and so does a resume
+        when a stop came before it had."""
         with self.tx():
+            values: Row = {"harness_version": back_to, "updated_at": now()}
+            step = None if rolled_back is None else self.scalar(
+                "SELECT i.promoted_step FROM harness_versions h JOIN interventions i ON i.id = h.intervention_id "
+                "WHERE h.id = ?", (rolled_back,))
+            if step is not None:
+                pv = self.policy_version_at(step)  # type: ignore[attr-defined]  # RolloutReads, in Store
+                values["policy_version"] = pv["id"] if pv else None
             if rolled_back is not None:
                 self.update("harness_versions", rolled_back, {"status": "rolled_back"})
             self.conn.execute("UPDATE harness_versions SET status = 'superseded' WHERE status = 'active'")
             self.update("harness_versions", back_to, {"status": "active"})
-            self.update("runs", 1, {"harness_version": back_to, "updated_at": now()})
+            self.update("runs", 1, values)
 
     # ------------------------------------------------------------ rounds
     def add_round(self, step: int, harness_version: int, failure_table: list[dict[str, Any]],
