@@ -24,6 +24,7 @@ from textual.screen import ModalScreen, Screen
 
 from backend.commands import VETOABLE
 from backend.store.reader import loads
+from evotui.components.key_gate import KeyGateMixin
 from evotui.components.run_screen import RunScreen
 from evotui.components.operator import OperatorMixin
 from evotui.components.run_state import RunState
@@ -37,7 +38,7 @@ from evotui.messages import CommandAcknowledged, CommandSent, LabelChosen, RunUp
 SCREENS = Binding.Group("screens", compact=True)
 
 
-class EvoApp(OperatorMixin, SyncMixin, App[int]):
+class EvoApp(KeyGateMixin, OperatorMixin, SyncMixin, App[int]):
     """The run's dashboard, rollouts, diagnoses, interventions, harness, skills and log."""
 
     CSS_PATH = "app.tcss"
@@ -61,11 +62,12 @@ class EvoApp(OperatorMixin, SyncMixin, App[int]):
 
     def __init__(self, run_dir: Path, *, owns_engine: bool = False, watch: bool = True,
                  probe: EngineProbe | None = None, spawn: Callable[[Path], object] = resume_engine,
-                 warm_start: bool = False) -> None:
+                 warm_start: bool = False, engine_proc: object | None = None) -> None:
         """`warm_start`: the app owns its process (`evotui open`): once the first data is shown,
         build the busiest screens in the background (components/screens.py) and keep the
         long-lived objects out of the garbage collector's full passes (components/heap.py). Off
-        where many apps share one process (tests) and each would pay for both."""
+        where many apps share one process (tests) and each would pay for both. `engine_proc`: the
+        engine process this process started (a `Popen`), reaped by every poll once it exits."""
         super().__init__()
         self.warm_start = warm_start
         self.run_dir = Path(run_dir)
@@ -75,13 +77,16 @@ class EvoApp(OperatorMixin, SyncMixin, App[int]):
         self.spawn = spawn
         self.state = RunState()
         self.health = EngineHealth()
-        self.stop_requested = False
+        self.stop_requested = False  # a stop was confirmed here (S, or the quit dialog)
         self.engine_dead_on_exit = False
+        self.exit_status: str | None = None  # the run's status when the app closed
+        self.engine_procs: list = [engine_proc] if engine_proc is not None else []  # children to reap
         self._resume_proc = None
         self._preloaded = False
         self.prebuilt = False  # the PREBUILT screens are mounted (in the background)
         self._init_sync()
         self._init_operator()
+        self._init_key_gate()
 
     def on_mount(self) -> None:
         if self.warm_start:
@@ -180,6 +185,7 @@ class EvoApp(OperatorMixin, SyncMixin, App[int]):
             self.notify("the engine is already starting (it loads the model first)", title="Resume")
             return
         self._resume_proc = self.spawn(self.run_dir)
+        self.engine_procs.append(self._resume_proc)
         self.owns_engine = True
         self.notify(f"engine starting again (pid {getattr(self._resume_proc, 'pid', '?')}); "
                     "its output goes to engine.log", title="Resume")
@@ -199,7 +205,9 @@ class EvoApp(OperatorMixin, SyncMixin, App[int]):
     async def action_quit(self) -> None:
         status = self.state.run.get("status") if self.state.loaded else "created"  # not read yet: ask anyway
         engine_running = status in ("running", "paused", "created") and not self.health.dead
-        if not (self.owns_engine and engine_running):
+        self.exit_status = status if self.state.loaded else None
+        self.stop_requested = self.stop_requested or self.asked_control() == "stopping…"
+        if not (self.owns_engine and engine_running) or self.stop_requested:
             self.engine_dead_on_exit = self.health.dead
             self.exit(0)
             return

@@ -27,8 +27,8 @@ SHELL_BUSY_S = 10.0
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="evotui", description="Co-evolve an LLM policy and its RL harness. Bare `evotui` starts a new "
-        "run (supervised) in a background process and opens the TUI on it; `evotui run --help` lists the "
-        "options it takes.")
+        "run (supervised) in a background process and opens the TUI on it; it takes run's options "
+        "(`evotui --steps 60`), which `evotui run --help` lists.")
     sub = p.add_subparsers(dest="cmd")
     r = sub.add_parser("run", help="start (or resume) a run")
     r.add_argument("--headless", action="store_true", help="run in the foreground without the TUI")
@@ -94,7 +94,8 @@ def _parser() -> argparse.ArgumentParser:
     _profile_arg(cmp_)
     rep = sub.add_parser("report", help="write a Markdown report with plots for runs")
     rep.add_argument("runs", nargs="+", help="run directories, or a compare folder")
-    rep.add_argument("--out", help="report folder (default: REPORT next to the first run)")
+    rep.add_argument("--out", help="report folder (default: RUN/report, COMPARE_DIR/report; for several "
+                     "runs, a report-N-runs-HASH folder beside the first)")
     rep.add_argument("--include-incomplete", action="store_true",
                      help="count runs that did not finish all their steps in the means")
     exp = sub.add_parser("export", help="write a run's rollouts (with diagnoses and verdicts) as a dataset")
@@ -158,13 +159,43 @@ def bench_args(argv: list[str]) -> tuple[bool, list[str]]:
     return "--quick" in argv, [a for a in argv if a not in ("--quick", "--")]
 
 
+def wants_help(argv: list[str]) -> bool:
+    """-h or --help among a command's own flags (those before a `--`)."""
+    own = argv[:argv.index("--")] if "--" in argv else argv
+    return "-h" in own or "--help" in own
+
+
+def bench_help() -> str:
+    """`evotui bench --help` without importing the benchmark (it imports torch at once): its
+    docstring and its flags, read from its source."""
+    import ast
+    import importlib.util
+
+    spec = importlib.util.find_spec("backend.tools.bench")
+    tree = ast.parse(Path(spec.origin).read_text())
+    flags = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and getattr(node.func, "attr", "") == "add_argument" and node.args:
+            flag = node.args[0].value if isinstance(node.args[0], ast.Constant) else "?"
+            helps = [k.value.value for k in node.keywords if k.arg == "help" and isinstance(k.value, ast.Constant)]
+            flags.append(f"  {flag:<20} {helps[0] if helps else ''}".rstrip())
+    return "\n".join(["usage: evotui bench [--quick] [OPTIONS]", "", ast.get_docstring(tree) or "", "",
+                      "options:", "  --quick              small CPU sizes, a quick look", *flags])
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["bench"] and wants_help(argv[1:]):
+        print(bench_help())
+        return 0
     if argv[:1] == ["bench"]:  # bench takes its own flags (--only, --model, ...), passed on in order
         args = _parser().parse_args(["bench"])
         args.quick, args.rest = bench_args(argv[1:])
     else:
+        if argv[:1] and argv[0].startswith("-") and not wants_help(argv[:1]):
+            argv = ["run", *argv]  # bare `evotui --steps 60` takes run's options, as its help says
         args = _parser().parse_args(argv)
+        args.argv = argv
     try:
         return _dispatch(args)
     except KeyboardInterrupt:
@@ -229,7 +260,7 @@ def _run_dir(path: str) -> Path:
 
 def _run(args) -> int:
     if not args.headless:
-        extra = [a for a in sys.argv[2:] if a not in ("--headless",)]
+        extra = [a for a in args.argv[1:] if a not in ("--headless",)]
         if args.resume:
             from evotui.launch import open_tui
 
@@ -259,7 +290,9 @@ def _headless(args) -> int:
             print(describe(cfg.profile), flush=True)
         run_dir, s = runs.start(cfg, Path(args.run_dir).expanduser() if args.run_dir else None, quiet=args.quiet,
                                 own_process=True)
-    print(runs.format_summary(s), flush=True)
+    from backend.end_summary import end_summary
+
+    print(end_summary(run_dir, s.get("wall_s")), flush=True)
     return 0 if s["status"] in ("finished", "stopped") else 1
 
 
@@ -390,21 +423,43 @@ def _compare(args) -> int:
 
 
 def _report(args) -> int:
-    from backend.runs import run_dirs_in
     from backend.tools.report import write_report
 
-    dirs: list[Path] = []
-    for r in args.runs:
-        p = Path(r).expanduser()
-        found = [p] if (p / "run.db").is_file() else run_dirs_in(p) if p.is_dir() else []
-        if not found:
-            raise UsageError(f"not an evotui run directory or compare folder: {p}")
-        dirs += found
-    out = Path(args.out).expanduser() if args.out else dirs[0].parent / "report"
+    paths = [Path(r).expanduser() for r in args.runs]
+    dirs = [d for p in paths for d in report_inputs(p)]
+    out = Path(args.out).expanduser() if args.out else default_report_dir(paths)
     path, text = write_report(dirs, out, include_incomplete=args.include_incomplete)
     print(text)
     print(f"report: {path}")
     return 0
+
+
+def report_inputs(p: Path) -> list[Path]:
+    """The runs a report argument names: a run directory, or the runs of a compare folder (one
+    that holds compare.json). Any other folder is refused: a folder of unrelated runs is no comparison."""
+    from backend.runs import run_dirs_in
+
+    if (p / "run.db").is_file():
+        return [p]
+    if (p / "compare.json").is_file():
+        found = run_dirs_in(p)
+        if found:
+            return found
+        raise UsageError(f"compare folder {p} holds no runs yet")
+    raise UsageError(f"not an evotui run directory or compare folder: {p} (a run holds run.db, a compare folder "
+                     "compare.json; to compare runs of your own, name each run directory)")
+
+
+def default_report_dir(paths: list[Path]) -> Path:
+    """Where a report goes without --out: into the run's (or compare folder's) own `report/`; for
+    several paths, a folder beside the first named after the set, so no report overwrites
+    another's."""
+    if len(paths) == 1:
+        return paths[0] / "report"
+    import hashlib
+
+    key = "\n".join(sorted(str(p.resolve()) for p in paths))
+    return paths[0].parent / f"report-{len(paths)}-runs-{hashlib.sha1(key.encode()).hexdigest()[:8]}"
 
 
 def _export(args) -> int:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
 import sys
 from pathlib import Path
 
@@ -19,20 +20,37 @@ from evotui.app import EvoApp
 from evotui.engine_process import adopt_log, start_engine, startup_log, wait_for_run
 
 
-def open_tui(run_dir: Path, owns_engine: bool = False) -> int:
-    """Attach the TUI to a run (running, paused, finished or crashed). Never stops it."""
+def open_tui(run_dir: Path, owns_engine: bool = False, engine_proc: subprocess.Popen | None = None) -> int:
+    """Attach the TUI to a run (running, paused, finished or crashed). Never stops it. `engine_proc`:
+    the engine this process started (the app reaps it when it exits)."""
     try:
         RunDB(run_dir).close()
     except RunNotReadable as e:
         print(e.cli_line(), file=sys.stderr)
         return 2
-    app = EvoApp(Path(run_dir), owns_engine=owns_engine, warm_start=True)
+    app = EvoApp(Path(run_dir), owns_engine=owns_engine, warm_start=True, engine_proc=engine_proc)
     app.run()
-    if app.stop_requested:
-        print(f"stop requested; the engine stops at its next checkpoint, state saved ({run_dir})", file=sys.stderr)
-    elif owns_engine and not app.engine_dead_on_exit:
-        print(f"the run goes on in the background; attach with: evotui open {run_dir}", file=sys.stderr)
+    line = exit_line(run_dir, app.exit_status, app.stop_requested, app.owns_engine, app.engine_dead_on_exit)
+    if line:
+        print(line, file=sys.stderr)
     return app.return_code or 0
+
+
+def exit_line(run_dir: Path, status: str | None, stop_requested: bool, owns_engine: bool, dead: bool) -> str | None:
+    """What the terminal says about the run once the TUI has closed: only what is true of it.
+
+    >>> exit_line(Path("r"), "stopped", True, True, False)
+    'the run has stopped, state saved; go on with: evotui run --headless --resume r'
+    """
+    if status in ("stopped", "finished", "crashed"):
+        then = f"go on with: evotui run --headless --resume {run_dir}" if status != "finished" else \
+            f"report: evotui report {run_dir}"
+        return f"the run has {status}{', state saved' if status == 'stopped' else ''}; {then}"
+    if stop_requested:
+        return f"stop requested; the engine stops at its next checkpoint, state saved ({run_dir})"
+    if owns_engine and not dead:
+        return f"the run goes on in the background; attach with: evotui open {run_dir}"
+    return None
 
 
 def start_and_open(run_dir: Path, extra_args: list[str]) -> int:
@@ -54,4 +72,4 @@ def start_and_open(run_dir: Path, extra_args: list[str]) -> int:
             print("  " + line, file=sys.stderr)
         return code or 1
     adopt_log(run_dir)
-    return open_tui(run_dir, owns_engine=True)
+    return open_tui(run_dir, owns_engine=True, engine_proc=proc)

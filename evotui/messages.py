@@ -127,3 +127,7 @@ class LabelChosen(Message):
     def __init__(self, label: str) -> None:
         super().__init__()
         self.label = label
+
+
+class DialogChanged(Message):
+    """A dialog has mounted and focused its first control, or closed: keys held meanwhile go on."""

@@ -213,7 +213,7 @@ def test_approve_refuses_what_has_not_passed_and_toggles_auto_promote(run_dir):
             assert commands(run_dir) == [] and isinstance(app.screen, RefusedModal)
             await press(pilot, "escape", "p", "tab", "enter")
             assert [(c["verb"], c["arg"]) for c in commands(run_dir)] == [("auto_promote", {"on": True})]
-            assert "change pending" in app.screen.query_one(DataTable).border_title
+            assert "auto-promote -> on (pending)" in app.screen.query_one(DataTable).border_title
             await press(pilot, "P")
             assert commands(run_dir)[-1]["verb"] == "auto_promote"  # not before it is confirmed
             await press(pilot, "tab", "enter")

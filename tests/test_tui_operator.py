@@ -51,7 +51,7 @@ def test_pressing_p_twice_leaves_auto_promote_off(tmp_path):
             await press(pilot, "tab", "enter")
             assert [c[:2] for c in commands(run_dir)] == [("auto_promote", {"on": True}),
                                                           ("auto_promote", {"on": False})]
-            assert "change pending" not in app.screen.query_one(DataTable).border_title  # off is what it is
+            assert "pending" not in app.screen.query_one(DataTable).border_title  # off is what it is
             store = Store.open(run_dir / "run.db")  # the engine: only the newest value counts
             apply_pending(Control(store), lambda: SimpleNamespace(store=store, step=12))
             assert store.run()["auto_promote"] == 0
@@ -79,7 +79,7 @@ def test_approving_a_candidate_built_on_an_older_version_asks_for_a_rebase(tmp_p
             assert app.screen.selected == 3
             await press(pilot, "a")
             assert isinstance(app.screen, ConfirmModal)
-            assert "built on v1; v2 is active: approving drops v2's change" in text(app.screen.query_one("#message"))
+            assert "built on v1; v2 is active: approving drops 1 change: v2" in text(app.screen.query_one("#message"))
             await press(pilot, "enter")  # Enter alone cancels
             assert commands(run_dir) == [] and isinstance(app.screen, InterventionsScreen)
             await press(pilot, "a", "tab", "enter")

@@ -378,6 +378,7 @@ class PollCursor:
     round: int = 0
     command: int = 0
     pending: tuple[int, ...] = ()
+    open_rounds: tuple[int, ...] = ()  # rounds seen while still running: read again until finished
     versions_stamp: tuple[Any, ...] = ()
     interventions_stamp: tuple[Any, ...] = ()
     skills_stamp: tuple[Any, ...] = ()
@@ -420,6 +421,9 @@ def skills_stamp(store: RunDB) -> tuple[Any, ...]:
     return tuple(store.rows("SELECT count(*) AS n, max(updated_at) AS t, sum(uses) AS u FROM skills")[0].values())
 
 
+ROUND_RUNNING = "running"  # a round's summary from `add_round` until `finish_round` writes the real one
+
+
 def read_delta(store: RunDB, cursor: PollCursor, force: bool = False) -> RunDelta | None:
     """Rows newer than `cursor`; None when nothing was committed since (PRAGMA data_version)."""
     dv = store.data_version()
@@ -436,7 +440,9 @@ def read_delta(store: RunDB, cursor: PollCursor, force: bool = False) -> RunDelt
                        "FROM evals WHERE id > ? ORDER BY id", (cursor.eval,))
     events = store.rows("SELECT * FROM (SELECT id, ts, step, level, kind, message FROM events WHERE id > ? "
                         "ORDER BY id DESC LIMIT ?) ORDER BY id", (cursor.event, EVENTS_BACKLOG))
-    rounds = store.rows("SELECT * FROM rounds WHERE id > ? ORDER BY id", (cursor.round,))
+    open_marks = ",".join("?" * len(cursor.open_rounds))
+    rounds = store.rows(f"SELECT * FROM rounds WHERE id > ? OR id IN ({open_marks}) ORDER BY id",
+                        (0 if force else cursor.round, *cursor.open_rounds))  # force: every round again
     marks = ",".join("?" * len(cursor.pending))
     commands = store.rows(f"SELECT * FROM commands WHERE id > ? OR id IN ({marks}) ORDER BY id",
                           (cursor.command, *cursor.pending))
@@ -454,7 +460,8 @@ def read_delta(store: RunDB, cursor: PollCursor, force: bool = False) -> RunDelt
         cursor, data_version=dv, step=last_step, mix_step=last_step,
         eval=evals[-1]["id"] if evals else cursor.eval,
         event=events[-1]["id"] if events else cursor.event,
-        round=rounds[-1]["id"] if rounds else cursor.round,
+        round=max([cursor.round] + [r["id"] for r in rounds]),
+        open_rounds=tuple(r["id"] for r in rounds if r.get("summary") == ROUND_RUNNING),
         command=max([cursor.command] + [c["id"] for c in commands]),
         pending=tuple(c["id"] for c in commands if c["status"] == "pending"),
         versions_stamp=v_stamp, interventions_stamp=i_stamp, skills_stamp=s_stamp)

@@ -11,6 +11,7 @@ from textual.widgets import DataTable
 from backend.store.reader import loads
 from backend.store.reader import label_rollouts, rollouts_by_ids
 from evotui.components import cells
+from evotui.components.fitted_table import Col, FittedTable
 from evotui.components.run_screen import RunScreen
 from evotui.messages import LabelChosen, LabelRolloutsFetched
 
@@ -25,6 +26,22 @@ def trend_cell(trend) -> Text:
     if isinstance(trend, list):
         return Text("".join("▁▂▃▄▅▆▇█"[min(7, max(0, int(float(v) * 7)))] for v in trend[-8:]))
     return cells.plain(trend)
+
+
+ROUND_COLUMNS = [Col("round", "round", 5), Col("step", "step", 4), Col("H", "H", 2, priority=2),
+                 Col("labels", "labels", 6, priority=1), Col("summary", "summary", 20, grow=1)]
+FAILURE_COLUMNS = [Col("label", "label", 16, grow=1), Col("count", "count", 5), Col("share", "share", 5),
+                   Col("trend", "trend", 7, priority=1), Col("examples", "examples", 8, grow=1, priority=2)]
+LABEL_ROLLOUT_COLUMNS = [Col("id", "id", 2), Col("step", "step", 4), Col("reward", "reward", 6),
+                         Col("evidence", "evidence", 12, grow=1)]
+
+
+def round_row(r: dict) -> tuple[str, dict]:
+    """(row key, cells) of one evolution round; a round still running says so."""
+    summary = r.get("summary")
+    return str(r["id"]), {"round": r["id"], "step": r["step"], "H": r.get("harness_version"),
+                          "labels": len(loads(r.get("failure_table_json"), []) or []),
+                          "summary": cells.status("running") if summary == "running" else cells.plain(summary)}
 
 
 class DiagnosesScreen(RunScreen):
@@ -42,56 +59,52 @@ class DiagnosesScreen(RunScreen):
         self.label: str | None = None
 
     def compose_body(self):
-        yield DataTable(id="g-rounds", cursor_type="row", zebra_stripes=True)
+        yield FittedTable(ROUND_COLUMNS, id="g-rounds")
         with Container(classes="split", id="g-split"):
-            yield DataTable(id="g-table", cursor_type="row", zebra_stripes=True)
-            yield DataTable(id="g-rollouts", cursor_type="row", zebra_stripes=True)
+            yield FittedTable(FAILURE_COLUMNS, id="g-table")
+            yield FittedTable(LABEL_ROLLOUT_COLUMNS, id="g-rollouts")
 
     def on_mount(self) -> None:
-        rounds = self.query_one("#g-rounds", DataTable)
-        rounds.border_title = "evolution rounds"
-        for name, width in (("round", 5), ("step", 5), ("H", 3), ("labels", 6), ("summary", 60)):
-            rounds.add_column(name, width=width, key=name)
-        table = self.query_one("#g-table", DataTable)
-        table.border_title = "failure table"
-        for name, width in (("label", 27), ("count", 5), ("share", 5), ("trend", 7), ("examples", 12)):
-            table.add_column(name, width=width, key=name)
-        rollouts = self.query_one("#g-rollouts", DataTable)
-        rollouts.border_title = "rollouts with the label"
-        for name, width in (("id", 6), ("step", 4), ("reward", 6), ("evidence", 40)):
-            rollouts.add_column(name, width=width, key=name)
+        self.query_one("#g-rounds", DataTable).border_title = "evolution rounds"
+        self.query_one("#g-table", DataTable).border_title = "failure table"
+        self.query_one("#g-rollouts", DataTable).border_title = "rollouts with the label"
 
     def update_body(self, changed: set[str]) -> None:
-        table = self.query_one("#g-rounds", DataTable)
-        for r in reversed(self.app.state.rounds):
-            if str(r["id"]) not in table.rows:
-                n = len(loads(r.get("failure_table_json"), []) or [])
-                table.add_row(r["id"], r["step"], r.get("harness_version"), n, cells.plain(r.get("summary")),
-                              key=str(r["id"]))
-        if self.round is None and self.app.state.rounds:
-            self._show_round(self.app.state.rounds[-1])
-        table.border_title = "evolution rounds" if self.app.state.rounds else \
+        """Every round, newest first; a round seen running is redrawn in place when it finishes."""
+        table = self.query_one("#g-rounds", FittedTable)
+        rounds = sorted(self.app.state.rounds, key=lambda r: -r["id"])
+        table.set_rows([round_row(r) for r in rounds])
+        if rounds and (self.round is None or self.round["id"] not in {r["id"] for r in rounds}):
+            self._show_round(rounds[0])
+        elif self.round is not None:  # the shown round may have finished: its failure table too
+            now = next(r for r in rounds if r["id"] == self.round["id"])
+            if now != self.round:
+                self._show_round(now)
+        table.border_title = "evolution rounds · newest first" if rounds else \
             self.app.state.waiting_for_round("evolution round").rstrip(".")
 
     @on(DataTable.RowHighlighted, "#g-rounds")
     def _round_highlighted(self, message: DataTable.RowHighlighted) -> None:
         rid = int(message.row_key.value)
-        self._show_round(next(r for r in self.app.state.rounds if r["id"] == rid))
+        if self.round is None or self.round["id"] != rid:  # not a redraw of the same round
+            self._show_round(next(r for r in self.app.state.rounds if r["id"] == rid))
 
     def _show_round(self, rnd: dict) -> None:
         self.round = rnd
-        table = self.query_one("#g-table", DataTable)
-        table.clear()
+        table = self.query_one("#g-table", FittedTable)
+        rows = []
         for row in loads(rnd.get("failure_table_json"), []) or []:
             examples = " ".join(str(e) for e in (row.get("examples") or [])[:4])
             label = cells.plain(row.get("label"))
             if row.get("validity"):
                 label.append(" ⚠", style="bold red")  # a validity label: a reward hack, blocks promotion
-            table.add_row(label, row.get("count"), cells.number(row.get("share"), ".0%"),
-                          trend_cell(row.get("trend")), cells.plain(examples), key=str(row.get("label")))
+            rows.append((str(row.get("label")), {
+                "label": label, "count": row.get("count"), "share": cells.number(row.get("share"), ".0%"),
+                "trend": trend_cell(row.get("trend")), "examples": cells.plain(examples)}))
+        table.set_rows(rows, keep_cursor=False)
         table.border_title = f"failure table · round {rnd['id']} (step {rnd['step']})"
-        if table.row_count:
-            self._show_label(str(table.coordinate_to_cell_key((0, 0)).row_key.value))
+        if table.data:
+            self._show_label(table.data[0][0])
 
     @on(DataTable.RowHighlighted, "#g-table")
     def _label_highlighted(self, message: DataTable.RowHighlighted) -> None:
@@ -116,12 +129,10 @@ class DiagnosesScreen(RunScreen):
     def on_label_rollouts_fetched(self, message: LabelRolloutsFetched) -> None:
         if message.label != self.label:
             return
-        table = self.query_one("#g-rollouts", DataTable)
-        table.clear()
-        for r in message.rows:
-            evidence = r.get("evidence") or r.get("labels")
-            table.add_row(r["id"], r["step"], cells.number(r["reward"]), cells.plain(evidence, 80),
-                          key=str(r["id"]))
+        table = self.query_one("#g-rollouts", FittedTable)
+        table.set_rows([(str(r["id"]), {"id": r["id"], "step": r["step"], "reward": cells.number(r["reward"]),
+                                        "evidence": cells.plain(r.get("evidence") or r.get("labels"))})
+                        for r in message.rows], keep_cursor=False)
         table.border_title = f"{message.label} · {len(message.rows)} rollouts (o: all in Rollouts)"
 
     @on(DataTable.RowSelected, "#g-table")

@@ -1,4 +1,4 @@
-"""The red banner that says the engine died, with its last words and how to resume."""
+"""The red banner that says the engine died, its last words and how to resume: two rows at most."""
 
 from __future__ import annotations
 
@@ -9,11 +9,13 @@ from evotui.engine_process import EngineHealth
 
 
 class EngineBanner(Static):
-    """Hidden while the engine is healthy; shows the engine.log tail and runs.error when it is not."""
+    """Hidden while the engine is healthy. When it is not: what happened on the first row; the R
+    key and the engine's last words (runs.error, else the last line of engine.log) on the second.
+    Each row is cut with an ellipsis; the whole log is on the Log screen (7)."""
 
     DEFAULT_CSS = """
     EngineBanner {
-        display: none; height: auto; max-height: 9; padding: 0 1;
+        display: none; height: auto; max-height: 2; padding: 0 1; text-wrap: nowrap; text-overflow: ellipsis;
         background: $error-muted; color: $text; border-left: thick $error;
     }
     EngineBanner.-dead { display: block; }
@@ -23,7 +25,8 @@ class EngineBanner(Static):
         self.set_class(health.dead, "-dead")
         if not health.dead:
             return
-        lines = [Content.styled(health.message, "bold"),
-                 Content.styled("  Press R to resume the run; nothing stored is lost.", "$text-warning")]
-        lines += [Content.styled("  " + line, "$text-muted") for line in health.detail]
-        self.update(Content("\n").join(lines))
+        last = health.detail[-1].strip() if health.detail else ""
+        self.update(Content("\n").join([
+            Content.styled(health.message, "bold"),
+            Content.assemble(Content.styled("R resumes (nothing stored is lost)", "$text-warning"),
+                             Content.styled(f" · {last}" if last else "", "$text-muted"))]))

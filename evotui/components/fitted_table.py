@@ -1,10 +1,13 @@
-"""A DataTable whose columns are sized to the table: proportional where text is long, dropped where it cannot fit.
+"""A DataTable whose columns are sized to their content and the table: proportional where text is long,
+dropped where it cannot fit, and never narrower than a number in them.
 
-Each column has a least width and a share (`grow`) of the room left over; when
-even the least widths do not fit, the columns with the lowest priority are left
-out. The table keeps its rows as data and redraws them when its width changes,
-so an 80-column terminal shows the columns that matter and a 160-column one
-shows whole titles.
+Each column has a least width and a share (`grow`) of the room left over; a
+fixed column (grow 0: ids, steps, rewards) is as wide as its widest cell, so a
+number is never cut; a growing one ends long text with an ellipsis. When even
+the least widths do not fit, the columns with the lowest priority are left
+out. The table keeps its rows as data and redraws them when its width changes
+or a wider number arrives, so an 80-column terminal shows the columns that
+matter and a 160-column one shows whole titles.
 
     >>> fit([Col("id", "id", 4), Col("title", "title", 10, grow=1)], 40)
     {'id': 4, 'title': 32}
@@ -12,8 +15,9 @@ shows whole titles.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
+from rich.text import Text
 from textual.widgets import DataTable
 
 PAD = 1  # DataTable's cell padding on each side of a column
@@ -50,6 +54,24 @@ def fit(cols: list[Col], total: int) -> dict[str, int]:
     return widths
 
 
+def cell_width(cell) -> int:
+    """Cells a value takes on screen."""
+    return cell.cell_len if isinstance(cell, Text) else len(str(cell))
+
+
+def content_widths(cols: list[Col], rows: list[tuple[str, dict]]) -> dict[str, int]:
+    """{column key: widest cell or label} of the fixed columns (the ones whose cells must not be cut).
+
+    >>> content_widths([Col("id", "id", 4), Col("t", "title", 8, grow=1)], [("1", {"id": 1000016, "t": "x"})])
+    {'id': 7}
+    """
+    out = {}
+    for c in cols:
+        if not c.grow:
+            out[c.key] = max([len(c.label)] + [cell_width(r.get(c.key, "")) for _, r in rows])
+    return out
+
+
 class FittedTable(DataTable):
     """`set_rows` / `append_rows` take (key, {column key: cell}); the columns follow the width."""
 
@@ -63,6 +85,7 @@ class FittedTable(DataTable):
         self.specs = columns
         self.widths: dict[str, int] = {}
         self.data: list[tuple[str, dict]] = []
+        self._content: dict[str, int] = {}  # widest cell of each fixed column so far
 
     def on_resize(self) -> None:
         self._refit()
@@ -74,7 +97,8 @@ class FittedTable(DataTable):
         width = self.scrollable_content_region.width or self.size.width
         if width <= 0:
             return
-        widths = fit(self.specs, width)
+        specs = [replace(c, width=max(c.width, self._content.get(c.key, 0))) for c in self.specs]
+        widths = fit(specs, width)
         if widths == self.widths:
             return
         self.widths = widths
@@ -91,14 +115,28 @@ class FittedTable(DataTable):
         (`keep_cursor`), else goes to the top."""
         key = self._cursor_key() if keep_cursor else None
         self.data = list(rows)
+        self._content = content_widths(self.specs, self.data)
         self.clear()
-        self._add(self.data)
+        if not self._widen():
+            self._add(self.data)
         self._restore(key)
 
     def append_rows(self, rows: list[tuple[str, dict]]) -> None:
         new = [(k, r) for k, r in rows if k not in self.rows]
         self.data += new
-        self._add(new)
+        wider = content_widths(self.specs, new)
+        self._content = {k: max(w, self._content.get(k, 0)) for k, w in wider.items()}
+        if not self._widen():
+            self._add(new)
+
+    def _widen(self) -> bool:
+        """Lay the columns out again when a fixed column's content outgrew it; True when it did
+        (the rows are redrawn then)."""
+        if all(self.widths.get(k, w) >= w for k, w in self._content.items() if k in self.widths):
+            return False
+        self.widths = {}
+        self._refit()
+        return True
 
     def _add(self, rows: list[tuple[str, dict]]) -> None:
         keys = [c.key for c in self.specs if c.key in self.widths]

@@ -6,9 +6,10 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.content import Content
-from textual.screen import ModalScreen, Screen
+from textual.screen import Screen
 from textual.widgets import Static
 
+from evotui.components.dialog import Dialog
 from evotui.components.screens import SCREEN_TITLES
 
 ABOUT = (
@@ -42,7 +43,7 @@ def help_text(screen: Screen, app_bindings: list) -> Content:
     return Content("\n").join(lines)
 
 
-class HelpScreen(ModalScreen[None]):
+class HelpScreen(Dialog[None]):
     DEFAULT_CSS = """
     HelpScreen { align: center middle; }
     HelpScreen > VerticalScroll {
@@ -51,7 +52,8 @@ class HelpScreen(ModalScreen[None]):
     }
     HelpScreen Static { height: auto; }
     """
-    BINDINGS = [Binding("escape,question_mark,q", "dismiss", "Close")]
+    BINDINGS = [Binding("escape,question_mark,q", "cancel", "Close", priority=True)]
+    FIRST_FOCUS = "VerticalScroll"
 
     def __init__(self, screen: Screen) -> None:
         super().__init__()
@@ -61,6 +63,3 @@ class HelpScreen(ModalScreen[None]):
         with VerticalScroll() as scroll:
             scroll.border_title = "help"
             yield Static(help_text(self.for_screen, list(self.app.BINDINGS)))
-
-    async def action_dismiss(self, result=None) -> None:
-        self.dismiss(None)

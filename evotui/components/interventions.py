@@ -16,6 +16,7 @@ from evotui.components import cells
 from evotui.components.fitted_table import Col, FittedTable
 from evotui.components.intervention_detail import InterventionDetail
 from evotui.components.run_screen import RunScreen
+from evotui.components.status_bar import auto_promote_text
 from evotui.messages import InterventionDetailFetched
 
 QUEUE_ORDER = {"passed": 0, "inconclusive": 1, "backtesting": 2, "proposed": 3}
@@ -72,10 +73,8 @@ class InterventionsScreen(RunScreen):
             self._fetch(self.selected)
         if "commands" in changed and self.selected is not None:
             self.query_one(InterventionDetail).show_commands(self._commands(self.selected))
-        mode = "on" if self.app.state.run.get("auto_promote") else "off"
-        pending = self.app.state.pending_for("auto_promote") and self.app.intended_auto_promote() != (mode == "on")
-        self.query_one(DataTable).border_title = (
-            f"queue · history   auto-promote {mode}" + (" (change pending…)" if pending else ""))
+        auto = auto_promote_text(bool(self.app.state.run.get("auto_promote")), self.app.asked_auto_promote())
+        self.query_one(DataTable).border_title = f"queue · history   {auto}"
 
     def _fill(self) -> None:
         rows = []

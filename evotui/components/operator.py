@@ -22,6 +22,7 @@ class OperatorMixin:
     """Needs `state: RunState`, `send_command(verb, arg)` and `push_screen` (the app)."""
 
     state: RunState
+    stop_requested: bool
 
     def _init_operator(self) -> None:
         # sent, not yet seen as a row (CommandSent pops it): setting -> (verb, arg)
@@ -43,6 +44,14 @@ class OperatorMixin:
         """The auto-promote value the operator last asked for (pending counts), else the run's."""
         asked = self._asked(("auto_promote",))
         return bool(asked[1].get("on")) if asked else bool(self.state.run.get("auto_promote"))
+
+    def asked_auto_promote(self) -> bool | None:
+        """The auto-promote value a command not yet applied will set, when it differs from the
+        run's; None when nothing would change."""
+        asked = self._asked(("auto_promote",))
+        if asked is None or bool(asked[1].get("on")) == bool(self.state.run.get("auto_promote")):
+            return None
+        return bool(asked[1].get("on"))
 
     def intended_paused(self) -> bool:
         asked = self._asked(("pause", "resume"))
@@ -66,6 +75,8 @@ class OperatorMixin:
             return False
         self._in_flight[_setting(verb)] = (verb, arg)
         self.send_command(verb, arg)
+        if verb == "stop":
+            self.stop_requested = True
         return True
 
     def command_written(self, verb: str) -> None:
@@ -87,7 +98,8 @@ class OperatorMixin:
             self.refuse("Select an intervention first (screen 4).")
             return
         arg = {"id": row["id"], "inconclusive": inconclusive}
-        drop = stale_base(row, self.state.run.get("harness_version"))
+        active = self.state.run.get("harness_version")
+        drop = stale_base(row, active) and dropped_changes(self.state.versions, row.get("parent_version"), active)
         title = f"Approve #{row['id']}: {row.get('title') or ''}"
         try:
             check("approve", dict(arg, rebase=bool(drop)), self.state.run, row)
@@ -95,7 +107,6 @@ class OperatorMixin:
             self.refuse(str(e))
             return
         if drop:
-            active = self.state.run.get("harness_version")
             self._confirm(title, f"It is {drop}.\nRebase it: re-apply its change onto v{active}, backtest it "
                           "again, and promote it only if it still passes.", "Rebase and approve",
                           lambda: self._send_checked("approve", dict(arg, rebase=True), row))
@@ -139,6 +150,31 @@ class OperatorMixin:
         self._confirm("Stop the run?", "The engine stops at its next checkpoint with its state saved; "
                       "R (or evotui run --headless --resume RUN_DIR) goes on from the last finished step.",
                       "Stop", lambda: self._send_checked("stop", {}))
+
+
+def dropped_changes(versions: list[dict], base: int | None, active: int | None) -> str:
+    """What approving a candidate built on `base` drops while `active` is the harness: the
+    versions on the active lineage after `base`, counted and named.
+
+    >>> chain = [{"id": i, "parent": i - 1 or None} for i in range(1, 6)]
+    >>> dropped_changes(chain, 1, 5)
+    'built on v1; v5 is active: approving drops 4 changes: v2..v5'
+    >>> dropped_changes(chain, 4, 5)
+    'built on v4; v5 is active: approving drops 1 change: v5'
+    """
+    parent = {v["id"]: v.get("parent") for v in versions}
+    lineage, node, seen = [], active, set()
+    while node is not None and node != base and node not in seen:
+        seen.add(node)
+        lineage.append(node)
+        node = parent.get(node)
+    dropped = sorted(lineage) or [active]  # base off the line: the whole line back to its root
+    n = len(dropped)
+    contiguous = dropped == list(range(dropped[0], dropped[-1] + 1))
+    names = f"v{dropped[0]}..v{dropped[-1]}" if n > 2 and contiguous else ", ".join(f"v{v}" for v in dropped)
+    where = "" if node == base else f" (v{base} is not on its line)"
+    return (f"built on v{base}; v{active} is active{where}: approving drops {n} change{'s' if n != 1 else ''}: "
+            f"{names}")
 
 
 def _setting(verb: str) -> str:

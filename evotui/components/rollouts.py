@@ -10,7 +10,7 @@ from __future__ import annotations
 from textual import on, work
 from textual.binding import Binding
 from textual.containers import Container
-from textual.widgets import DataTable
+from textual.widgets import DataTable, Input
 
 from backend.store.reader import PAGE, RolloutFilter, filter_choices, rollout_detail, rollout_page
 from evotui.components import cells
@@ -163,6 +163,13 @@ class RolloutsScreen(RunScreen):
     def _filter_changed(self, message: RolloutFilterBar.Changed) -> None:
         self.filter = message.flt
         self._fetch_top()
+
+    @on(Input.Submitted)
+    def _search_submitted(self, message: Input.Submitted) -> None:
+        """Enter in a filter field: the filter applies and the keys go back to the table (digits
+        switch screens again)."""
+        if not message.input.has_class("-invalid"):
+            self.action_focus_table()
 
     @on(DataTable.RowHighlighted)
     def _row_highlighted(self, message: DataTable.RowHighlighted) -> None:

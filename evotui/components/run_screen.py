@@ -6,7 +6,7 @@ topics they show (`TOPICS`), and fully when they come back into view.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Iterable
+from typing import Iterable
 
 from textual.app import ComposeResult
 from textual.events import ScreenResume
@@ -17,17 +17,15 @@ from textual.worker import Worker
 from evotui.components.engine_banner import EngineBanner
 from evotui.components.key_footer import KeyFooter
 from evotui.components.run_state import TOPICS
+from evotui.components.run_view import RunHost
 from evotui.components.status_bar import RunStatusBar
-
-if TYPE_CHECKING:
-    from evotui.app import EvoApp
 
 
 class RunScreen(Screen):
     """A screen of the run. Subclasses implement `compose_body` and `update_body`."""
 
     TOPICS: frozenset[str] = TOPICS
-    app: "EvoApp"
+    app: RunHost  # the app, as far as a screen needs it (components/run_view.py)
 
     def __init__(self) -> None:
         super().__init__()
@@ -72,7 +70,8 @@ class RunScreen(Screen):
         """Redraw what `changed` touches (called by the app after every poll)."""
         if not self.is_mounted or not self.app.state.loaded:
             return
-        self.query_one(RunStatusBar).show(self.app.state.run, self.app.health, self.app.asked_control())
+        self.query_one(RunStatusBar).show(self.app.state.run, self.app.health, self.app.asked_control(),
+                                          self.app.asked_auto_promote())
         self.query_one(EngineBanner).show(self.app.health)
         if changed & self.TOPICS:
             self.update_body(changed)

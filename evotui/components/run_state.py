@@ -50,11 +50,17 @@ class RunState:
             for old in sorted(self.mix)[:-MIX_WINDOW]:
                 del self.mix[old]
             changed.add("mix")
-        for name in ("evals", "rounds"):
-            rows = getattr(delta, name)
-            if rows:
-                getattr(self, name).extend(rows)
-                changed.add(name)
+        if delta.evals:
+            self.evals.extend(delta.evals)
+            changed.add("evals")
+        if delta.rounds:  # new rounds, and rounds seen running read again: replaced in place
+            known = {r["id"]: i for i, r in enumerate(self.rounds)}
+            for row in delta.rounds:
+                if row["id"] in known:
+                    self.rounds[known[row["id"]]] = row
+                else:
+                    self.rounds.append(row)
+            changed.add("rounds")
         if delta.versions is not None:  # whole tables: an old row's status may have changed
             self.versions = delta.versions
             changed.add("versions")

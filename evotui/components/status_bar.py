@@ -39,9 +39,11 @@ class RunStatusBar(Widget):
         super().__init__(**kwargs)
         self._parts: list[HeaderPart] = []
 
-    def show(self, run: dict, health: EngineHealth, asked: str | None = None) -> None:
-        """`asked`: what the operator asked for that the engine has not done yet ("stopping…")."""
-        self._parts = header_parts(run, health, asked)
+    def show(self, run: dict, health: EngineHealth, asked: str | None = None,
+             auto_asked: bool | None = None) -> None:
+        """`asked`: what the operator asked for that the engine has not done yet ("stopping…");
+        `auto_asked`: the auto-promote value a pending command will set."""
+        self._parts = header_parts(run, health, asked, auto_asked)
         self.refresh()
 
     def render(self) -> Content:
@@ -59,14 +61,26 @@ class HeaderPart:
     keep: bool = True
 
 
-def header_parts(run: dict, health: EngineHealth, asked: str | None = None) -> list[HeaderPart]:
+def auto_promote_text(on: bool, asked: bool | None = None, word: str = "auto-promote") -> str:
+    """The auto-promote setting, and where a pending command takes it.
+
+    >>> auto_promote_text(False, asked=True)
+    'auto-promote -> on (pending)'
+    """
+    if asked is None or asked == on:
+        return f"{word} {'on' if on else 'off'}"
+    return f"{word} -> {'on' if asked else 'off'} (pending)"
+
+
+def header_parts(run: dict, health: EngineHealth, asked: str | None = None,
+                 auto_asked: bool | None = None) -> list[HeaderPart]:
     status = run.get("status") or "loading"
     if health.dead:
         status = "dead" if status != "crashed" else status
     style = f"bold {STATUS_STYLE.get(status, '$text-error')}"
     val, test = run.get("val_acc"), run.get("test_acc", run.get("heldout_acc"))
     auto = bool(run.get("auto_promote"))
-    auto_style = "$text-warning" if auto else "$text-muted"
+    auto_style = "$text-warning" if auto or auto_asked else "$text-muted"
     step = f"step {run.get('step') or 0}/{run.get('steps_total') or '?'}"
     return [
         HeaderPart(Content.styled(f"● {status_text(status, run.get('activity'), asked, health.dead)}", style),
@@ -74,8 +88,8 @@ def header_parts(run: dict, health: EngineHealth, asked: str | None = None) -> l
         HeaderPart(Content(step)),
         HeaderPart(Content(f"val {fmt(val)} · test {fmt(test)}"),
                    Content(f"val {fmt(val, '.2f')} test {fmt(test, '.2f')}"), rank=2),
-        HeaderPart(Content.styled(f"auto-promote {'on' if auto else 'off'}", auto_style),
-                   Content.styled(f"auto {'on' if auto else 'off'}", auto_style), rank=4),
+        HeaderPart(Content.styled(auto_promote_text(auto, auto_asked), auto_style),
+                   Content.styled(auto_promote_text(auto, auto_asked, "auto"), auto_style), rank=4),
         HeaderPart(Content(f"harness v{fmt(run.get('harness_version'), 'd')}"),
                    Content(f"H v{fmt(run.get('harness_version'), 'd')}"), rank=5, keep=False),
         HeaderPart(Content(f"policy v{fmt(run.get('policy_version'), 'd')}"), rank=6, keep=False),

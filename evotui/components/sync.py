@@ -34,6 +34,7 @@ class SyncMixin:
     """Mixed into `EvoApp`: readers, polling, watching, command writing."""
 
     run_dir: Path
+    engine_procs: list
 
     def _init_sync(self) -> None:
         self._readers: dict[str, RunReader] = {}
@@ -68,6 +69,7 @@ class SyncMixin:
 
     @work(thread=True, group="poll", exit_on_error=False)
     def _poll(self, cursor: PollCursor, run: dict, health: EngineHealth, log_size: int, force: bool) -> None:
+        self.reap_engines()  # before the liveness probe: a zombie's pid still answers
         delta = self.reader("poll").call(read_delta, cursor, force=force)
         new_health = engine_health(delta.run if delta else run, self.run_dir, self.probe)
         log = self.run_dir / "engine.log"
@@ -75,6 +77,13 @@ class SyncMixin:
         lines = tail_file(log, LOG_LINES) if size != log_size else None
         if delta is not None or new_health != health or lines is not None:
             self.post_message(RunUpdated(delta, new_health, None if lines is None else (size, lines)))
+
+    def reap_engines(self) -> None:
+        """Collect the exit status of engine processes this app started, so none lingers as a
+        zombie (and its pid stops answering the liveness probe)."""
+        for proc in list(self.engine_procs):
+            if getattr(proc, "poll", lambda: 0)() is not None:
+                self.engine_procs.remove(proc)
 
     def on_data_changed(self, _: DataChanged) -> None:
         self.request_poll()

@@ -2,27 +2,26 @@
 
 from __future__ import annotations
 
-from textual import on
 from textual.app import ComposeResult
-from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
-from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label
 
+from evotui.components.dialog import Dialog
 
-class VetoModal(ModalScreen[str | None]):
-    """Returns the reason, or None when cancelled."""
+
+class VetoModal(Dialog[str | None]):
+    """Returns the reason, or None when cancelled. Enter in the field vetoes."""
 
     DEFAULT_CSS = """
     VetoModal { align: center middle; }
     VetoModal > Vertical {
-        width: 64; height: auto; padding: 1 2; background: $panel; border: thick $error;
+        width: 64; max-width: 100%; height: auto; padding: 1 2; background: $panel; border: thick $error;
     }
     VetoModal Label { margin-bottom: 1; }
     VetoModal Horizontal { height: auto; align-horizontal: right; margin-top: 1; }
     VetoModal Button { margin-left: 1; }
     """
-    BINDINGS = [Binding("escape", "cancel", "Cancel")]
+    FIRST_FOCUS = "#reason"
 
     def __init__(self, iid: int, title: str) -> None:
         super().__init__()
@@ -37,16 +36,14 @@ class VetoModal(ModalScreen[str | None]):
                 yield Button("Cancel", id="cancel")
                 yield Button("Veto", id="veto", variant="error")
 
-    @on(Input.Submitted)
-    @on(Button.Pressed, "#veto")
-    def _veto(self) -> None:
-        reason = self.query_one("#reason", Input).value.strip()
+    def choose(self, button_id: str) -> None:
+        self.submit() if button_id == "veto" else self.dismiss(None)
+
+    def submit(self) -> None:
+        field = self.query_one("#reason", Input)
+        reason = field.value.strip()
         if not reason:
-            self.query_one("#reason", Input).border_title = "a reason is required"
-            self.notify("Say why, so the proposer can learn from it.", severity="warning")
+            field.border_title = "a reason is required"
+            field.focus()
             return
         self.dismiss(reason)
-
-    @on(Button.Pressed, "#cancel")
-    def action_cancel(self) -> None:
-        self.dismiss(None)
