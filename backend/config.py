@@ -54,16 +54,16 @@ class ModelConfig:
     """CPU threads for torch (0 = torch's default)."""
     gen_batch: int = 0
     """Rows the generation engine decodes at once (0 = auto: 64 on the CPU; on CUDA the fast engine
-    sizes it from free GPU memory, so runs sharing a card take different paths). Fix it (the gpu
-    profile does) to make a run's arithmetic independent of its neighbours."""
+    sizes it from the card's size or the run's `gpu_share`, never from free memory)."""
     gpu_share: float = 0.0
     """CUDA only: the fraction of the card this run may hold (0 = no limit: the whole card). With a
-    share the caching allocator stops at it, and every batch size planned from memory (the auto
-    micro-batch, the fast engine's auto batch) reads the share left to this run, never the card's
-    free memory, which moves with the other runs on the card. Runs sharing a card should have
-    shares that add up to at most about 0.9 (each CUDA context also takes some memory); then an
-    out-of-memory error, and the smaller batch the loop retries with, follow from the run's own
-    allocations only (docs/results/gpu-trajectory-split/)."""
+    share the caching allocator stops at it. Every batch size planned from memory (the auto
+    micro-batch, the fast engine's auto batch) reads the share (else the card's total size) less
+    what this run holds, never the card's free memory, which moves with the other runs on the
+    card. Runs sharing a card should have shares that add up to at most about 0.9 (each CUDA
+    context also takes some memory); then an out-of-memory error, and the smaller batch the
+    loop retries with, follow from the run's own allocations only
+    (docs/results/gpu-trajectory-split/)."""
 
 
 @dataclass
@@ -84,9 +84,16 @@ class TrainConfig:
     dead group lowers the step size). See the README and tests/test_grpo_parity.py."""
     ppo_epochs: int = 1
     micro_batch: int = 8
-    """Sequences per forward/backward pass (on the CPU, or on CUDA with auto_micro_batch off)."""
+    """Sequences per forward/backward pass on the CPU (at most: fewer for long sequences, see
+    auto_micro_batch), or on CUDA with auto_micro_batch off."""
     auto_micro_batch: bool = True
-    """On CUDA, pick the largest micro-batch that fits from a memory estimate (backend/policy/memory.py)."""
+    """Plan the micro-batch from a memory estimate (backend/policy/memory.py): on CUDA the largest that
+    fits the run's share of the card; on the CPU at most `micro_batch`, within about 2 GB a pass."""
+    deterministic: bool = True
+    """Training passes under torch's deterministic algorithms (backend/policy/determinism.py): on
+    CUDA the attention backward then adds its partial gradients in a fixed order, so two runs of
+    one config train identically whatever shares the card. False: faster where the kernels
+    allow it (`evotui bench` row `determinism`), and twins may drift apart on a shared card."""
     logprob_chunk: int = 64
     """Sequence positions per log-softmax chunk: never batch x length x vocab at once."""
     max_grad_norm: float = 1.0

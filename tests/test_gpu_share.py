@@ -41,11 +41,13 @@ def micro_batch() -> int:
     return memory.pick_micro_batch(SMOLLM2, 384, memory.free_bytes("cuda:0"))
 
 
-def test_without_a_share_the_plan_moves_with_the_neighbours(card):
+def test_without_a_share_the_plan_reads_the_cards_size_not_its_free_memory(card):
+    """Free memory moved with the neighbours, and two runs of one seed planned different batches."""
     alone = micro_batch()
-    card.free = 12 * GIB  # three other runs took most of the card
-    crowded = micro_batch()
-    assert crowded < alone  # the instability the share removes
+    assert memory.free_bytes("cuda:0") == 80 * GIB - 2 * GIB
+    for free in (70 * GIB, 12 * GIB, 0):  # other runs took most of the card
+        card.free = free
+        assert micro_batch() == alone
 
 
 def test_with_a_share_the_plan_depends_on_this_process_only(card):
@@ -118,8 +120,11 @@ def test_with_a_share_the_training_plan_does_not_follow_the_runs_own_history(car
     assert memory.pick_micro_batch(SMOLLM2, 384, budget) == twin
 
 
-def test_without_a_share_there_is_no_fixed_budget(card):
-    assert memory.plan_budget("cuda:0") is None and memory.share_bytes("cuda:0") is None
+def test_without_a_share_the_budget_is_the_whole_card(card):
+    assert memory.share_bytes("cuda:0") is None
+    assert memory.plan_budget("cuda:0") == 80 * GIB - 2 * GIB
+    card.free = 1 * GIB
+    assert memory.plan_budget("cuda:0") == 80 * GIB - 2 * GIB
     assert memory.plan_budget("cpu") is None
 
 

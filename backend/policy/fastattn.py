@@ -12,6 +12,9 @@ these three replace the ones that cost most:
   tile and need a bias tensor built each step.
 - `silu_mul`: SwiGLU's silu(gate) * up in one pass.
 
+Tiles and warps are fixed per call site (no `triton.autotune`): a configuration chosen by
+timing would depend on what else runs on the card, and with it the order of the sums.
+
 The kernels are built on first use (triton is imported lazily), so
 TRITON_INTERPRET set before that runs them on the CPU.
 """

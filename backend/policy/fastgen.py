@@ -151,12 +151,20 @@ def sample(logits, temp, top_p, mode: str):
         if mode == "top_p":
             sv, si = s.sort(-1, descending=True)
             p = sv.softmax(-1)
-            drop = (p.cumsum(-1) - p) > top_p  # keep the smallest head whose mass reaches top_p
+            drop = _mass_before(p) > top_p  # keep the smallest head whose mass reaches top_p
             s = torch.full_like(s, -math.inf).scatter(-1, si, sv.masked_fill(drop, -math.inf))
         # Gumbel-max: argmax(s - log E), E ~ Exp(1), is a sample of softmax(s).
         tok = (s - torch.empty_like(s).exponential_().log()).argmax(-1)
     lp = lf.gather(-1, tok[:, None])[:, 0] - lse
     return tok, lp
+
+
+def _mass_before(p):
+    """Exclusive cumulative sum of probabilities along the last axis, in 2^-40 fixed point: an
+    integer cumsum adds in any order to the same bits, where a float cumsum on CUDA does not
+    (torch's deterministic mode refuses it), so top-p keeps the same head on every run."""
+    q = (p.double() * 2.0**40).to(torch.int64)
+    return (q.cumsum(-1) - q).double() * 2.0**-40
 
 
 def _rope(x, rot):
@@ -190,8 +198,11 @@ class FastGenerator:
         self.cuda = self.device.type == "cuda"
         self.use_graphs = self.cuda if use_graphs is None else use_graphs and self.cuda
         self.max_batch = max_batch
-        self._last_cap = 64 if not self.cuda else 0  # auto: the last batch chosen from free memory
-        self.attn_tile = attn_tile  # Triton attention: (cache columns per block, warps)
+        self._last_cap = 64 if not self.cuda else 0  # auto: the last batch planned from the card's size
+        # Triton attention: (cache columns per block, warps), fixed for the run: a tile chosen by
+        # timing at run time would change the reduction order with the card's load
+        # (`evotui bench` times other tiles; a run never does).
+        self.attn_tile = attn_tile
         from backend.policy import fastattn
 
         kernels = os.environ.get("EVOTUI_FAST_KERNELS") or kernels  # torch | triton: for debugging
@@ -210,7 +221,8 @@ class FastGenerator:
         self._fp = None
         self._build_static(base)
         self.refresh()
-        # The decode step's glue, optionally fused by torch.compile (its shapes never change per batch).
+        # The decode step's glue, optionally fused by torch.compile (its shapes never change per batch);
+        # a benchmark option only: runs keep it off, since Inductor may pick kernels by timing.
         self._rope, self._silu_mul, self._sample = _rope, _silu_mul, sample
         if compile and self.cuda:
             self._rope = torch.compile(_rope, dynamic=False)
@@ -446,7 +458,8 @@ class FastGenerator:
 
     @property
     def batch_size(self) -> int:
-        """Rows decoded at once: `max_batch` when fixed, else the size last chosen from free memory.
+        """Rows decoded at once: `max_batch` when fixed, else the size last planned from the card's size
+        (`memory.generation_batch`).
         The loop halves it after an out-of-memory error (`Engine.with_oom_retry`), which fixes it."""
         return self.max_batch or self._last_cap
 

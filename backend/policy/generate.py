@@ -127,7 +127,7 @@ def auto_choice(st: dict[str, str | None], device) -> tuple[list[str], str]:
 def make_generator(kind: str, model, tokenizer, device, batch_size: int = 0, log=print):
     """Build the generator `kind`; `auto` takes vllm, then fast, on CUDA and plain generate on the CPU,
     and says why through `log`. EVOTUI_ENGINE overrides `kind` (benchmarks and debugging).
-    `batch_size`: rows decoded at once (0 = the generator's own choice: 64, or free memory for fast)."""
+    `batch_size`: rows decoded at once (0 = the generator's own choice: 64, or the card's size for fast)."""
     kind = os.environ.get("EVOTUI_ENGINE") or kind
     if kind not in GENERATORS:
         raise ValueError(f"unknown generation engine '{kind}' (choose from {', '.join(GENERATORS)})")

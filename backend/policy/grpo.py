@@ -33,6 +33,7 @@ import torch
 from torch.utils.checkpoint import checkpoint
 
 from backend.policy import checkpoint as ckpt
+from backend.policy import determinism
 
 
 @dataclass
@@ -248,6 +249,10 @@ class GRPOTrainer:
         self.opt = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=0.0)
         self.last_shape: dict = {}  # the last step's micro-batches (`PassShape`): benchmarks compare ranks with it
         self.plan = MemoryPlan()
+        self.rows = int(cfg.micro_batch)  # rows per pass this step (`_pick_micro_batch`)
+        self.deterministic = bool(getattr(cfg, "deterministic", True))
+        """Passes under deterministic algorithms (`train.deterministic`, backend/policy/determinism.py)."""
+        determinism.configure()
 
     def resume(self, checkpoint: Path) -> bool:
         """The optimizer, the random states and the memory plan saved with `checkpoint`. False when
@@ -256,7 +261,8 @@ class GRPOTrainer:
         from backend.policy import memory
 
         saved = ckpt.load_trainer_state(checkpoint, self.opt).get("memory_plan")
-        self.plan = MemoryPlan.resumed(saved, memory.share_bytes(self.device))
+        card = memory.card_bytes(self.device) if self._cuda() else None
+        self.plan = MemoryPlan.resumed(saved, card)
         return not saved or saved.get("budget") is None or self.plan.budget is not None
 
     def saved_state(self) -> dict:
@@ -265,7 +271,7 @@ class GRPOTrainer:
 
     @property
     def micro_batch(self) -> int:
-        """Rows per forward + backward: planned from memory at each step on CUDA (`auto_micro_batch`).
+        """Rows per forward + backward on CUDA: planned from memory at each step (`auto_micro_batch`).
         The loop halves it after an out-of-memory error (`Engine.with_oom_retry`), which caps every
         later plan of the run: a cap only the failed attempt saw would be planned away again
         by the retry, which then fails the same way."""
@@ -273,10 +279,10 @@ class GRPOTrainer:
 
     @micro_batch.setter
     def micro_batch(self, rows: int) -> None:
-        self.cfg.micro_batch = self.plan.cap = int(rows)
+        self.cfg.micro_batch = self.plan.cap = self.rows = int(rows)
 
     def _batches(self, samples):
-        mb = self.cfg.micro_batch
+        mb = self.rows
         for i in range(0, len(samples), mb):
             yield collate(samples[i:i + mb], self.tok.pad_token_id, self.device)
 
@@ -310,9 +316,15 @@ class GRPOTrainer:
         (backend/ddp/comm.py), each rank's loss divided by the whole batch's `denom_tokens`.
         A rank with no samples then still takes the (synchronised) optimizer step.
         """
+        self._fix_budget()
         if not samples and sync_grads is None:
             return {"loss": 0.0, "kl": 0.0, "clip_frac": 0.0, "grad_norm": 0.0, "entropy": float("nan"), "tokens": 0}
         self._pick_micro_batch(samples)
+        with determinism.training(self.deterministic):
+            return self._update(samples, denom_tokens, sync_grads)
+
+    def _update(self, samples: list[Sample], denom_tokens: float | None, sync_grads) -> dict:
+        """The passes and the optimizer step of `step` (micro-batch already planned)."""
         with_ref = self.cfg.kl_coef > 0
         # One epoch and no KL: the old log-probs equal the new ones at the only update
         # (ratio 1), so the separate no-grad pass is skipped, as TRL does.
@@ -323,7 +335,7 @@ class GRPOTrainer:
         stats = {"loss": 0.0, "kl": 0.0, "clip_frac": 0.0}
         ent_sum = ent_n = 0.0
         n_mb = 0
-        shape = PassShape(self.cfg.micro_batch, samples)
+        shape = PassShape(self.rows, samples)
         self.model.train()
         for epoch in range(self.cfg.ppo_epochs):
             self.opt.zero_grad(set_to_none=True)
@@ -368,17 +380,36 @@ class GRPOTrainer:
                 "grad_norm": float(gn) if math.isfinite(float(gn)) else float("nan"),
                 "entropy": entropy, "tokens": int(total_tokens)}
 
+    def _auto(self) -> bool:
+        return bool(getattr(self.cfg, "auto_micro_batch", False))
+
+    def _cuda(self) -> bool:
+        return torch.device(self.device).type == "cuda"
+
+    def _fix_budget(self) -> None:
+        """On CUDA, fix the run's training budget at its first step, trained or not
+        (`memory.plan_budget`): up to there every run of a config has done the same work."""
+        if self._cuda() and self._auto() and self.plan.budget is None:
+            from backend.policy import memory
+
+            self.plan = MemoryPlan(memory.plan_budget(self.device), memory.card_bytes(self.device), self.plan.cap)
+
     def _pick_micro_batch(self, samples: list[Sample]) -> None:
-        """On CUDA, the largest micro-batch that fits, from a memory estimate (not by trial and OOM)."""
-        if not samples or torch.device(self.device).type != "cuda" or not getattr(self.cfg, "auto_micro_batch", False):
-            return
+        """Rows per pass, from a memory estimate (not by trial and out-of-memory): on CUDA the most
+        that fit the run's budget; on the CPU `train.micro_batch` at most, fewer where long
+        sequences would pass `memory.CPU_TRAIN_BYTES`."""
         from backend.policy import memory
 
-        if self.plan.budget is None:
-            self.plan = MemoryPlan(memory.plan_budget(self.device), memory.share_bytes(self.device), self.plan.cap)
+        self.rows = int(self.cfg.micro_batch)
+        if not samples or not self._auto():
+            return
+        if not self._cuda():
+            self.rows = memory.cpu_micro_batch(self.model, samples, self.rows, self.cfg.logprob_chunk)
+            return
+        self._fix_budget()
         mb = memory.auto_micro_batch(self.model, samples, self.device, self.cfg.logprob_chunk,
                                      fallback=self.cfg.micro_batch, budget=self.plan.budget)
-        self.cfg.micro_batch = min(mb, self.plan.cap) if self.plan.cap else mb
+        self.cfg.micro_batch = self.rows = min(mb, self.plan.cap) if self.plan.cap else mb
 
 
 @dataclass
@@ -390,9 +421,10 @@ class MemoryPlan:
     budget means nothing, and the run plans afresh at its next step."""
 
     budget: int | None = None
-    """Bytes a micro-batch may plan for; None: read the free memory at each step (no share)."""
+    """Bytes a micro-batch may plan for; None: not fixed yet."""
     share: int | None = None
-    """The share's bytes when the budget was fixed."""
+    """The bytes the run planned for when the budget was fixed (`memory.card_bytes`: its share,
+    else the card's size)."""
     cap: int | None = None
     """Rows at most, after an out-of-memory error."""
 

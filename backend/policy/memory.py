@@ -11,7 +11,12 @@ bf16 base with fp32 LoRA adapters on all seven projections. The
 coefficients were fitted with saved-tensor hooks on Llama layers of three
 shapes (tests/test_bench.py checks the fit on a small model); `evotui bench`
 prints the estimate next to the measured peak on the GPU. The micro-batch is
-the largest count of such sequences that fits in free memory, with a margin.
+the largest count of such sequences that fits in the run's budget, with a
+margin. Budgets come from the config and the card's size (`card_bytes`: the
+run's `model.gpu_share` of the card, else the whole card) less what this
+process holds, never from the card's free memory, so a run's batch shapes, and
+with them its arithmetic, do not depend on what else runs on the card. On the
+CPU the budget is `CPU_TRAIN_BYTES` (`cpu_micro_batch`).
 
 Generation: the fast engine needs the KV cache (T * 2 * layers * kv_dim *
 2 bytes per sequence) plus a few vocabulary-sized rows for sampling.
@@ -27,7 +32,7 @@ import torch
 
 from backend.policy.shape import Spec, unwrap
 
-MARGIN = 0.85  # fraction of free memory we plan to use: allocator fragmentation, cuBLAS workspaces
+MARGIN = 0.85  # fraction of the budget we plan to use: allocator fragmentation, cuBLAS workspaces
 RESERVE = 1 << 30  # bytes kept free besides the margin
 MAX_TOKENS = 32768  # tokens per micro-batch beyond which throughput stops growing
 
@@ -88,11 +93,10 @@ def _share_bytes(index: int) -> int:
 def claim_share(device, share: float) -> None:
     """Limit this process to `share` of a CUDA device (`model.gpu_share`; 0 = no limit; not CUDA: nothing).
 
-    Without a share, `free_bytes` reads the card's free memory, which the other processes on
-    the card move from moment to moment: two runs of one seed then plan different micro-batches,
-    or one of them meets an out-of-memory error the other does not, and they train on different
-    arithmetic (docs/results/gpu-trajectory-split/). With it, the caching allocator stops at the
-    share and the planner reads what is left of it, which depends on this process alone.
+    With a share the caching allocator stops at it, so an out-of-memory error (and the smaller
+    batch the loop retries with) follows from this process's allocations alone; without one it
+    can also come from the other processes filling the card. Either way the planner reads
+    `card_bytes`, never the card's free memory (docs/results/gpu-trajectory-split/).
     """
     if torch.device(device).type != "cuda" or not share:
         return
@@ -101,17 +105,21 @@ def claim_share(device, share: float) -> None:
     _SHARES[index] = share
 
 
-def free_bytes(device) -> int:
-    """Memory this process may still plan for on a CUDA device.
-
-    With a share (`claim_share`): the share less what this process has allocated. Without
-    one: the card's free memory, with what the caching allocator holds counted as free."""
+def card_bytes(device) -> int:
+    """The memory this process plans for on a CUDA device: its share (`claim_share`), else the
+    card's total size. Both are fixed by the config and the card; the free memory
+    (`torch.cuda.mem_get_info`) moves with whatever else runs on the card, and a plan read from
+    it made two runs of one seed plan different batches and train on different arithmetic."""
     index = _index(device)
-    allocated = torch.cuda.memory_allocated(index)
     if index in _SHARES:
-        return max(0, _share_bytes(index) - allocated)
-    free, _ = torch.cuda.mem_get_info(index)
-    return int(free + torch.cuda.memory_reserved(index) - allocated)
+        return _share_bytes(index)
+    return int(torch.cuda.get_device_properties(index).total_memory)
+
+
+def free_bytes(device) -> int:
+    """`card_bytes` less what this process has allocated: what it may still plan for. Depends on
+    this process alone (its config, seed and history), never on its neighbours."""
+    return max(0, card_bytes(device) - torch.cuda.memory_allocated(_index(device)))
 
 
 def share_bytes(device) -> int | None:
@@ -123,22 +131,19 @@ def share_bytes(device) -> int | None:
 
 
 def plan_budget(device) -> int | None:
-    """The memory a run's training micro-batches plan for, to be fixed at its first plan and kept
-    (`GRPOTrainer.plan`): with a share, the share less what this process holds now; None without
-    one (the planner then reads `free_bytes`, which moves with the card, at every step).
+    """The memory a run's training micro-batches plan for (`GRPOTrainer.plan`): `card_bytes` less
+    what this process holds when the trainer's first step starts; None off CUDA.
 
-    Kept for the run's life and saved with its checkpoints, because what the process holds
-    later depends on its own history: an evolution round's probe leaves a KV cache of its
-    own batch shape in the fast engine, and a resumed process holds the optimizer's state
-    but no held-out evaluation caches yet. Read again at every step, those made an evolving
-    run (or a resumed one) plan other micro-batches than its static twin of the same seed and
-    train on other arithmetic (4 x H200, sessions 7 and 8: coevolve-expert left static-expert
-    a few steps after a resume, in 4 of 5 seeds, with only diagnostics promoted).
-    `pick_micro_batch`'s margin covers what the process allocates later."""
-    share = share_bytes(device)
-    if share is None:
+    Fixed at the first step (trained or not: held-out evaluation and the first step's generation
+    come before it, the same in every run of a config) and saved with the checkpoints, because
+    what the process holds later depends on its own history: an evolution round's probe leaves
+    a KV cache of its own batch shape in the fast engine, and a resumed process holds the
+    optimizer's state but no held-out evaluation caches yet. Read again at every step, those
+    made an evolving run (or a resumed one) plan other micro-batches than its static twin of the
+    same seed. `pick_micro_batch`'s margin covers what the process allocates later."""
+    if torch.device(device).type != "cuda":
         return None
-    return max(0, share - torch.cuda.memory_allocated(_index(device)))
+    return free_bytes(device)
 
 
 def auto_micro_batch(model, samples, device, chunk: int = 64, fallback: int = 8, budget: int | None = None) -> int:
@@ -155,8 +160,37 @@ def auto_micro_batch(model, samples, device, chunk: int = 64, fallback: int = 8,
     return balance(len(samples), pick_micro_batch(spec, T, room, chunk, dtype_bytes))
 
 
-def generation_batch(spec: Spec, total_len: int, device, fraction: float = 0.5, cap: int = 512) -> int:
-    """Rows the fast engine decodes at once: KV cache and sampling rows within `fraction` of free memory."""
+CPU_TRAIN_BYTES = 2 << 30
+"""Bytes a CPU training pass may plan for (saved activations and one logits chunk, float32).
+A fixed figure, not the machine's free memory: the same run plans the same passes on any
+host. On the CPU the micro-batch was a fixed 8 rows, and eight 700-token code sequences
+hold about 10 GB of activations in one backward pass."""
+
+
+def cpu_micro_batch(model, samples, ceiling: int, chunk: int = 64, budget: int = CPU_TRAIN_BYTES) -> int:
+    """Rows per pass on the CPU: at most `ceiling` (`train.micro_batch`), fewer where the longest
+    sequence of `samples` would take the pass past `budget`; equal passes (`balance`).
+
+        >>> # SmolLM2-135M in float32, 700-token code rollouts: 2 rows a pass, not 8
+    """
+    if not samples:
+        return ceiling
+    base = unwrap(model)
+    spec = Spec.of(base.config)
+    T = max(len(s.prompt_ids) + len(s.completion_ids) for s in samples)
+    per = train_bytes_per_sequence(spec, T, chunk, base.get_input_embeddings().weight.element_size())
+    return balance(len(samples), int(max(1, min(ceiling, budget // max(per, 1)))))
+
+
+GEN_FRACTION = 0.4
+"""Share of `card_bytes` the fast engine's automatic batch may fill with KV cache and sampling rows."""
+
+
+def generation_batch(spec: Spec, total_len: int, device, fraction: float = GEN_FRACTION, cap: int = 512) -> int:
+    """Rows the fast engine decodes at once when `model.gen_batch` is 0: KV cache and sampling rows
+    within `fraction` of `card_bytes`. From the card's size (or the run's share), not from what is
+    free or allocated now, so a run decodes in the same batch shapes (and draws the same samples)
+    whatever shares its card and whatever its own rounds left behind."""
     per = total_len * spec.kv_bytes_per_token() + spec.vocab * 4 * 8
-    n = int(free_bytes(device) * fraction // per)
+    n = int(card_bytes(device) * fraction // per)
     return max(8, min(cap, n // 8 * 8))
