@@ -25,6 +25,11 @@ table at the end gives the ratio ours / baseline for each line:
          teacher-forced (max |dlogp|, KL per position; `--only dist`). The
          `gen` section also times vLLM where it is installed. Both in
          backend/tools/bench_engines.py.
+- determinism  LoRA forward + backward on a right-padded batch (the trainer's
+         path, the masked attention kernel) under torch's deterministic algorithms
+         (the default, `train.deterministic`) against without: tokens/s, and
+         whether repeats give bit-identical gradients in each mode
+         (backend/tools/bench_engines.py).
 - ddp    a GRPO step of the real loop on 1 GPU and on `--gpus N` of this host,
          each GPU with the one-GPU batch: rollouts/s and the speed-up
          (`--only ddp`; backend/tools/bench_ddp.py).
@@ -52,8 +57,8 @@ from pathlib import Path
 
 import torch
 
-SECTIONS = ("gen", "train", "step", "trl", "dtype", "harness", "dist", "ddp")
-DEFAULT_SECTIONS = ("gen", "train", "step", "trl", "harness")
+SECTIONS = ("gen", "train", "determinism", "step", "trl", "dtype", "harness", "dist", "ddp")
+DEFAULT_SECTIONS = ("gen", "train", "determinism", "step", "trl", "harness")
 
 
 @dataclass
@@ -710,6 +715,10 @@ def main(argv: list[str] | None = None, quick: bool = False) -> int:
                 bench_trl(b, ours_step)
             elif sec == "dtype":
                 bench_dtype(b)
+            elif sec == "determinism":
+                from .bench_engines import determinism_row
+
+                b.add(Row("determinism", **determinism_row(b, load(b, lora=True)[0])))
             elif sec == "dist":
                 from .bench_engines import dist_rows
 

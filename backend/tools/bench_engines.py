@@ -10,6 +10,12 @@
   |dlogp| of the fed tokens and KL per position, in the device's dtype (fp32
   on the CPU, bf16 on a GPU), with a trained-looking LoRA adapter. The fast
   engine always; vLLM where it is installed.
+- `determinism_row`: what deterministic training costs (backend/policy/determinism.py):
+  LoRA forward + backward of the trainer's own log-probs on a right-padded batch (so
+  attention runs its masked kernel, as in training), with and without torch's
+  deterministic algorithms, in one process on one device, alternating; and whether
+  repeats in each mode give bit-identical gradients (alone on a card the fast path may
+  happen to; under load it need not).
 """
 
 from __future__ import annotations
@@ -79,3 +85,66 @@ def dist_rows(b, model, tok, dev, dtype, prompts, length: int = 32) -> list[dict
         except Exception as e:  # an engine that fails is a row, not a crash
             rows.append(dict(what=f"{name} vs HF forward", ours="failed", note=f"{type(e).__name__}: {e}"[:120]))
     return rows
+
+
+def _grads(model, batches, chunk: int) -> torch.Tensor:
+    """Flattened LoRA gradients of a policy-gradient loss over `batches` (no optimizer step)."""
+    from backend.policy.grpo import token_logprobs
+
+    params = [p for p in model.parameters() if p.requires_grad]
+    for p in params:
+        p.grad = None
+    model.train()
+    for ids, att, mask, adv in batches:
+        lp, _ = token_logprobs(model, ids, att, chunk)
+        (-(torch.exp(lp - lp.detach()) * adv[:, None] * mask).sum() / mask.sum()).backward()
+    model.eval()
+    return torch.cat([p.grad.flatten() for p in params])
+
+
+def _padded_batches(b, vocab: int, micro: int) -> list:
+    """Right-padded (ids, attention, loss mask, advantage) micro-batches, lengths T/2..T (`collate`'s layout)."""
+    from backend.policy.grpo import Sample, collate
+
+    N, T = b.a.train_batch, b.a.train_len
+    g = torch.Generator().manual_seed(0)
+    lens = torch.randint(T // 2, T + 1, (N,), generator=g).tolist()
+    samples = [Sample(torch.randint(3, vocab, (n // 3,), generator=g).tolist(),
+                      torch.randint(3, vocab, (n - n // 3,), generator=g).tolist(), [1] * (n - n // 3),
+                      float(k % 2 * 2 - 1)) for k, n in enumerate(lens)]
+    return [collate(samples[i:i + micro], 0, b.device) for i in range(0, N, micro)]
+
+
+def determinism_row(b, model, chunk: int = 64) -> dict:
+    """Row fields: tokens/s of LoRA fwd+bwd without (baseline) and with deterministic algorithms."""
+    from backend.policy import determinism, memory
+    from backend.policy.shape import Spec, unwrap
+
+    spec = Spec.of(unwrap(model).config)
+    N, T = b.a.train_batch, b.a.train_len
+    micro = memory.balance(N, memory.pick_micro_batch(spec, T, memory.free_bytes(b.device), chunk)) if b.cuda \
+        else b.a.micro
+    batches = _padded_batches(b, spec.vocab, micro)
+    tokens = sum(int(att.sum()) for _, att, _, _ in batches)
+    times: dict[bool, list[float]] = {False: [], True: []}
+    grads: dict[bool, list[torch.Tensor]] = {False: [], True: []}
+    for rep in range(1 + max(2, b.a.reps)):  # the first of each mode warms up
+        for on in (False, True):
+            with determinism.training(on):
+                t, g = b.timed(lambda: _grads(model, batches, chunk))
+            if rep:
+                times[on].append(t)
+            grads[on].append(g.cpu())
+
+    def tps(on: bool) -> float:
+        return tokens / sorted(times[on])[len(times[on]) // 2]
+
+    def same(on: bool) -> str:
+        return "yes" if all(torch.equal(grads[on][0], g) for g in grads[on][1:]) else "NO"
+
+    return dict(what=f"LoRA fwd+bwd, right-padded batch {N} x <= {T}, micro-batch {micro}",
+                baseline=f"{tps(False):,.0f} tok/s", ours=f"{tps(True):,.0f} tok/s",
+                ratio=f"{tps(True) / tps(False):.2f}x",
+                note=f"baseline: torch's default kernels; ours: deterministic algorithms (train.deterministic). "
+                     f"Repeats bit-identical: default {same(False)}, deterministic {same(True)}",
+                data={"default_s": times[False], "deterministic_s": times[True]})
