@@ -2,7 +2,7 @@
 
     python3 benchmarks/gpu_twins.py [--steps 40] [--seeds 0,1,2] [--suites default,suite2]
                                     [--per-card 6] [--deadline 480] [--profile gpu] [--out DIR]
-                                    [--set KEY=VALUE ...]
+                                    [--runs DIR] [--set KEY=VALUE ...]
 
 For every suite and seed it runs, as parallel `evotui run --headless` processes:
 static, static-dup (a second static run of the same config), static-expert, coevolve and
@@ -18,8 +18,9 @@ the step of the evolving run's first training-altering promotion, and whether th
 holds: identical up to that promotion. Static pairs must be identical at every step.
 
 At `--deadline` seconds the runs get SIGTERM (each stops at its next step boundary, state
-saved) and the table covers the steps they stored. Logs, configs, runs and table.txt go under
-$OUT when set, else under --out (default /tmp/gpu_twins).
+saved) and the table covers the steps they stored. Logs, configs and table.txt go under $OUT
+when set, else under --out (default /tmp/gpu_twins); the run folders (checkpoints: too large
+to bring back from the device) under --runs (default /tmp/gpu_twins_runs).
 
 Suites: default = the math datasets of the config; suite2 = gcd + decimal_chain_sum (as
 docs/results/gpu-compare-h100x4-suite2-5seeds).
@@ -58,6 +59,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--deadline", type=float, default=480.0, help="seconds before the runs are stopped")
     p.add_argument("--profile", default="gpu")
     p.add_argument("--out", default=os.environ.get("OUT") or "/tmp/gpu_twins")
+    p.add_argument("--runs", default="/tmp/gpu_twins_runs", help="where the run folders go")
     p.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE")
     a = p.parse_args(argv)
     a.seeds = [int(s) for s in a.seeds.split(",") if s.strip()]
@@ -108,7 +110,7 @@ def write_config(out: Path, r: dict, args: argparse.Namespace, share: float | No
     return f
 
 
-def launch(out: Path, r: dict, cfgf: Path) -> subprocess.Popen:
+def launch(out: Path, runs: Path, r: dict, cfgf: Path) -> subprocess.Popen:
     env = dict(os.environ)
     if r["gpu"] is not None:
         env["CUDA_VISIBLE_DEVICES"] = r["gpu"]
@@ -117,7 +119,7 @@ def launch(out: Path, r: dict, cfgf: Path) -> subprocess.Popen:
     mode = "--auto-promote" if r["arm"] in EVOLVING else "--supervised"
     log = open(out / "logs" / f"{r['name']}.log", "w")
     return subprocess.Popen([sys.executable, "-m", "evotui", "run", "--headless", "--quiet", "--config",
-                             str(cfgf), "--run-dir", str(out / "runs" / r["name"]), mode],
+                             str(cfgf), "--run-dir", str(runs / r["name"]), mode],
                             stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
 
 
@@ -179,8 +181,8 @@ def compare_pair(a: dict, b: dict) -> dict:
             "shape": shape}
 
 
-def table(runs: list[dict], out: Path, args: argparse.Namespace, status: dict[str, str]) -> list[str]:
-    data = {r["name"]: read_run(out / "runs" / r["name"]) for r in runs if r["arm"] != "load"}
+def table(runs: list[dict], folder: Path, args: argparse.Namespace, status: dict[str, str]) -> list[str]:
+    data = {r["name"]: read_run(folder / r["name"]) for r in runs if r["arm"] != "load"}
     lines = [f"{'suite':<8} {'seed':>4}  {'pair':<34} {'steps':>5}  {'identical through':<22} "
              f"{'first training promotion':<25} {'holds':<5}  shapes at the split (a/b)"]
     bad = 0
@@ -209,20 +211,20 @@ def table(runs: list[dict], out: Path, args: argparse.Namespace, status: dict[st
 
 def main(argv: list[str]) -> int:
     args = parse(argv)
-    out = Path(args.out)
-    for sub in ("logs", "runs", "configs"):
-        (out / sub).mkdir(parents=True, exist_ok=True)
+    out, folder = Path(args.out), Path(args.runs)
+    for d in (out / "logs", out / "configs", folder):
+        d.mkdir(parents=True, exist_ok=True)
     gpus = visible_gpus()
     runs = plan(args, gpus)
     share = share_for(runs, args.sets)
     cards = {g: sum(r["gpu"] == g for r in runs) for g in sorted({r["gpu"] for r in runs}, key=str)}
     print(f"{len(runs)} runs, {args.steps} steps, profile {args.profile}; runs per card {cards}; "
           f"gpu_share {share if share is not None else 'as set / none'}", flush=True)
-    procs = {r["name"]: launch(out, r, write_config(out, r, args, share)) for r in runs}
+    procs = {r["name"]: launch(out, folder, r, write_config(out, r, args, share)) for r in runs}
     t0 = time.monotonic()
     status = wait_all(procs, args.deadline)
     print(f"runs done after {time.monotonic() - t0:.0f} s", flush=True)
-    lines = table(runs, out, args, status)
+    lines = table(runs, folder, args, status)
     (out / "table.txt").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
     return 0

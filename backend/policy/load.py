@@ -21,7 +21,7 @@ import os
 import torch
 
 from backend.config import DEFAULT_MODEL, ModelConfig
-from backend.policy import memory
+from backend.policy import determinism, memory
 from backend.policy.model import LoadedModel, load_policy, pick_device
 
 
@@ -76,9 +76,11 @@ def load_fast_policy(cfg: ModelConfig, adapter_dir=None, seed: int | None = None
 
     A fresh adapter's random init (LoRA A) is drawn after `torch.manual_seed(seed)`: without it,
     two runs of one seed started from different initial adapters (torch seeds each process
-    at random). EVOTUI_NO_UNSLOTH=1 forces peft. On CUDA the run's `model.gpu_share` of the
-    card is claimed first (backend/policy/memory.py).
+    at random). EVOTUI_NO_UNSLOTH=1 forces peft. First, before CUDA runs a kernel, the process's
+    settings for reproducible arithmetic (backend/policy/determinism.py) and, on CUDA, the
+    run's `model.gpu_share` of the card (backend/policy/memory.py).
     """
+    determinism.configure()
     memory.claim_share(pick_device(cfg.device), cfg.gpu_share)
     if seed is not None:
         torch.manual_seed(seed)
