@@ -57,6 +57,8 @@ SCENARIOS |= {
     "help_160x50": Scenario("interventions", size=WIDE, keys=("question_mark",)),
     "dead_engine_80x24": Scenario("dashboard", run="dead"),
     "quit_modal_80x24": Scenario("dashboard", keys=("q",), owns_engine=True),
+    "auto_promote_pending_80x24": Scenario("interventions", keys=("p", "tab", "enter")),
+    "confirm_modal_80x24": Scenario("interventions", keys=("p",)),
 }
 README_SHOTS = {  # screenshots/NAME.svg shown in the README: the wide layout
     "dashboard": "dashboard_160x50", "rollouts": "rollouts_160x50", "interventions_diff": "interventions_diff_160x50",

@@ -82,7 +82,7 @@ class InterventionsScreen(RunScreen):
         Binding("v", "veto", "Veto", tooltip="Veto the selected intervention (asks for a reason)"),
         Binding("p", "app.auto_promote", "Auto-promote", tooltip="Turn auto-promote on or off (asks first)"),
         Binding("d", "diff", "Diff", tooltip="Scroll the detail to the harness diff"),
-        Binding("i", "toggle_old", "Old inconclusive", tooltip=f"Show or fold the inconclusive candidates "
+        Binding("i", "toggle_old", "Old inconclusive", show=False, tooltip=f"Show or fold the inconclusive candidates "
                 f"{FOLD_AFTER_ROUNDS} or more rounds old"),
     ]
 
