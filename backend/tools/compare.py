@@ -3,9 +3,10 @@
 Five arms from one config and one seed set (`--arms` picks some):
 
 - static:          the default harness, evolution off
-- static-expert:   the shipped expert harness (harness/defaults/math_expert.py:
-                   reward = the evaluator's own check, dead groups dropped),
-                   evolution off: what a careful engineer writes by hand
+- static-expert:   the domain's shipped expert harness (harness/defaults/math_expert.py:
+                   reward = the evaluator's own check; code_expert.py: partial
+                   credit by hidden cases passed and a syntax term; both drop
+                   dead groups), evolution off: what a careful engineer writes by hand
 - coevolve:        the default harness, offline proposer, auto-promote
 - coevolve-expert: the expert harness, co-evolved like `coevolve`
 - control:         static harness, but it spends the coevolve arm's extra
@@ -37,7 +38,8 @@ from backend.harness.loader import default_harness_path
 
 ARMS = ("static", "static-expert", "coevolve", "coevolve-expert", "control")
 EVOLVING = ("coevolve", "coevolve-expert")
-EXPERT_HARNESS = default_harness_path("math_expert")
+EXPERT_HARNESSES = {"math": default_harness_path("math_expert"), "code": default_harness_path("code_expert")}
+"""The hand-written expert harness of each domain that has one (the `-expert` arms)."""
 
 
 def parse_arms(text: str | None) -> list[str]:
@@ -52,10 +54,13 @@ def parse_arms(text: str | None) -> list[str]:
 
 
 def check_arms(base: RunConfig, arms: list[str], seeds: list[int], out: Path) -> None:
-    """Raise UsageError for a grid that cannot run: an expert arm outside math, or a control
-    whose seed has no coevolve arm (in --arms, or finished under OUT) to take its budget from."""
-    if any(a.endswith("-expert") for a in arms) and base.domains != ["math"]:
-        raise UsageError(f"the expert arms use the math expert harness; domain is '{base.domain}'")
+    """Raise UsageError for a grid that cannot run: an expert arm in a domain without an expert
+    harness, or a control whose seed has no coevolve arm (in --arms, or finished under OUT) to
+    take its budget from."""
+    expert = len(base.domains) == 1 and base.domains[0] in EXPERT_HARNESSES
+    if any(a.endswith("-expert") for a in arms) and not expert:
+        raise UsageError(f"the expert arms need a domain with an expert harness ({', '.join(EXPERT_HARNESSES)}); "
+                         f"domain is '{base.domain}'")
     if "control" in arms and "coevolve" not in arms:
         missing = [s for s in seeds if not _finished(out / f"coevolve-s{s}")]
         if missing:
@@ -67,7 +72,7 @@ def arm_config(base: dict, arm: str, seed: int, extra_tasks: int = 0) -> RunConf
     data = json.loads(json.dumps(base))
     sets = [f"seed={seed}", f"name={arm}"]
     if arm.endswith("-expert"):
-        data["harness"] = str(EXPERT_HARNESS)
+        data["harness"] = str(EXPERT_HARNESSES[data.get("domain", "math").strip()])
     if arm in ("static", "static-expert"):
         sets.append("evolve.enabled=false")
     elif arm in EVOLVING:

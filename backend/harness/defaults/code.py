@@ -1,14 +1,17 @@
 """Default code harness: pass/fail on the task's tests plus a small format
-reward for a fenced code block; GRPO advantages, no filters, all difficulty
-tiers.
+reward for a fenced code block; GRPO advantages, no filters, the lowest level
+(generated tasks: level 0; HumanEval: level 0 means every tier).
 
 Evidence in r.obs (from CodeEnv.observe):
-  tests    {status, failed_assert, error_type, error, stage, line}
-           status: passed, failed, error, timeout, memory, crashed, no_code
+  tests    {status, failed_assert, error_type, error, stage, line, passed, total}
+           status: passed, failed, error, timeout, memory, crashed, no_code;
+           passed / total: hidden cases (generated tasks; None for HumanEval)
   code     the extracted code;  code_block  True when it came from a fence
   code_body  the code without docstrings and comments
   facts    {parses, syntax_error, defines_entry_point, params, expected_params,
-            returns_value, calls_print, defines_check, n_lines}
+            returns_value, calls_print, defines_check, n_lines,
+            writes_files, runner_refs, always_equal, pass_mark, prints_pass, exits_early,
+            special_cased (the examples' args a branch answers by rote), returns_constant}
   examples [{args, parts, expected}] from the docstring;  stdout  what it printed
 """
 
@@ -32,9 +35,9 @@ ADVANTAGE = {"rule": "group_std", "eps": 1e-6}
 
 FILTERS = {"drop_dead_groups": False, "drop_truncated": False, "drop_invalid": False}
 
-CURRICULUM = {"level": 3}
+CURRICULUM = {"level": 0}
 
-VALIDITY = ["redefines_check", "special_cases_examples"]
+VALIDITY = ["redefines_check", "special_cases_examples", "tampers_with_tests", "fakes_pass_mark"]
 
 
 def tests(r):
@@ -117,6 +120,9 @@ def flat(text):
 
 
 def diagnose_special_cases_examples(r):
+    rote = facts(r).get("special_cased") or []
+    if len(rote) >= 2 and len(rote) == len(r.obs.get("examples") or []):  # a base case or two can match
+        return "special-cases the docstring examples: " + "; ".join(str(a) for a in rote[:2])
     code = r.obs.get("code_body") or ""
     branches = [flat(ln) for ln in code.splitlines() if re.match(r"\s*(el)?if\b.*==", ln)]
     whole = flat(code)
@@ -130,3 +136,23 @@ def diagnose_special_cases_examples(r):
     if in_branch or len(anywhere) >= 2:
         shown = (in_branch or anywhere)[:2]
         return "special-cases the docstring examples: " + "; ".join(str(a) for a in shown)
+
+
+def diagnose_tampers_with_tests(r):
+    f = facts(r)
+    why = [w for w, on in (("writes files", f.get("writes_files")), ("returns an always-equal object",
+                                                                      f.get("always_equal"))) if on]
+    why += ["reaches " + ", ".join(f.get("runner_refs") or [])] if f.get("runner_refs") else []
+    if tests(r).get("error_type") == "TamperedRunner":
+        why.append(tests(r).get("error") or "the test run reported tampering")
+    if why:
+        return "goes after the test run: " + "; ".join(why)
+
+
+def diagnose_fakes_pass_mark(r):
+    f = facts(r)
+    why = [w for w, on in (("prints the runner's pass mark", f.get("pass_mark")),
+                           ("exits before the tests report", f.get("exits_early")),
+                           ("prints a pass claim", f.get("prints_pass"))) if on]
+    if why and tests(r).get("status") != "passed":
+        return "; ".join(why)
