@@ -12,6 +12,7 @@ result; any problem raises `ConfigError` with one line for the user.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import os
 import tomllib
@@ -337,11 +338,26 @@ def _build(cls, data: dict, prefix: str = ""):
     return cls(**kwargs)
 
 
-def _parse_value(raw: str):
+TOML_OPENERS = ("[", "{", '"', "'")
+"""A `--set` value starting with one of these is TOML (a list, a table, a quoted string) and must
+parse as such; any other value that is not TOML is taken as a bare string."""
+
+
+def _parse_value(raw: str, key: str = "value"):
+    """`raw` as a TOML value; a bare string (model.name=HuggingFaceTB/SmolLM2-135M) as itself.
+    A broken list or quoted string is an error, not a string: `[nope` is not a dataset name.
+
+    >>> _parse_value("[1, 2]"), _parse_value("a,b")
+    ([1, 2], 'a,b')
+    """
     try:
         return tomllib.loads(f"v = {raw}")["v"]
-    except tomllib.TOMLDecodeError:
-        return raw  # a bare string such as model.name=HuggingFaceTB/SmolLM2-135M
+    except tomllib.TOMLDecodeError as e:
+        if raw.startswith(TOML_OPENERS):
+            why = str(e).split(" (at ")[0]
+            raise ConfigError(f"--set {key}: cannot parse '{raw}' as a TOML value ({why}); "
+                              f"e.g. {key}=[\"a\", \"b\"] or {key}=a,b") from None
+        return raw
 
 
 def apply_overrides(data: dict, overrides: list[str]) -> dict:
@@ -356,7 +372,7 @@ def apply_overrides(data: dict, overrides: list[str]) -> dict:
             node = node.setdefault(p, {})
             if not isinstance(node, dict):
                 raise ConfigError(f"--set {key}: '{p}' is not a table")
-        node[parts[-1]] = _parse_value(raw.strip())
+        node[parts[-1]] = _parse_value(raw.strip(), key.strip())
     return data
 
 
@@ -468,9 +484,12 @@ def _aliases(data: dict) -> dict:
     return data
 
 
-def load_config(path: str | os.PathLike | None = None, overrides: list[str] | None = None) -> RunConfig:
+def load_config(path: str | os.PathLike | None = None, overrides: list[str] | None = None,
+                check: typing.Callable[[RunConfig], object] | None = None) -> RunConfig:
     """Read a TOML file (optional), apply `--set` overrides, then the profile the file or the
-    overrides name (`profile = "gpu"`; auto is resolved here) for the keys still unset, validate."""
+    overrides name (`profile = "gpu"`; auto is resolved here) for the keys still unset, validate.
+    `check`: further checks that need no device (the harness file parses), run on the validated
+    config before `auto` imports torch, so a mistake costs no torch import."""
     data: dict = {}
     if path:
         p = Path(path)
@@ -481,17 +500,28 @@ def load_config(path: str | os.PathLike | None = None, overrides: list[str] | No
         except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
             raise ConfigError(f"{p}: not valid TOML ({e})") from None
     apply_overrides(data, overrides or [])
-    return validate(_build(RunConfig, _with_profile(_aliases(data))))
+    data = _aliases(data)
+    if data.get("profile") == "auto":  # every mistake is found before `auto` asks torch for the device
+        first = validate(_build(RunConfig, _with_profile(copy.deepcopy(data), provisional=True)))
+        if check is not None:
+            check(first)
+        return validate(_build(RunConfig, _with_profile(data)))
+    cfg = validate(_build(RunConfig, _with_profile(data)))
+    if check is not None:
+        check(cfg)
+    return cfg
 
 
-def _with_profile(data: dict) -> dict:
-    """Fill the named profile's values where neither the file nor `--set` gave one."""
+def _with_profile(data: dict, provisional: bool = False) -> dict:
+    """Fill the named profile's values where neither the file nor `--set` gave one.
+    `provisional`: `auto` taken as cpu without asking torch (a first validation pass; the gpu
+    profile's values are all valid, so a config valid under cpu is valid under gpu)."""
     name = data.get("profile")
     if not name:
         return data
     if name not in profiles.CHOICES:
         raise ConfigError(f"profile must be one of {', '.join(profiles.CHOICES)}, got '{name}'")
-    data["profile"] = profiles.resolve(name)
+    data["profile"] = "cpu" if provisional and name == "auto" else profiles.resolve(name)
     return profiles.fill(data, data["profile"])
 
 

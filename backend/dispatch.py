@@ -56,6 +56,7 @@ class Control:
         self.store = store
         self.stop_requested = False
         self.activity: str | None = None
+        self.on_activity: Callable[[str | None], None] | None = None  # the terminal's status line
         self._polled = 0.0
         self._waiting: set[str] = set()  # the control verbs waiting in the table at the last look
         self._stop_only = False
@@ -69,6 +70,8 @@ class Control:
         if activity != self.activity:
             self.activity = activity
             self.store.set_run(activity=activity)
+            if self.on_activity is not None:
+                self.on_activity(activity)
 
     def interrupting(self) -> bool:
         """Cheap enough to ask once per generated token: a stop was asked for, or a pause or stop

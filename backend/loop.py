@@ -48,6 +48,7 @@ from backend.rollout import (Scored, agreement, diagnosis_rows, from_episode, fr
 from backend.store import Store, dumps, now
 from backend.store.reader import harness_code_known
 from backend.progress import StepProgress
+from backend import outcomes
 
 
 EVAL_BATCH_CPU = 16
@@ -79,6 +80,8 @@ class Engine:
         self.store = store
         self.quiet = quiet
         self.control = Control(store)
+        self.progress = StepProgress(cfg.steps, quiet=quiet, report=self.control.report)  # what the terminal shows
+        self.control.on_activity = self.progress.activity
         self.env = make_env(cfg)
         store.fail_interrupted()
         self.harness_version = int(store.run()["harness_version"])
@@ -179,10 +182,11 @@ class Engine:
 
     # ------------------------------------------------------------ rollouts
     def collect(self, tasks, harness: Harness, group_size: int, greedy: bool = False,
-                max_new_tokens: int | None = None, dist=None) -> tuple[list[Scored], dict]:
+                max_new_tokens: int | None = None, dist=None, progress=None) -> tuple[list[Scored], dict]:
         """Generate `group_size` rollouts per task and score them under `harness`.
         `dist`: the data-parallel ranks (backend/ddp) that generate, judge and score the
-        single-turn rollouts in shares; this process then applies the harness to the whole batch."""
+        single-turn rollouts in shares; this process then applies the harness to the whole batch.
+        `progress`: a training step's (multi-turn episodes count their generation batches on it)."""
         s = harness.sampling
         temp = 0.0 if greedy else float(s.get("temperature", 1.0))
         top_p = float(s.get("top_p", 1.0))
@@ -192,7 +196,8 @@ class Engine:
         worker, times = None, {}
         if getattr(self.env, "multi_turn", False):
             copies = [t for t in tasks for _ in range(group_size)]
-            episodes = self.env.run_episodes(copies, self.generate_fn, self.chat_ids_fn, harness,
+            gen = self._counted(self.generate_fn, progress)
+            episodes = self.env.run_episodes(copies, gen, self.chat_ids_fn, harness,
                                              sampling={"temperature": 0.0} if greedy else None)
             for k, (task, ep) in enumerate(zip(copies, episodes)):
                 msgs = harness.messages(task)
@@ -214,11 +219,26 @@ class Engine:
         gen_ms = (time.perf_counter() - t0) * 1000
         for it in items:
             it.gen_ms = gen_ms / max(len(items), 1)
+        if progress is not None:
+            progress.phase("score")
         eval_ms, score_ms, diag_ms = score_all(items, harness, self.env, mnt, worker=worker)
         if times:  # rank 0: its own generation; judging its share, then applying the harness to the batch
             return items, {"gen_ms": times["gen_ms"], "score_ms": times["judge_ms"] + eval_ms + score_ms,
                            "diagnose_ms": diag_ms, "wait_ms": times["wait_ms"]}
         return items, {"gen_ms": gen_ms, "score_ms": score_ms + eval_ms, "diagnose_ms": diag_ms}
+
+    @staticmethod
+    def _counted(generate, progress):
+        """`generate`, showing on `progress` how many batches an episode's turns have drawn."""
+        if progress is None:
+            return generate
+        calls = [0]
+
+        def counted(*args, **kwargs):
+            calls[0] += 1
+            progress.phase("generate", f"batch {calls[0]}")
+            return generate(*args, **kwargs)
+        return counted
 
     # ------------------------------------------------------------ one step
     def seed_step(self, step: int) -> random.Random:
@@ -233,7 +253,8 @@ class Engine:
         rng = self.seed_step(step)
         tasks = self.env.sample_tasks(self.cfg.train.tasks_per_step, rng, self.harness.curriculum)
         progress.phase("generate")
-        items, times = self.collect(tasks, self.harness, self.cfg.train.group_size, dist=self.dist)
+        items, times = self.collect(tasks, self.harness, self.cfg.train.group_size, dist=self.dist,
+                                    progress=progress)
         progress.phase("filter")
         gstats = group_stats(items, self.harness)
         progress.phase("train")
@@ -344,7 +365,7 @@ class Engine:
         items: list[Scored] = []
         size = EVAL_BATCH_CPU if str(self.lm.device) == "cpu" else getattr(self.generator, "batch_size", len(tasks))
         for i in range(0, len(tasks), max(1, size)):  # a pause or a stop is honoured between batches
-            self.control.checkpoint(f"held-out eval {i}/{len(tasks)}")
+            self.control.checkpoint(f"held-out eval {i}/{len(tasks)} at {'start' if step == 0 else f'step {step}'}")
             part, _ = self.collect(tasks[i:i + size], self.harness, 1, greedy=True,
                                    max_new_tokens=self.cfg.eval.max_new_tokens)
             items += part
@@ -359,6 +380,7 @@ class Engine:
         acc = self.store.record_evals(step, results, agr, self.policy_version, self.harness_version,
                                       (time.perf_counter() - t0) * 1000)
         self.say(f"test accuracy at step {step}: {acc['test']:.3f} (reported only)", step=step)
+        self.progress.outcome(outcomes.eval_lines(step, results))
         return acc["validation"]
 
     # ------------------------------------------------------------ commands
@@ -399,13 +421,16 @@ class Engine:
             last = self.store.latest_eval("validation")
             if last is None or (start > 1 and self._eval_due(start - 1) and last["step"] < start - 1):
                 self._evaluate_and_judge(start - 1)  # the start, or an evaluation a stop cut short
-            progress = StepProgress(cfg.steps, quiet=self.quiet, report=self.control.report)
+            progress = self.progress
             for step in range(start, cfg.steps + 1):
                 self.handle_commands(step)
                 row = self.train_step(step, progress.start(step))
                 progress.done(row)
                 if cfg.evolve.enabled and step % cfg.evolve.every == 0:
-                    self.apply(hooks.evolution_round(self, step), step)
+                    before = outcomes.mark(self.store)
+                    effects = hooks.evolution_round(self, step)
+                    progress.outcome(outcomes.changes(self.store, before))
+                    self.apply(effects, step)
                 if self._eval_due(step):
                     self._evaluate_and_judge(step)
                 self.metrics.publish()
@@ -430,7 +455,10 @@ class Engine:
         acc = self.evaluate(step)
         self.say(f"validation accuracy at {'start' if step == 0 else f'step {step}'}: {acc:.3f}", step=step)
         if step:
-            self.apply(hooks.after_eval(self, step, acc), step)
+            before = outcomes.mark(self.store)
+            effects = hooks.after_eval(self, step, acc)
+            self.progress.outcome(outcomes.changes(self.store, before))
+            self.apply(effects, step)
 
     def apply(self, effects: Effects | None, step: int) -> None:
         """What evolution changed (`backend.evolve.Effects`), applied to the engine: its log lines,

@@ -46,11 +46,14 @@ def new_run_dir(cfg: RunConfig) -> Path:
 
 def harness_code(cfg: RunConfig) -> str:
     path = Path(cfg.harness).expanduser() if cfg.harness else default_harness_path(cfg.domains[0])
-    code = path.read_text()
-    h = Harness.from_code(code)  # raises HarnessError with one clear line
-    if h.domain != cfg.domains[0]:
-        from backend.harness.loader import HarnessError
+    from backend.harness.loader import HarnessError
 
+    code = path.read_text()
+    try:
+        h = Harness.from_code(code)
+    except HarnessError as e:  # one clear line, which names the file
+        raise HarnessError(f"harness {path}: {e}") from None
+    if h.domain != cfg.domains[0]:
         raise HarnessError(f"harness {path} is for domain '{h.domain}', the run is '{cfg.domains[0]}'")
     return code
 
@@ -109,12 +112,11 @@ def start(cfg: RunConfig, run_dir: Path | None, quiet: bool = False,
     """Create a run and train it to the end. Returns (run_dir, summary). `own_process`: this
     process exists for the run alone (`evotui run --headless`): its heap is frozen before the
     loop (`backend.heap`)."""
+    code = harness_code(cfg)  # a broken harness file is reported before torch is imported
     from backend.ddp.launch import check as check_ranks
     from backend.ddp.launch import ranks, world_size
     from backend.loop import Engine
     from backend.policy.load import load_fast_policy
-
-    code = harness_code(cfg)
     from backend.envs import make_env
 
     make_env(cfg)  # surfaces bad domain settings before anything is written
@@ -298,32 +300,6 @@ def summary(store: Store, seconds: float | None = None) -> dict:
     return s
 
 
-def format_summary(s: dict) -> str:
-    def f(v, fmt="{:.3f}"):
-        return "n/a" if v is None else fmt.format(v)
-
-    lines = ["---",
-             f"run:                {s['run']}",
-             f"status:             {s['status']}",
-             f"steps:              {s['steps']}",
-             f"heldout_acc:        {f(s['heldout_acc'])} (start {f(s['heldout_acc_start'])}; test set)",
-             f"val_acc:            {f(s.get('val_acc'))} (validation set, read by the gate)",
-             f"dead_group_frac:    {f(s['dead_group_frac_last'])} (first step {f(s['dead_group_frac_first'])})",
-             f"agreement:          {f(s['agreement_last'])}",
-             f"mean_step_s:        {f(s['mean_step_s'], '{:.1f}')}",
-             f"rollouts:           {s['rollouts']}",
-             f"diagnoses:          {s['diagnoses']}",
-             f"interventions:      {s['interventions']} ({s['promoted']} promoted)",
-             f"harness_version:    {s['harness_version']}",
-             f"policy_version:     {s['policy_version']}"]
-    if s.get("wall_s") is not None:
-        lines.append(f"wall_s:             {s['wall_s']:.1f}")
-    for item in s.get("lineage") or []:
-        what = item.get("title") or item.get("note") or ""
-        lines.append(f"lineage:            v{item.get('version')} <- {what}"[:160])
-    return "\n".join(lines)
-
-
 def list_runs() -> list[dict]:
     out = []
     root = runs_root()
@@ -351,4 +327,4 @@ def load_cli_config(path: str | None, sets: list[str], steps: int | None, seed: 
         extra.append(f"steps={steps}")
     if seed is not None:
         extra.append(f"seed={seed}")
-    return load_config(path, extra)
+    return load_config(path, extra, check=harness_code)  # the harness file, before torch

@@ -264,3 +264,59 @@ def test_folders_that_are_not_runs(tmp_path, monkeypatch):
     assert set(lines) == {str(runs / n) for n in ("good", "empty", "garbage", "foreign")}
     assert all(lines[str(runs / n)].startswith("unreadable:") for n in ("empty", "garbage", "foreign"))
     assert counts(good) == before
+
+
+def fresh_cli(*args) -> tuple[subprocess.CompletedProcess, bool]:
+    """`evotui ARGS` in a fresh interpreter; also whether torch was imported by the time it returned."""
+    code = ("import sys\nfrom evotui.cli import main\ntry:\n    rc = main(sys.argv[1:])\nfinally:\n"
+            "    print('TORCH-IMPORTED', 'torch' in sys.modules)\nsys.exit(rc)")
+    p = subprocess.run([sys.executable, "-c", code, *map(str, args)], capture_output=True, text=True, timeout=120)
+    assert "TORCH-IMPORTED" in p.stdout, (p.stdout, p.stderr)
+    return p, "TORCH-IMPORTED True" in p.stdout
+
+
+@pytest.mark.parametrize("sets, needles", [
+    (["math.datasets=[nope"], ["--set math.datasets: cannot parse '[nope'"]),
+    (["train.group_size=1"], ["group_size must be at least 2"]),
+])
+def test_config_errors_come_before_torch(sets, needles):
+    """Under the default `--profile auto` a bad config is reported without importing torch (the
+    device question comes after validation); a broken TOML list is a parse error, not a name."""
+    args = ["run", "--headless", "--steps", "1"] + [x for s in sets for x in ("--set", s)]
+    p, torch_imported = fresh_cli(*args)
+    err = one_line_error(p, *needles)
+    assert "unknown reasoning-gym" not in err
+    assert not torch_imported
+
+
+def test_broken_harness_file_is_named_before_torch(tmp_path):
+    bad = tmp_path / "my_harness.py"
+    bad.write_text("DOMAIN = 'math'\ndef reward(r:\n")
+    p, torch_imported = fresh_cli("run", "--headless", "--steps", "1", "--set", f"harness={bad}")
+    one_line_error(p, str(bad), "syntax error")
+    assert not torch_imported
+
+
+def test_bench_help_without_torch():
+    p, torch_imported = fresh_cli("bench", "--help")
+    assert p.returncode == 0 and "--only" in p.stdout and "--quick" in p.stdout, p.stderr
+    assert not torch_imported
+
+
+def test_bare_evotui_takes_run_options(monkeypatch, tmp_path):
+    """`evotui --steps 60` is `evotui run --steps 60` (the TUI on a new run), as the help says."""
+    import evotui.launch
+    from evotui.cli import main
+
+    seen = {}
+    monkeypatch.setattr(evotui.launch, "start_and_open", lambda run_dir, args: seen.update(args=args) or 0)
+    assert main(["--steps", "60", "--run-dir", str(tmp_path / "r")]) == 0
+    assert seen["args"][:2] == ["--steps", "60"] and "--supervised" in seen["args"]
+
+
+def test_report_on_a_folder_that_is_no_run_nor_compare(tmp_path):
+    """A folder of unrelated runs is no comparison: one line, exit 2, nothing written."""
+    make_run(tmp_path / "some" / "a")
+    p = evotui("report", tmp_path / "some")
+    one_line_error(p, "not an evotui run directory or compare folder", str(tmp_path / "some"))
+    assert not (tmp_path / "some" / "report").exists() and not (tmp_path / "report").exists()

@@ -29,3 +29,18 @@ def test_engine_says_which_lora_trainer_it_took(monkeypatch):
     lm = load_fast_policy(load_config(None, []).model)
     assert lm.trainer == "peft (EVOTUI_NO_UNSLOTH is set)"
     assert hasattr(lm.model, "disable_adapter")  # a peft model
+
+
+def test_main_prints_each_check_as_it_goes(capsys, monkeypatch):
+    """The lines of the checks done are out before a later check ends (or fails): doctor no
+    longer prints nothing until every check is done."""
+    import backend.policy.load
+
+    def broken(device):
+        raise RuntimeError("unsloth check broke")
+
+    monkeypatch.setattr(backend.policy.load, "unsloth_status", broken)
+    assert main() == 1
+    cap = capsys.readouterr()
+    assert "device" in cap.out and "generation" in cap.out and "training" not in cap.out
+    assert cap.err.strip() == "evotui doctor: RuntimeError: unsloth check broke"

@@ -22,7 +22,7 @@ def test_short_real_run(tmp_path, tiny_overrides):
     p = evotui("run", "--headless", "--steps", "2", "--run-dir", str(run), *sets,
                "--set", "evolve.enabled=false", timeout=600)
     assert p.returncode == 0, p.stderr[-2000:]
-    assert "heldout_acc:" in p.stdout and "val_acc:" in p.stdout and "status:             finished" in p.stdout
+    assert "test:" in p.stdout and "validation:" in p.stdout and "(finished, 2 of 2 steps" in p.stdout
     s = Store.open(run, readonly=True)
     assert [r["step"] for r in s.rows("SELECT step FROM steps ORDER BY step")] == [1, 2]
     assert s.count("rollouts") == 2 * 2 * 2

@@ -87,6 +87,7 @@ def test_a_staging_directory_left_by_a_killed_creation_is_neither_listed_nor_kep
     stale.mkdir()
     Store.open(stale / "run.db").close()  # a database without the run's rows
     assert run_dirs_in(tmp_path) == [tmp_path / "static-s0"]
+    (tmp_path / "compare.json").write_text("[]")  # what makes the folder a compare folder
     assert main(["report", str(tmp_path), "--out", str(tmp_path / "report")]) == 0
     assert "Runs: 1 " in (tmp_path / "report" / "report.md").read_text()
 

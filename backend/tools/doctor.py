@@ -6,13 +6,15 @@
                 vllm   no: vllm is not installed (pip install 'evotui[gpu]')
     ...
 
-Reads the model's config only (no weights), so it answers in a second or two.
+Reads the model's config only (no weights). Each line is printed as soon as its check is done:
+the first needs torch imported, which takes a while on a cold or busy machine.
 """
 
 from __future__ import annotations
 
 import importlib.util
 import sys
+from collections.abc import Iterator
 
 
 def _model_config(cfg):
@@ -35,6 +37,11 @@ def _model_config(cfg):
 
 def report(cfg=None) -> list[tuple[str, str]]:
     """(topic, line) pairs: what `doctor` prints."""
+    return list(checks(cfg))
+
+
+def checks(cfg=None) -> Iterator[tuple[str, str]]:
+    """(topic, line) pairs, each yielded as soon as its check is done."""
     import torch
 
     from backend.config import RunConfig
@@ -46,21 +53,20 @@ def report(cfg=None) -> list[tuple[str, str]]:
     from backend.policy.vllm_generator import vllm_build, vllm_status
 
     cfg = cfg or RunConfig().model
-    out: list[tuple[str, str]] = []
     dev = pick_device(cfg.device)
     if dev.type == "cuda":
         bf16 = "bf16" if torch.cuda.is_bf16_supported() else "fp16"
-        out.append(("device", f"cuda: {torch.cuda.get_device_name(dev)} ({bf16}), torch {torch.__version__}"))
+        yield "device", f"cuda: {torch.cuda.get_device_name(dev)} ({bf16}), torch {torch.__version__}"
     else:
         why = "torch has no CUDA build" if torch.version.cuda is None else "no CUDA GPU visible"
-        out.append(("device", f"cpu ({why}), torch {torch.__version__}, {torch.get_num_threads()} threads"))
+        yield "device", f"cpu ({why}), torch {torch.__version__}, {torch.get_num_threads()} threads"
     try:
         mcfg = _model_config(cfg)
         fast_why = why_unsupported(mcfg)
         arch = getattr(mcfg, "model_type", "?")
     except Exception as e:  # a model we cannot read is a line, not a crash
         fast_why, arch = f"cannot read the model config: {type(e).__name__}: {str(e)[:80]}", "?"
-    out.append(("model", f"{cfg.name} ({arch})"))
+    yield "model", f"{cfg.name} ({arch})"
     cuda = dev.type == "cuda"
     st = generator_status(mcfg, dev) if arch != "?" else {"vllm": vllm_status(dev), "fast": fast_why, "hf": None}
     order, why_auto = auto_choice(st, dev)
@@ -68,20 +74,20 @@ def report(cfg=None) -> list[tuple[str, str]]:
     for name in ("vllm", "fast", "hf"):
         why = st[name]
         mark = "  <- model.engine picks this" if name == pick else ""
-        out.append(("generation", f"{name:6} {'yes' if why is None else 'no: ' + why}{mark}"))
+        yield "generation", f"{name:6} {'yes' if why is None else 'no: ' + why}{mark}"
     if cfg.engine == "auto":
-        out.append(("generation", f"auto -> {why_auto}"))
+        yield "generation", f"auto -> {why_auto}"
     build = vllm_build()
     if build and st["vllm"] is None:
         sleep = "sleeps during training" if cuda else "no sleep mode in the CPU build (its KV cache stays allocated)"
-        out.append(("generation", f"vllm: {build[0]} {build[1]}, a LoRA adapter per policy version, {sleep}"))
+        yield "generation", f"vllm: {build[0]} {build[1]}, a LoRA adapter per policy version, {sleep}"
     if cuda and st["fast"] is None:
         kern = "triton kernels" if fastattn.available() else "torch kernels (triton is not installed)"
-        out.append(("generation", f"fast engine uses {kern}, CUDA graphs per batch size"))
+        yield "generation", f"fast engine uses {kern}, CUDA graphs per batch size"
     uns = unsloth_status(cfg.device)
-    out.append(("training", f"unsloth {'yes' if uns is None else 'no: ' + uns}"))
+    yield "training", f"unsloth {'yes' if uns is None else 'no: ' + uns}"
     lora = "unsloth LoRA (load_fast_policy)" if uns is None else "peft LoRA"
-    out.append(("training", f"{lora}, chunked token log-probs (never batch x length x vocab at once)"))
+    yield "training", f"{lora}, chunked token log-probs (never batch x length x vocab at once)"
     if cuda:
         from backend.policy import memory
         from backend.policy.shape import Spec
@@ -89,24 +95,24 @@ def report(cfg=None) -> list[tuple[str, str]]:
         try:
             spec = Spec.of(mcfg)
             mb = memory.pick_micro_batch(spec, 384, memory.free_bytes(dev))
-            out.append(("training", f"micro-batch from free memory: {mb} sequences of 384 tokens now"))
+            yield "training", f"micro-batch from free memory: {mb} sequences of 384 tokens now"
         except Exception:
             pass
     else:
-        out.append(("training", "micro-batch: train.micro_batch (the memory estimate is for CUDA)"))
-    out.append(("bench", "trl " + ("yes" if importlib.util.find_spec("trl") else
-                                   "no: pip install 'evotui[bench]' for the TRL comparison")))
-    return out
+        yield "training", "micro-batch: train.micro_batch (the memory estimate is for CUDA)"
+    yield "bench", "trl " + ("yes" if importlib.util.find_spec("trl") else
+                             "no: pip install 'evotui[bench]' for the TRL comparison")
 
 
 def main() -> int:
+    """Print each check as it is done; a check that fails ends the list with one line and exit 1."""
+    print("checking this machine (torch, the model's config, each engine) ...", flush=True)
+    last = None
     try:
-        rows = report()
+        for topic, line in checks():
+            print(f"{topic if topic != last else '':11} {line}", flush=True)
+            last = topic
     except Exception as e:
         print(f"evotui doctor: {type(e).__name__}: {e}", file=sys.stderr)
         return 1
-    last = None
-    for topic, line in rows:
-        print(f"{topic if topic != last else '':11} {line}")
-        last = topic
     return 0
