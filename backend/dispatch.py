@@ -190,4 +190,4 @@ def _propose_edit(ctx: "EvolveContext", arg: dict) -> tuple[str, str]:
 
     res = submit(ctx, arg["code"], title=arg.get("title") or "operator edit of harness.py",
                  hypothesis=arg.get("hypothesis") or "hand edit by the operator", proposer="operator")
-    return "applied", f"intervention #{res.get('id')} backtest {res.get('verdict')}: {res.get('reason', '')}"[:300]
+    return "applied", f"intervention #{res.id} backtest {res.status.value}: {res.reason}"[:300]

@@ -115,7 +115,7 @@ def plant_trap(engine: Engine, step: int) -> None:
         res = submit(context(engine, step), code, title=f"planted trap: exploitable {domain} reward",
                      hypothesis="credits answers a policy can produce without solving the task", proposer="trap",
                      target="reward hack")
-        engine.say(f"planted trap #{res.get('id')}: backtest {res.get('verdict')} ({res.get('reason', '')})"[:300],
+        engine.say(f"planted trap #{res.id}: backtest {res.status.value} ({res.reason})"[:300],
                    step=step)
     except Exception as e:
         engine.say(f"planting the trap failed: {type(e).__name__}: {e}", "error", step)

@@ -32,20 +32,20 @@ def store(tmp_path_factory):
 @pytest.mark.parametrize("kind", sorted(GREEDY))
 def test_gameable_rewards_are_blocked(store, kind):
     res = submit(context(store), replace_name(DEFAULT, "reward_correct", GREEDY[kind]), f"greedy {kind}")
-    assert res["verdict"] == "failed", res["reason"]
-    assert res["reason"].startswith("blocked by adversarial replay: pays '"), res["reason"]
+    assert res.status == "failed", res.reason
+    assert res.reason.startswith("blocked by adversarial replay: pays '"), res.reason
 
 
 def test_a_format_weight_that_pays_any_tag_is_blocked(store):
     res = submit(context(store), set_constant(DEFAULT, "REWARD_WEIGHTS", {"correct": 1.0, "format": 1.0}),
                  "format weight up")
-    assert res["verdict"] == "failed" and "'tag_wrong'" in res["reason"], res["reason"]
+    assert res.status == "failed" and "'tag_wrong'" in res.reason, res.reason
 
 
 def test_the_evaluators_own_reading_passes_with_statistics(store):
     res = submit(context(store), replace_name(DEFAULT, "extract_answer", HONEST), "honest lenient")
-    assert res["verdict"] == "passed", res["reason"]
-    row = store.rows("SELECT * FROM backtests WHERE intervention_id = ?", (res["id"],))[0]
+    assert res.status == "passed", res.reason
+    row = store.rows("SELECT * FROM backtests WHERE intervention_id = ?", (res.id,))[0]
     assert row["metric"] == "signal" and row["ci_low"] > 0.02 and row["n"] > 0 and row["p_value"] < 0.05
 
 
@@ -60,4 +60,4 @@ def test_gold_after_working_is_a_hedge_so_the_evaluators_reading_passes(tmp_path
         gold = int(json.loads(r["task_json"])["answer"])
         s.update("rollouts", r["id"], {"completion": f"Adding them up, the total = {gold + 3}.", "verdict": "wrong"})
     res = submit(context(s), replace_name(DEFAULT, "extract_answer", HONEST), "honest lenient")
-    assert res["verdict"] == "passed", res["reason"]
+    assert res.status == "passed", res.reason

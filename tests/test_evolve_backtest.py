@@ -44,21 +44,21 @@ def test_planted_exploitable_reward_is_blocked_by_the_validity_diagnostic(store)
     ctx = context(store)
     res = submit(ctx, replace_name(DEFAULT, "reward_correct", EXPLOIT), "Credit numbers from the prompt",
                  hypothesis="more reward signal")
-    assert res["verdict"] == "failed"
-    assert res["reason"].startswith("blocked by validity diagnostic answer_copied_from_prompt")
-    m = _metrics(store, res["id"])
+    assert res.status == "failed"
+    assert res.reason.startswith("blocked by validity diagnostic answer_copied_from_prompt")
+    m = _metrics(store, res.id)
     assert m["blocked"]["label"] == "answer_copied_from_prompt"
     # the evidence points at real copied-answer rollouts the exploit scores high
     for rid in m["blocked"]["examples"]:
         row = store.get("rollouts", rid)
         assert not row["correct"] and "answer_copied_from_prompt" in row["labels"]
     assert m["invalid"]["answer_copied_from_prompt"]["high_old"] == 0
-    assert store.get("interventions", res["id"])["status"] == "failed"
+    assert store.get("interventions", res.id)["status"] == "failed"
 
 
 def test_honest_fix_passes_on_the_same_run(store):
     res = submit(context(store), replace_name(DEFAULT, "extract_answer", LENIENT), "Lenient extraction")
-    assert res["verdict"] == "passed", res["reason"]
+    assert res.status == "passed", res.reason
 
 
 def test_regression_on_rollouts_an_earlier_promotion_fixed(store):
@@ -69,8 +69,8 @@ def test_regression_on_rollouts_an_earlier_promotion_fixed(store):
     strict = replace_name(ctx.harness.code, "extract_answer",
                           "def extract_answer(r):\n    return answer_tag(r.completion) or None\n")  # not v1's code
     res = submit(ctx, strict, "Strict tags again")
-    assert res["verdict"] == "failed" and res["reason"].startswith("regresses")
-    m = _metrics(store, res["id"])
+    assert res.status == "failed" and res.reason.startswith("regresses")
+    m = _metrics(store, res.id)
     assert m["fixed_checked"] > 0 and m["regressions"]
 
 
@@ -90,20 +90,20 @@ def test_regression_on_rollouts_an_earlier_promotion_fixed(store):
 def test_bad_candidates_fail_with_a_reason(store, edit, reason):
     ctx = context(store, cfg=_cfg(backtest_timeout_s=1.0))
     res = submit(ctx, edit(DEFAULT), "bad")
-    assert res["verdict"] == "failed" and reason in res["reason"]
+    assert res.status == "failed" and reason in res.reason
 
 
 def test_generation_side_changes_get_a_probe(store):
     with_probe = context(store, probe=make_probe())
     prompt = dict(with_probe.harness.prompt, system="Answer as <answer>N</answer>. Example: 2 + 3 = <answer>5</answer>")
     res = submit(with_probe, set_constant(DEFAULT, "PROMPT", prompt), "Example in the prompt")
-    row = store.rows("SELECT * FROM backtests WHERE intervention_id = ?", (res["id"],))[0]
-    assert row["mode"] == "probe" and res["verdict"] == "passed", res["reason"]
+    row = store.rows("SELECT * FROM backtests WHERE intervention_id = ?", (res.id,))[0]
+    assert row["mode"] == "probe" and res.status == "passed", res.reason
     m = json.loads(row["metrics_json"])
     assert m["new"]["accuracy"] > m["old"]["accuracy"]
     hotter = set_constant(DEFAULT, "SAMPLING", {"temperature": 0.5, "top_p": 1.0, "max_new_tokens": 128})
     res = submit(context(store), hotter, "Cooler sampling")
-    assert res["verdict"] == "failed" and "no probe available" in res["reason"]
+    assert res.status == "failed" and "no probe available" in res.reason
 
 
 def test_a_dead_worker_is_replaced_and_fails_only_its_request(store):
@@ -113,10 +113,10 @@ def test_a_dead_worker_is_replaced_and_fails_only_its_request(store):
     hang = replace_name(DEFAULT, "reward_format", "def reward_format(r):\n    return sum(iter(int, 1))\n")
     ctx = context(store, cfg=_cfg(backtest_timeout_s=1.0))
     res = submit(ctx, hang, "C-level hang")  # no signal handler interrupts it: RLIMIT_CPU and the deadline do
-    assert res["verdict"] == "failed" and "ran over" in res["reason"]
+    assert res.status == "failed" and "ran over" in res.reason
     w._proc.proc.kill()  # the worker itself dies between requests
     res = submit(context(store), replace_name(DEFAULT, "extract_answer", LENIENT), "Lenient extraction")
-    assert res["verdict"] == "passed", res["reason"]
+    assert res.status == "passed", res.reason
 
 
 def test_a_probe_that_turns_up_reward_hacks_is_blocked(store):
@@ -128,8 +128,8 @@ def test_a_probe_that_turns_up_reward_hacks_is_blocked(store):
     ctx = context(store, probe=probe)
     prompt = dict(ctx.harness.prompt, system="Just copy a number from the question.")
     res = submit(ctx, set_constant(DEFAULT, "PROMPT", prompt), "Copy prompt")
-    assert res["verdict"] == "failed"
-    assert res["reason"].startswith("blocked by validity diagnostic answer_copied_from_prompt: 8 of 8")
+    assert res.status == "failed"
+    assert res.reason.startswith("blocked by validity diagnostic answer_copied_from_prompt: 8 of 8")
 
 
 def test_harness_worker_sees_packages_installed_on_pythonpath(tmp_path, monkeypatch):
@@ -161,12 +161,12 @@ def test_a_replay_records_whether_the_candidate_left_trainings_update_as_it_was(
     weights = constant(DEFAULT, "REWARD_WEIGHTS")
     doubled = set_constant(DEFAULT, "REWARD_WEIGHTS", {k: 2 * v for k, v in weights.items()})
     res = submit(ctx, doubled, "Every weight doubled")
-    assert res["verdict"] == "inconclusive" and _same_update(store, res["id"]) == 1
-    assert res["reason"].endswith("training's update is unchanged on these rollouts "
-                                  "(the same rows, the same advantages)"), res["reason"]
-    assert store.latest_backtest(res["id"]).same_update is True
+    assert res.status == "inconclusive" and _same_update(store, res.id) == 1
+    assert res.reason.endswith("training's update is unchanged on these rollouts "
+                                  "(the same rows, the same advantages)"), res.reason
+    assert store.latest_backtest(res.id).same_update is True
     res = submit(ctx, replace_name(DEFAULT, "extract_answer", LENIENT), "Lenient extraction")
-    assert _same_update(store, res["id"]) == 0
+    assert _same_update(store, res.id) == 0
     knob = next(k for k in space.knobs(DEFAULT, "math", 512) if k.name == "REWARD_WEIGHTS.format")
     move = next(space.moves(DEFAULT, knob, space.Steps.of(knob, [])))
     iid = iv.record(store, None, iv.Candidate(title=move.title(), code=move.apply(DEFAULT), parent_version=1,

@@ -7,7 +7,7 @@ import random
 import pytest
 
 from backend.evolve import interventions as iv
-from backend.evolve import lineage, offline, population, run_round
+from backend.evolve import lineage, offline, population, run_round, schedule
 from backend.evolve.budget import search_budget
 from backend.harness.loader import sha
 from backend.store import now
@@ -88,7 +88,7 @@ def test_candidates_on_an_older_member_record_their_base(store):
     v2, _, v4 = _tree(store)
     ctx = context(store, probe=make_probe())
     table = [{"label": "no_answer_tag", "share": 0.9}]
-    cands = offline.propose(ctx, table, {}, 8, set())
+    cands = offline.propose(ctx, table, {}, 8, set(), schedule.judgeable_by_trial(ctx))
     on_active = [c for c in cands if c.parent_version == v4]
     branched = [c for c in cands if c.parent_version != v4]
     assert on_active and branched and cands[0].parent_version == v4
@@ -136,14 +136,12 @@ def test_a_real_round_s_probes_are_counted(store):
 
 def test_a_round_that_stopped_on_an_error_is_counted_and_its_error_shown(store, monkeypatch):
     """A round that raises proposes nothing: the report must say it failed, not show an empty
-    round (4 x H200, session 7: 40 rounds of two 200-step runs proposed nothing, and the report
-    could not tell an error from an idle search)."""
-    from backend.evolve import round as round_module
+    round (else a run whose every round raised would read as an idle search)."""
 
     def broken(*a, **k):
         raise RuntimeError("the proposer broke")
 
-    monkeypatch.setattr(round_module, "propose_all", broken)
+    monkeypatch.setattr(schedule, "plan", broken)
     out = run_round(context(store, probe=make_probe())).summary
     assert out["error"] == "RuntimeError: the proposer broke"
     (rnd,) = search_facts(store)["rounds"]

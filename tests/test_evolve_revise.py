@@ -86,5 +86,5 @@ def test_a_diagnostic_that_fires_on_successes_fails_the_backtest(tmp_path):
     store = build_run(tmp_path / "run.db", steps=6, harness_code=SPARSE)
     noisy = "def diagnose_says_answer(r):\n    if 'answer' in r.completion.lower():\n        return 'says answer'\n"
     res = submit(context(store), add_definition(SPARSE, noisy), "noisy diagnostic")
-    assert res["verdict"] == "failed" and "evaluator-correct" in res["reason"]
+    assert res.status == "failed" and "evaluator-correct" in res.reason
     store.close()

@@ -5,7 +5,7 @@ import json
 import pytest
 
 from backend.config import RunConfig
-from backend.evolve import after_eval, offline, promote, run_round
+from backend.evolve import after_eval, offline, promote, run_round, schedule
 from backend.evolve import skill_commands
 from backend.evolve.skills import SkillError, global_library, retrieve
 from synthetic_run import add_eval, build_run, context, make_probe, outcomes
@@ -123,8 +123,8 @@ def test_global_library_under_evotui_home(tmp_path, monkeypatch):
 
 def test_a_run_scoped_library_neither_reads_nor_adds_to_the_global_one(tmp_path, monkeypatch):
     """`evolve.skill_library = "run"` (what compare's arms use): runs sharing $EVOTUI_HOME stay
-    independent samples. On 4 x H200 (session 7) the default suite's coevolve seeds promoted
-    skills the other suite's runs had learned minutes before, in the same compare call."""
+    independent samples: otherwise one arm's runs promote skills another arm's runs learned
+    minutes before, in the same compare call."""
     monkeypatch.setenv("EVOTUI_HOME", str(tmp_path / "home"))
     global_library().parent.mkdir(parents=True)
     cfg = RunConfig()
@@ -137,14 +137,15 @@ def test_a_run_scoped_library_neither_reads_nor_adds_to_the_global_one(tmp_path,
     table = [{"label": "no_answer_tag", "share": 0.9}]
     assert [c["name"] for c in retrieve(other, table, "math")] == ["lenient_extraction"]
     assert retrieve(other, table, "math", shared=False) == []
-    keys = [key for _, key, _ in offline.options(context(other, cfg=cfg), table, {})]
+    ctx = context(other, cfg=cfg)
+    keys = [key for _, key, _ in offline.options(ctx, table, {}, schedule.judgeable_by_trial(ctx))]
     assert not [k for k in keys if k.startswith("skill:")]
 
 
 def test_a_card_two_runs_learned_is_retrieved_and_its_rounds_still_propose(tmp_path, monkeypatch):
     """The global library adds up `helped` when two runs learn the same change, while `uses`
     stays 0: the card's prior divided by zero, and every round of every other run that read
-    the library raised and proposed nothing (4 x H200, session 7: whole runs of empty rounds)."""
+    the library raised and proposed nothing."""
     from backend.evolve.skills import track_record, write_library
 
     monkeypatch.setenv("EVOTUI_HOME", str(tmp_path / "home"))

@@ -9,7 +9,8 @@ import pytest
 
 from backend.config import RunConfig, to_dict
 from backend.evolve import interventions as iv
-from backend.evolve import offline, run_round, space
+from backend.evolve import offline, run_round, schedule, space
+from backend.evolve.interventions import Evidence
 from backend.evolve.edit import changed_names, constant
 from backend.harness import spec
 from backend.harness.check import HarnessError
@@ -119,7 +120,7 @@ def test_stored_outcomes_set_the_next_step(tmp_path):
     iid = iv.record(store, None, c)
     iv.transition(store, iid, "backtesting", "test")
     iv.transition(store, iid, "failed", "probe: no gain")
-    opts = {key: opt for _, key, opt in offline.options(ctx, [], {})}
+    opts = {key: opt for _, key, opt in offline.options(ctx, [], {}, schedule.judgeable_by_trial(ctx))}
     _, steps = opts["space:SAMPLING.temperature"]
     assert steps.tried == 1 and steps.size == pytest.approx(knob.step * 2 ** -0.25)
     assert steps.way == -first.direction
@@ -205,7 +206,8 @@ def test_changes_that_need_a_trial_are_proposed_only_where_something_can_judge_t
     store.add_harness_version(HARNESSES["math"], None, "", "active", sha(HARNESSES["math"]))
     ctx = SimpleNamespace(store=store, cfg=RunConfig(), harness=SimpleNamespace(code=HARNESSES["math"], domain="math"),
                           auto_promote=lambda: auto, policy=policy)
-    knobs = {key[len(space.PREFIX):] for _, key, _ in offline.options(ctx, [], {}) if key.startswith(space.PREFIX)}
+    opts = offline.options(ctx, [], {}, schedule.judgeable_by_trial(ctx))
+    knobs = {key[len(space.PREFIX):] for _, key, _ in opts if key.startswith(space.PREFIX)}
     trial_knobs = {"SAMPLING.temperature", "SAMPLING.top_p", "SAMPLING.max_new_tokens", "CURRICULUM.level",
                    "CURRICULUM.datasets.basic_arithmetic", "CURRICULUM.datasets.chain_sum",
                    "ADVANTAGE.rule", "ADVANTAGE.std", "ADVANTAGE.eps"}
@@ -217,18 +219,18 @@ def test_changes_that_need_a_trial_are_proposed_only_where_something_can_judge_t
 def _forty_rounds(store, cfg, policy=None) -> tuple[list[int], list]:
     """Forty rounds (a 200-step run at the gpu profile) in which every candidate ends
     inconclusive; the candidates' count per round, and the candidates."""
-    from backend.evolve.round import propose_all
+    from backend.evolve.records import Observation
 
     per_round, cands_all = [], []
     for r in range(40):
         ctx = context(store, step=5 * (r + 1), cfg=cfg)
         ctx.policy = policy
         rid = store.add_round(ctx.step, ctx.harness_version, [], {})
-        rules = iv.Rules(ctx)
-        cands = rules.screen(propose_all(ctx, [], {}, range(1, 4), rules))
+        rules = schedule.Rules(ctx)
+        cands = rules.screen(schedule.propose_all(ctx, Observation(ctx.step, range(1, 4), [], {}, rid), rules))
         per_round.append(len(cands))
         for c in cands:
-            iid = iv.record(store, rid, c)
+            iid = schedule.record(ctx, rid, c).id
             iv.transition(store, iid, "backtesting", "test")
             iv.transition(store, iid, "inconclusive", "test: no effect either way")
         cands_all += cands
@@ -236,7 +238,7 @@ def _forty_rounds(store, cfg, policy=None) -> tuple[list[int], list]:
 
 
 def test_a_long_run_of_rounds_that_settle_nothing_never_runs_dry(tmp_path):
-    """As on 4 x H200 in session 8, where 200-step runs proposed nothing from round 25 on: once a
+    """A long run does not run dry of moves once the step-sized ones are tried: once a
     knob's step-sized moves are all tried, its untried values nearest the current one come next,
     so every round of a supervised run fills its slots, and no candidate is tried twice."""
     store = build_run(tmp_path / "run.db", steps=3, harness_code=HARNESSES["math_expert"])
@@ -264,11 +266,12 @@ def test_an_auto_run_without_trials_looks_again_and_says_when_its_space_is_spent
     cfg = RunConfig()
     cfg.evolve.window = 3
     per_round, cands = _forty_rounds(store, cfg)
-    assert per_round[0] >= cfg.evolve.candidates and sum(per_round[iv.LATER_LOOK_ROUNDS:]) > 0, per_round
+    assert per_round[0] >= cfg.evolve.candidates and sum(per_round[schedule.LATER_LOOK_ROUNDS:]) > 0, per_round
     empty = [r for r, n in enumerate(per_round) if n == 0]
     assert empty, per_round  # the expert's judgeable space is small: some rounds find nothing
     ctx = context(store, step=205, cfg=cfg)
-    assert not offline.propose(ctx, [], {}, 4, iv.known_codes(store) | {ctx.harness.code})  # nothing untried
+    assert not offline.propose(ctx, [], {}, 4, iv.known_codes(store) | {ctx.harness.code},
+                            schedule.judgeable_by_trial(ctx))  # nothing untried
     rnd = run_round(ctx).summary
     assert rnd["error"] is None and rnd["proposed"] == [] and "SAMPLING.temperature" in rnd["spent"]
     assert {"ADVANTAGE.rule", "CURRICULUM.level"} <= set(rnd["spent"])
@@ -278,7 +281,7 @@ def test_an_auto_run_without_trials_looks_again_and_says_when_its_space_is_spent
     # (the forty rounds above are bare rows: only the real round records whether its space was spent)
     assert f"| coevolve s0 | 41 | {len(empty) + 1} | 1 | 0 |" in md
     assert "spent (left for a trial: SAMPLING.temperature" in md
-    looks = [c.params[iv.SECOND_LOOK] for c in cands if c.params.get(iv.SECOND_LOOK)]
+    looks = [c.look_of for c in cands if c.look_of]
     assert looks and len(looks) == len(set(looks))  # each looked at again once at most
     rounds_of = {r.id: r.round_id for r in store.interventions()}
     assert min(sorted(rounds_of.values()).index(rounds_of[i]) for i in looks) == 0  # the oldest come first
@@ -310,7 +313,7 @@ TRIAL_KNOBS = {"SAMPLING.temperature", "SAMPLING.top_p", "SAMPLING.max_new_token
 
 
 def test_under_trials_spent_a_round_with_nothing_else_to_try_trials_one_move(tmp_path):
-    """`evolve.trials = "spent"` (issue 16): from the expert harness, auto-promoting, the rounds
+    """`evolve.trials = "spent"`: from the expert harness, auto-promoting, the rounds
     that would have been spent (see the test above: some are) each offer one move that needs a
     trial instead, marked for the backtest; a round with judgeable moves left never offers one."""
     store = build_run(tmp_path / "run.db", steps=3, harness_code=HARNESSES["math_expert"])
@@ -320,13 +323,13 @@ def test_under_trials_spent_a_round_with_nothing_else_to_try_trials_one_move(tmp
     cfg.evolve.trials = "spent"
     per_round, cands = _forty_rounds(store, cfg, policy=TrialStandIn())
     assert min(per_round) >= 1, per_round  # no empty round while moves that need a trial are left
-    spent = [c for c in cands if c.params.get(iv.SPENT_TRIAL)]
+    spent = [c for c in cands if c.evidence is Evidence.TRIAL]
     assert spent and {c.params.get("knob") for c in spent} <= TRIAL_KNOBS
-    assert not {c.params.get("knob") for c in cands if not c.params.get(iv.SPENT_TRIAL)} & TRIAL_KNOBS
+    assert not {c.params.get("knob") for c in cands if c.evidence is not Evidence.TRIAL} & TRIAL_KNOBS
     k = 0
     for n in per_round:  # a round that offers a trial offers nothing else (evolve.max_trials = 1)
         mine = cands[k:k + n]
-        assert len(mine) == 1 or not any(c.params.get(iv.SPENT_TRIAL) for c in mine)
+        assert len(mine) == 1 or not any(c.evidence is Evidence.TRIAL for c in mine)
         k += n
 
 
@@ -347,12 +350,12 @@ def test_under_trials_spent_only_a_spent_rounds_candidate_is_trialled(tmp_path):
     for marked in (True, False):
         c = iv.Candidate(title=f"temperature 0.8 ({marked})", code=code + f"\n# {marked}\n",
                          parent_version=ctx.harness_version, parent_code=ctx.harness.code, proposer="offline",
-                         params={iv.SPENT_TRIAL: True} if marked else {})
-        (results[marked],) = backtest(ctx, [iv.record(store, None, c)])
+                         evidence=Evidence.TRIAL if marked else None)
+        (results[marked],) = backtest(ctx, [schedule.record(ctx, None, c).id])
     assert len(policy.trialled) == 1
-    assert results[True]["verdict"] == "inconclusive" and results[True]["reason"].startswith("trial (4 steps")
-    assert results[False]["verdict"] == "inconclusive"
-    assert "trials run only in spent rounds here" in results[False]["reason"]
+    assert results[True].status == "inconclusive" and results[True].reason.startswith("trial (4 steps")
+    assert results[False].status == "inconclusive"
+    assert "trials run only in spent rounds here" in results[False].reason
 
 
 def test_a_later_look_is_reapplied_onto_the_active_harness(tmp_path):
@@ -369,16 +372,16 @@ def test_a_later_look_is_reapplied_onto_the_active_harness(tmp_path):
                                              parent_code=ctx.harness.code, proposer="offline", params=move.params()))
     iv.transition(store, iid, "backtesting", "test")
     iv.transition(store, iid, "inconclusive", "test")
-    for k in range(iv.LATER_LOOK_ROUNDS - 1):
+    for k in range(schedule.LATER_LOOK_ROUNDS - 1):
         store.add_round(10 + 5 * k, v1, [], {})
-    assert iv.later_looks(context(store, step=60, cfg=cfg), 4) == []  # not yet
+    assert schedule.later_looks(context(store, step=60, cfg=cfg), 4) == []  # not yet
     store.add_round(60, v1, [], {})
     v2_code = ctx.harness.code.replace('"drop_truncated": False', '"drop_truncated": True')
     assert v2_code != ctx.harness.code
     v2 = store.add_harness_version(v2_code, v1, "", "active", sha(v2_code))
     store.set_run(harness_version=v2)
-    [look] = iv.later_looks(context(store, step=65, cfg=cfg), 4)
-    assert look.parent_version == v2 and look.params[iv.SECOND_LOOK] == iid
+    [look] = schedule.later_looks(context(store, step=65, cfg=cfg), 4)
+    assert look.parent_version == v2 and look.look_of == iid
     assert look.code == move.apply(v2_code)  # the one change, on today's harness
 
 
@@ -402,7 +405,7 @@ def test_a_numeric_knobs_grid_covers_its_range_nearest_first():
 def test_values_past_a_failed_move_the_same_way_count_as_tried():
     """A knob's effect is taken to have one peak: once a move from a value failed, values at least as
     far the same way from that value are not proposed (before, the grid walked the failing direction
-    one finest step a round: REWARD_WEIGHTS.format 0 -> 0.05, 0.055, 0.0605, ... on 4 x H100, all
+    one finest step a round: REWARD_WEIGHTS.format 0 -> 0.05, 0.055, 0.0605, ..., all
     failed). Nearer values, the other way, and moves from another value stay open."""
     knob = next(k for k in space.knobs(HARNESSES["math"], "math", CAP) if k.name == "SAMPLING.temperature")
     steps = space.Steps.of(knob, [{"from": 1.0, "to": 1.2, "status": "failed"}])
@@ -420,8 +423,8 @@ def test_values_past_a_failed_move_the_same_way_count_as_tried():
 
 def test_the_weight_of_the_only_paying_term_is_not_a_knob_where_the_advantage_takes_the_scale_out():
     """Once every other reward weight is 0, moving the last one only rescales every reward:
-    group_std and rank advantages are unchanged (each such move on 4 x H100 replayed at signal
-    +0.000 [0, 0], half the late slots of a 200-step run). Under group_mean it scales the update."""
+    group_std and rank advantages are unchanged (each such move replays at signal
+    +0.000 [0, 0] and takes a slot). Under group_mean it scales the update."""
     from backend.evolve.edit import set_constant
 
     code = HARNESSES["math"]
@@ -514,8 +517,8 @@ def test_a_replay_whose_interval_hugs_zero_changed_nothing_the_gate_can_see(mode
 @pytest.mark.parametrize("name", ["REWARD_WEIGHTS.correct", "REWARD_WEIGHTS.format", "SAMPLING.temperature"])
 def test_a_knob_that_never_changes_the_update_is_spent_in_a_few_moves(name):
     """Where every move of a knob leaves the update as it was, the walk ends after a handful of
-    moves; before, it tried its whole grid at the finest step (on 4 x H100 a 200-step run replayed
-    the correct weight 45 times, every one at +0.000). Where the moves did change the update but
+    moves; before, it tried its whole grid at the finest step (the correct weight dozens of
+    times, every one at +0.000). Where the moves did change the update but
     settled nothing, the grid is still walked: only a replay that saw no change rules values out."""
     knob = next(k for k in space.knobs(HARNESSES["math"], "math", CAP) if k.name == name)
     start = knob.value(HARNESSES["math"])

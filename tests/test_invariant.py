@@ -1,4 +1,4 @@
-"""The invariant (issue 15): evolution that promotes nothing does not change training.
+"""The invariant: evolution that promotes nothing does not change training.
 
 One seed, three real runs of the embedded model at tiny sizes: evolution off;
 evolution on in supervised mode (auto-promote off: a candidate that passes, or is

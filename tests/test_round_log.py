@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from backend.evolve import round as round_module
+from backend.evolve import schedule
 from backend.evolve import run_round
 from synthetic_run import build_run, context, make_probe
 
@@ -22,7 +22,7 @@ def test_rounds_and_their_errors_are_listed(tmp_path, monkeypatch):
     def broken(*a, **k):
         raise RuntimeError("the proposer broke")
 
-    monkeypatch.setattr(round_module, "propose_all", broken)
+    monkeypatch.setattr(schedule, "plan", broken)
     run_round(context(store, step=6, probe=make_probe()))
     store.close()
     out = subprocess.run([sys.executable, str(SCRIPT), str(tmp_path / "run"), str(tmp_path / "nothing")],

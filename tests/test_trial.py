@@ -1,4 +1,4 @@
-"""Paired trials (issue 14): a curriculum change is judged by training policy copies under it
+"""Paired trials: a curriculum change is judged by training policy copies under it
 and under the incumbent from one snapshot, on the validation set; the live policy, its
 optimizer and what training does next are untouched (trial rollouts are budget, not training).
 
@@ -65,7 +65,7 @@ def test_a_curriculum_change_gets_a_trial_that_leaves_training_untouched(tmp_pat
     assert bt["mode"] == "trial", bt
     assert bt["metric"] == "validation accuracy" and bt["n"] == 3  # paired over the 3 validation problems
     assert bt["n_rollouts"] == 1 * 2 * 2 + 3  # one step of 2 tasks x 2 rollouts, then 3 validation answers
-    assert res["verdict"] in ("passed", "inconclusive", "failed") and "trial (1 steps, validation)" in bt["reason"]
+    assert res.status in ("passed", "inconclusive", "failed") and "trial (1 steps, validation)" in bt["reason"]
     assert _same(before, _state(engine)), "the trial changed the live policy or its optimizer"
     # ... so the next training step is the one a run without the trial takes
     step2 = engine.train_step(2, StepProgress(3, quiet=True).start(2))
@@ -91,8 +91,8 @@ def test_without_trials_a_curriculum_change_stays_inconclusive_and_says_why(tmp_
     ctx = EvolveContext(store=store, cfg=RunConfig(), step=2, harness_version=store.run()["harness_version"],
                         harness=Harness.from_code(code), policy=StandIn(lambda h, n: []))
     res = submit(ctx, code.replace('"level": 1}', '"level": 2}'), title="Harder curriculum level")
-    assert res["verdict"] == "inconclusive"
-    assert "needs a trial" in res["reason"] and "evolve.trials is off" in res["reason"]
+    assert res.status == "inconclusive"
+    assert "needs a trial" in res.reason and "evolve.trials is off" in res.reason
 
 
 def test_trial_decision_pairs_by_problem():
@@ -106,9 +106,9 @@ def test_trial_decision_pairs_by_problem():
 
 
 def test_an_out_of_memory_retry_inside_a_trial_caps_only_the_trial(tmp_path, tiny_model, monkeypatch):
-    """On 4 x H100 a trial met a GPU out-of-memory error; the retry halved the micro-batch and the
-    cap stayed with the run (112 -> 56 at every later step), so a run that promoted no training
-    change left its static twin. The trial's retries now end with the trial."""
+    """An out-of-memory retry inside a trial halves the micro-batch; were the cap to stay with the
+    run, every later step would differ from a run without the trial. The trial's retries end
+    with the trial."""
     engine = _engine(tmp_path, "trial", "on", tiny_model)
     engine.train_step(1, StepProgress(3, quiet=True).start(1))
     engine.cfg.train.micro_batch = 8  # no cap: planned freely, as in a run that never met an OOM

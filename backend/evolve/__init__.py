@@ -5,7 +5,7 @@ handle as the one way back to the live policy (`context.py`):
 
     ctx = EvolveContext(store, cfg, step, harness_version, harness, policy)
     if cfg.evolve.enabled and step % cfg.evolve.every == 0:
-        effects = run_round(ctx)             # never raises; effects.summary says what it did
+        effects = run_round(ctx)             # never raises; effects.report says what it did
     effects = after_eval(ctx, accuracy)      # after each held-out eval: rollback / skill
 
 The loop applies the returned `Effects` (new active harness, policy to restore,
@@ -20,13 +20,17 @@ After a command the loop follows runs.harness_version (commands come through the
 
 from .context import Effects, EvolveContext, Policy
 from .diagnose import failure_table, round_metrics
-from .gate import after_eval, approve, promote, rollback
+from .gate import approve
 from .lineage import lineage
+from .promotion import promote
+from .records import RoundReport, Status, Verdict
 from .round import run_round, submit
+from .watch import after_eval, rollback
 from .skills import SkillError, export_skills, import_skills
 
 
 __all__ = [
     "EvolveContext", "Effects", "Policy", "run_round", "approve", "promote", "rollback", "after_eval", "lineage",
-    "failure_table", "round_metrics", "submit", "export_skills", "import_skills", "SkillError",
+    "failure_table", "round_metrics", "submit", "export_skills", "import_skills", "SkillError", "RoundReport",
+    "Status", "Verdict",
 ]

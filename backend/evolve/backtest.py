@@ -9,8 +9,11 @@ current policy under the candidate and under the incumbent, and the two are
 compared; changes a probe cannot judge (curriculum, sampling, token budget, the
 advantage rule) get a paired trial through the same handle (`Policy.trial`).
 
-Every backtest is a `backtests` row (mode, metrics_json, verdict, reason) and
-moves its intervention from backtesting to passed or failed.
+The schedule says what judges each candidate (`schedule.evidence`: replay,
+probe, or trial where the run may run one) and whether it is a second look,
+which spends half the error rate. Every judgement is a `backtests` row (mode,
+metrics_json, verdict, reason), moves its intervention from backtesting to
+passed, inconclusive or failed, and comes back as a `records.Verdict`.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from __future__ import annotations
 import math
 import statistics
 import time
-from typing import Any, TYPE_CHECKING
+from typing import Any, Sequence, TYPE_CHECKING
 
 from backend.harness.loader import Harness, HarnessError
 from backend.harness.semantics import reward_threshold, stored_groups
@@ -26,7 +29,11 @@ from backend.store.rollouts import split_labels
 from backend.types import Intervention, JSON, TrialArm
 
 from . import interventions as iv
-from .replay import BLOCK_MIN, BLOCK_SHARE, MAX_ROWS, adversarial_check, adversarial_copies, judge, replay, select_rows
+from . import schedule
+from .interventions import Evidence
+from .records import Scheduled, Status, Verdict
+from .replay import BLOCK_MIN, BLOCK_SHARE, MAX_ROWS, adversarial_check, adversarial_copies, replay, select_rows
+from .replay import judge as judge_replay
 from .stats import ALPHA, Decision, decide, pair_up, paired_binary, paired_bootstrap, per_unit, replay_rows
 
 
@@ -44,7 +51,7 @@ def fixed_ids(store: Store) -> set[int]:
 
 
 def _record(store: Store, iid: int, mode: str, n: int, verdict: str, reason: str, metrics: JSON, score: float,
-            t0: float) -> JSON:
+            t0: float) -> Verdict:
     dec = metrics.get("decision") or {}
     stats = {k: dec.get(k) for k in ("metric", "effect", "ci_low", "ci_high", "p_value", "n")} if dec else {}
     if dec:
@@ -54,22 +61,26 @@ def _record(store: Store, iid: int, mode: str, n: int, verdict: str, reason: str
     bid = store.add_backtest(iid, mode=mode, n_rollouts=n, metrics=metrics, verdict=verdict, reason=reason,
                              ms=(time.perf_counter() - t0) * 1000, stats=stats, score=score)
     iv.transition(store, iid, verdict, reason, backtest_id=bid)
-    return {"id": iid, "verdict": verdict, "reason": reason, "score": score, "backtest_id": bid}
+    return Verdict(iid, Status(verdict), reason, score, bid, mode)
 
 
-def backtest(ctx: EvolveContext, iids: list[int]) -> list[JSON]:
-    """Backtest the given `proposed` interventions; returns one result dict each. Never raises
-    for a bad candidate: it fails with the reason."""
+def judge(ctx: EvolveContext, entries: Sequence[Scheduled]) -> list[Verdict]:
+    """Judge the scheduled `proposed` (or rebased) interventions, replays first; one verdict each.
+    Never raises for a bad candidate: it fails with the reason."""
     store = ctx.store
-    todo = [iv.get(store, i) for i in iids]
-    for row in todo:
+    todo = [(iv.get(store, e.id), e) for e in entries]
+    for row, _ in todo:
         iv.transition(store, row.id, "backtesting", "backtest started")
-    replayed = [r for r in todo if r.kind not in iv.FRESH_KINDS]
-    probed = [r for r in todo if r.kind in iv.FRESH_KINDS]
-    return _replay_all(ctx, replayed) + [_probe_one(ctx, r) for r in probed]
+    replayed = [(r, e) for r, e in todo if e.evidence is Evidence.REPLAY]
+    return _replay_all(ctx, replayed) + [_probe_one(ctx, r, e) for r, e in todo if e.evidence is not Evidence.REPLAY]
 
 
-def _replay_all(ctx: EvolveContext, todo: list[Intervention]) -> list[JSON]:
+def backtest(ctx: EvolveContext, iids: list[int]) -> list[Verdict]:
+    """`judge` for interventions given by id, each judged as the schedule recorded it."""
+    return judge(ctx, [schedule.scheduled(ctx, iv.get(ctx.store, i)) for i in iids])
+
+
+def _replay_all(ctx: EvolveContext, todo: list[tuple[Intervention, Scheduled]]) -> list[Verdict]:
     if not todo:
         return []
     store, cfg = ctx.store, ctx.cfg.evolve
@@ -78,21 +89,21 @@ def _replay_all(ctx: EvolveContext, todo: list[Intervention]) -> list[JSON]:
     rows = replay_window(ctx, sorted(fixed))
     if not rows:
         return [_record(store, r.id, "replay", 0, "failed", "no stored rollouts to replay", {}, 0.0, t0)
-                for r in todo]
-    results = replay([ctx.harness.code] + [r.code for r in todo], rows, cfg.backtest_timeout_s)
+                for r, _ in todo]
+    results = replay([ctx.harness.code] + [r.code for r, _ in todo], rows, cfg.backtest_timeout_s)
     fakes, fake_kinds = adversarial_copies(rows)
-    rewarders = [r for r in todo if r.kind == "reward"]
+    rewarders = [r for r, _ in todo if r.kind == "reward"]
     attacked = dict(zip([r.id for r in rewarders], replay([r.code for r in rewarders], fakes,
                                                              cfg.backtest_timeout_s))) if fakes and rewarders else {}
     base_fake = replay([ctx.harness.code], fakes, cfg.backtest_timeout_s)[0] if attacked else None
     out = []
-    for row, res in zip(todo, results[1:]):
+    for (row, entry), res in zip(todo, results[1:]):
         names = row.names
         try:
             # a second look at an inconclusive candidate spends half the error rate: its two looks
             # (alpha, then alpha/2) keep a false pass under 1.5 alpha (Bonferroni)
-            looked = row.params.get(iv.SECOND_LOOK)
-            verdict, reason, metrics, score = judge(row.kind, names, rows, results[0], res, fixed, cfg.min_gain,
+            looked = entry.look_of
+            verdict, reason, metrics, score = judge_replay(row.kind, names, rows, results[0], res, fixed, cfg.min_gain,
                                                     cfg.min_effect, alpha=ALPHA / 2 if looked else ALPHA)
             if verdict == "inconclusive" and metrics.get("same_update"):
                 reason += "; training's update is unchanged on these rollouts (the same rows, the same advantages)"
@@ -169,10 +180,10 @@ def _probe_summary(rows: list[JSON], h: Harness) -> JSON:
 def _probe(ctx: EvolveContext, h: Harness) -> list[JSON]:
     """Rollout rows of `h` (the loop sizes the probe: `evolve_hooks.probe_size`)."""
     assert ctx.policy is not None  # _probe_one fails the candidate first when there is none
-    cache: dict[str, list[JSON]] = ctx.cache.setdefault("probe", {})
-    if h.sha not in cache:  # the incumbent is probed once per round, not once per candidate
-        cache[h.sha] = list(ctx.policy.generate(h, ctx.cfg.evolve.probe_tasks))
-    return cache[h.sha]
+    probes = ctx.memo.probes
+    if h.sha not in probes:  # the incumbent is probed once per round, not once per candidate
+        probes[h.sha] = list(ctx.policy.generate(h, ctx.cfg.evolve.probe_tasks))
+    return probes[h.sha]
 
 
 def needs_trial(cand: Harness, incumbent: Harness) -> str | None:
@@ -180,12 +191,12 @@ def needs_trial(cand: Harness, incumbent: Harness) -> str | None:
     judged on its own (easier or harder) tasks by a probe; a change of the token budget trades
     compute for accuracy; and a sampling change trades the accuracy of the samples a probe
     scores against the spread within a group that training learns from (a colder policy
-    answers more often right and ties more: on 4 x H200 probes passed temperatures of 0.83,
-    while held-out evaluation is greedy whatever the temperature). An advantage change (rule,
+    answers more often right and ties more, so a probe passes a colder temperature while
+    held-out evaluation is greedy whatever the temperature). An advantage change (rule,
     std, eps) resizes each group's update but, on a pass/fail reward, never turns it; a replay
     scores the direction of each update against the evaluator's verdict, so it can fail a rule
-    that turns updates but never pass one (4 x H100, session 9: of 524 replayed advantage
-    changes, 518 scored exactly 0 and 5 failed). All need a trial judged on the validation set."""
+    that turns updates but never pass one (nearly every replayed advantage change scores
+    exactly 0). All need a trial judged on the validation set."""
     if cand.advantage != incumbent.advantage:
         return "an advantage change resizes each group's update, which a replay cannot score"
     if cand.curriculum != incumbent.curriculum:
@@ -229,18 +240,11 @@ def _arm_summary(arm: TrialArm) -> JSON:
             "rollouts": arm.rollouts, "seconds": round(arm.seconds, 2)}
 
 
-def may_trial(ctx: EvolveContext, params: JSON) -> bool:
-    """Whether this candidate may be trialled: trials on, and under `evolve.trials = "spent"` only
-    a candidate a spent round proposed (`iv.SPENT_TRIAL`)."""
-    return (ctx.policy is not None and ctx.policy.trials
-            and (not iv.trials_when_spent(ctx) or bool(params.get(iv.SPENT_TRIAL))))
-
-
-def _trial_one(ctx: EvolveContext, row: Intervention, cand: Harness, why: str, t0: float) -> JSON:
+def _trial_one(ctx: EvolveContext, row: Intervention, cand: Harness, why: str, t0: float) -> Verdict:
     """A paired trial (`backend.trial`): k training steps of a policy copy under the candidate
     and under the incumbent, judged on the validation set at fixed difficulty."""
     store, ev = ctx.store, ctx.cfg.evolve
-    assert ctx.policy is not None and ctx.policy.trials  # _probe_one asks for a trial only where it may
+    assert ctx.policy is not None and ctx.policy.trials  # the schedule asks for a trial only where it may
     try:
         old_arm, new_arm = ctx.policy.trial(cand)
     except Exception as e:  # a trial that crashes is a failed candidate, not a failed round
@@ -254,7 +258,7 @@ def _trial_one(ctx: EvolveContext, row: Intervention, cand: Harness, why: str, t
                    f"trial ({ev.trial_steps} steps, validation): {dec.reason}", m, score, t0)
 
 
-def _probe_one(ctx: EvolveContext, row: Intervention) -> JSON:
+def _probe_one(ctx: EvolveContext, row: Intervention, entry: Scheduled) -> Verdict:
     store, ev = ctx.store, ctx.cfg.evolve
     t0 = time.perf_counter()
     if ctx.policy is None:
@@ -265,19 +269,18 @@ def _probe_one(ctx: EvolveContext, row: Intervention) -> JSON:
     except HarnessError as e:
         return _record(store, row.id, "probe", 0, "failed", f"candidate does not load: {e}"[:300], {}, 0.0, t0)
     why = needs_trial(cand, ctx.harness)
-    if why and may_trial(ctx, row.params):
-        done = ctx.cache.setdefault("trials", 0)
-        if done >= ev.max_trials:
+    if why and entry.evidence is Evidence.TRIAL:
+        if ctx.memo.trials >= ev.max_trials:
             return _record(store, row.id, "probe", 0, "inconclusive",
-                           f"{why}: {iv.NEEDS_TRIAL}, and this round's {ev.max_trials} (evolve.max_trials) are spent",
+                           f"{why}: it needs a trial, and this round's {ev.max_trials} (evolve.max_trials) are spent",
                            {"evidence": "none: trial budget spent"}, 0.0, t0)
-        ctx.cache["trials"] = done + 1
+        ctx.memo.trials += 1
         return _trial_one(ctx, row, cand, why, t0)
     if why:
         off = ("trials run only in spent rounds here, evolve.trials = spent" if ctx.policy.trials
                else "evolve.trials is off here")
         return _record(store, row.id, "probe", 0, "inconclusive",
-                       f"{why}: {iv.NEEDS_TRIAL} judged on the validation set, not a probe ({off})",
+                       f"{why}: it needs a trial judged on the validation set, not a probe ({off})",
                        {"evidence": "none: trials off"}, 0.0, t0)
     try:
         new_rows, old_rows = _probe(ctx, cand), _probe(ctx, ctx.harness)
@@ -295,7 +298,7 @@ def _probe_one(ctx: EvolveContext, row: Intervention) -> JSON:
         reason = (f"blocked by validity diagnostic {blocked['label']}: {len(new['invalid_high'])} of "
                   f"{new['invalid']} invalid rollouts score high in the probe")
         return _record(store, row.id, "probe", len(new_rows), "failed", reason, m, 0.0, t0)
-    looked = row.params.get(iv.SECOND_LOOK)  # a later look spends half the error rate, as in replay
+    looked = entry.look_of  # a later look spends half the error rate, as in replay
     dec = probe_decision(old_rows, new_rows, ev.min_gain, ev.min_effect, alpha=ALPHA / 2 if looked else ALPHA)
     m["decision"] = dec.to_dict()
     score = round(dec.effect, 4) if dec.status == "passed" else 0.0

@@ -9,19 +9,23 @@ it already (the database is the record, and the interface to the TUI); the loop
 applies the effects to itself from the return value, never by reading them back.
 
     ctx = EvolveContext(store, cfg, step, harness_version, harness, policy)
-    effects = run_round(ctx)          # effects.summary: what the round did
+    effects = run_round(ctx)          # effects.report: what the round did
     engine.apply(effects, step)       # adopt the harness, restore the policy, write the log
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable, Protocol
+from typing import TYPE_CHECKING, Any, Callable, Protocol
 
 from backend.config import RunConfig
 from backend.harness.loader import Harness
 from backend.store import Store
 from backend.types import JSON, TrialArm
+
+
+if TYPE_CHECKING:
+    from .records import RoundReport
 
 
 class Policy(Protocol):
@@ -59,8 +63,22 @@ class Effects:
     """Skill cards learned or credited."""
     log: list[tuple[str, str]] = field(default_factory=list)
     """(level, message) lines for the run's log."""
-    summary: JSON = field(default_factory=dict)
-    """What a round did (proposed, passed, promoted, ...), as stored on its `rounds` row."""
+    report: RoundReport | None = None
+    """What a round did (None for the post-evaluation watch)."""
+
+    @property
+    def summary(self) -> dict[str, Any]:
+        """The round's report as plain data (proposed, passed, promoted, ...), as its `rounds` row keeps it."""
+        return self.report.row() if self.report is not None else {}
+
+
+@dataclass
+class Memo:
+    """What one round computes once and reuses: the probe rollouts per harness sha (the incumbent
+    is probed once, not once per candidate) and the trials it has run (`evolve.max_trials`)."""
+
+    probes: dict[str, list[JSON]] = field(default_factory=dict)
+    trials: int = 0
 
 
 @dataclass
@@ -78,8 +96,7 @@ class EvolveContext:
     checkpoint: Callable[[str], None] = lambda activity: None
     """Say what the round is doing now ("round at step 5: backtesting 2/4") and let the engine honour
     a pause or a stop there (between candidates); may raise the loop's StopRequested."""
-    cache: JSON = field(default_factory=dict)
-    """Per-round memo (the incumbent's probe rollouts, trials spent)."""
+    memo: Memo = field(default_factory=Memo)
     effects: Effects = field(default_factory=Effects)
 
     def log(self, level: str, message: str) -> None:

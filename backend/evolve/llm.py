@@ -102,13 +102,13 @@ def _history(store: Store) -> list[JSON]:
     return out
 
 
-def _space(ctx: EvolveContext) -> list[JSON]:
+def _space(ctx: EvolveContext, trials: bool) -> list[JSON]:
     """The knobs shown to the model: those whose moves this run's gate can judge, as the offline
     proposer offers them (`offline.judgeable_knobs`: without trials an auto-promoting run leaves
     out the knobs only a trial could judge, whose moves would all end inconclusive)."""
     history = ctx.store.move_history()
     out = []
-    for k in judgeable_knobs(ctx)[0]:
+    for k in judgeable_knobs(ctx, trials)[0]:
         steps = space.Steps.of(k, history.get(k.name, []))
         row = {"knob": k.name, "type": k.type, "value": k.value(ctx.harness.code), "targets": list(k.targets)}
         if k.type in ("float", "int"):
@@ -120,7 +120,8 @@ def _space(ctx: EvolveContext) -> list[JSON]:
     return out
 
 
-def build_messages(ctx: EvolveContext, table: list[JSON], metrics: JSON, cards: list[JSON], n: int) -> list[JSON]:
+def build_messages(ctx: EvolveContext, table: list[JSON], metrics: JSON, cards: list[JSON], n: int,
+                   trials: bool) -> list[JSON]:
     rows = [{k: e[k] for k in ("label", "count", "share", "trend", "correct_share")} for e in table[:10]]
     skills = [{"name": c["name"], "trigger": c["trigger"], "change": {k: c["change"].get(k) for k in
                ("op", "name", "source", "hypothesis")}, "helped": c.get("helped", 0)} for c in cards]
@@ -131,7 +132,7 @@ def build_messages(ctx: EvolveContext, table: list[JSON], metrics: JSON, cards: 
             f"{json.dumps(_evidence(ctx.store, table, rng), indent=1)}\n\n"
             f"Earlier proposals and their backtests (newest first):\n{json.dumps(_history(ctx.store), indent=1)}\n\n"
             f"Skills that fixed similar failures before:\n{json.dumps(skills, indent=1)}\n\n"
-            f"Search space (knobs of this harness):\n{json.dumps(_space(ctx), default=str)}\n\n"
+            f"Search space (knobs of this harness):\n{json.dumps(_space(ctx, trials), default=str)}\n\n"
             f"Current harness (version {ctx.harness_version}):\n```python\n{ctx.harness.code}```\n\n"
             f"Propose up to {n} interventions.")
     return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": user}]
@@ -244,8 +245,10 @@ def check_endpoint(cfg: LLMProposerConfig) -> str | None:
     return None
 
 
-def propose(ctx: EvolveContext, table: list[JSON], metrics: JSON, n: int, exclude: set[str]) -> list[Candidate]:
-    """Up to `n` candidates from one chat completion; failures come back as failed candidates."""
+def propose(ctx: EvolveContext, table: list[JSON], metrics: JSON, n: int, exclude: set[str],
+            trials: bool) -> list[Candidate]:
+    """Up to `n` candidates from one chat completion; failures come back as failed candidates.
+    `trials`: whether the knobs only a trial can judge are shown (`schedule.judgeable_by_trial`)."""
     cfg = ctx.cfg.evolve.llm
     cards = sk.for_round(ctx, table, k=3)
     names = [c["name"] for c in cards]
@@ -255,7 +258,8 @@ def propose(ctx: EvolveContext, table: list[JSON], metrics: JSON, n: int, exclud
                           parent_code=ctx.harness.code, proposer="llm", skills=names, error=why)]
     try:
         client = _client(cfg)
-        resp = client.chat.completions.create(model=cfg.model, messages=build_messages(ctx, table, metrics, cards, n),
+        messages = build_messages(ctx, table, metrics, cards, n, trials)
+        resp = client.chat.completions.create(model=cfg.model, messages=messages,
                                               temperature=cfg.temperature, max_tokens=cfg.max_tokens)
         text = resp.choices[0].message.content
     except Exception as e:  # HTTP errors, timeouts, refused connections, odd response shapes

@@ -53,59 +53,22 @@ def knob_score(knob: space.Knob, by_label: JSON, steps: space.Steps) -> float:
     return RELEVANCE * relevance + EXPLORE / (1 + steps.tried) + RECORD * (steps.good + 1) / (steps.tried + 2)
 
 
-def judgeable_by_trial(ctx: EvolveContext) -> bool:
-    """Whether a change that needs a trial can end anywhere but `inconclusive` in this run.
-    Without trials (`evolve.trials` off, as on the CPU and in the gpu profile) an inconclusive
-    change waits for an operator; in auto-promote mode nobody is asked, so proposing it would
-    only take a slot from a change the gate can judge. Under `evolve.trials = "spent"` only a
-    spent round's last pass may offer one (`propose_for_spent_round`)."""
-    if not ctx.auto_promote():
-        return True
-    if ctx.policy is None or not ctx.policy.trials:
-        return False
-    return not iv.trials_when_spent(ctx) or bool(ctx.cache.get(iv.SPENT_TRIAL))
-
-
-def propose_for_spent_round(ctx: EvolveContext, table: list[JSON], metrics: JSON, exclude: set[str],
-                            screen: Callable[[Candidate], str | None] | None = None) -> list[Candidate]:
-    """Under `evolve.trials = "spent"`, for a round that found nothing else to try: up to
-    `evolve.max_trials` moves that need a trial (sampling, advantage, curriculum), marked so the
-    backtest trials them. Otherwise, or where trials cannot run: nothing."""
-    if not iv.trials_when_spent(ctx):
-        return []
-    ctx.cache[iv.SPENT_TRIAL] = True
-    try:
-        got = propose(ctx, table, metrics, max(1, ctx.cfg.evolve.max_trials), exclude, screen)
-    finally:
-        ctx.cache.pop(iv.SPENT_TRIAL, None)
-    for c in got:
-        c.params[iv.SPENT_TRIAL] = True
-    return got
-
-
 def run_knobs(ctx: EvolveContext) -> list[space.Knob]:
     """Every knob of the active harness, at this run's token cap and datasets."""
     return space.knobs(ctx.harness.code, ctx.harness.domain, ctx.cfg.train.max_new_tokens_cap, ctx.cfg.math.datasets)
 
 
-def judgeable_knobs(ctx: EvolveContext) -> tuple[list[space.Knob], list[space.Knob]]:
+def judgeable_knobs(ctx: EvolveContext, trials: bool) -> tuple[list[space.Knob], list[space.Knob]]:
     """(knobs this run's gate can judge, knobs left out because only a trial could judge them and
-    this run has none: `judgeable_by_trial`). Both proposers offer only the first."""
-    trials = judgeable_by_trial(ctx)
+    the round cannot run one: `trials` False, see `schedule.judgeable_by_trial`). Both proposers
+    offer only the first."""
     ks = run_knobs(ctx)
     return [k for k in ks if trials or not k.needs_trial], [k for k in ks if k.needs_trial and not trials]
 
 
-def left_for_trial(ctx: EvolveContext) -> list[str]:
-    """Names of the knobs `judgeable_knobs` leaves out (a spent round records them); none where
-    the spent round itself offered them (`propose_for_spent_round`)."""
-    if iv.trials_when_spent(ctx):
-        return []
-    return [k.name for k in judgeable_knobs(ctx)[1]]
-
-
-def options(ctx: EvolveContext, table: list[JSON], metrics: JSON) -> list[tuple[float, str, object]]:
-    """(score, key, option) for every snippet, skill and knob that fits this round, best first."""
+def options(ctx: EvolveContext, table: list[JSON], metrics: JSON, trials: bool) -> list[tuple[float, str, object]]:
+    """(score, key, option) for every snippet, skill and knob that fits this round, best first
+    (`trials`: whether knobs only a trial can judge may be offered)."""
     by_label = {e["label"]: e for e in table}
     domain = ctx.harness.domain
     opts: list[tuple[float, str, object]] = [(t.score(by_label, metrics), t.id, t) for t in TEMPLATES
@@ -117,7 +80,7 @@ def options(ctx: EvolveContext, table: list[JSON], metrics: JSON) -> list[tuple[
                   made_by.get(c["change"].get("template") or "", 0.0) + SKILL_BONUS),
               "skill:" + c["name"], c) for c in sk.for_round(ctx, table, k=4)]
     history = ctx.store.move_history()
-    for knob in judgeable_knobs(ctx)[0]:
+    for knob in judgeable_knobs(ctx, trials)[0]:
         steps = space.Steps.of(knob, history.get(knob.name, []))
         opts.append((knob_score(knob, by_label, steps), space.PREFIX + knob.name, (knob, steps)))
     return sorted([o for o in opts if o[0] > 0], key=lambda o: (-o[0], o[1]))
@@ -175,9 +138,10 @@ def _draws(key: str, opt: Any, parent: population.Member, rng: random.Random, ct
         yield c
 
 
-def propose(ctx: EvolveContext, table: list[JSON], metrics: JSON, n: int, exclude: set[str],
+def propose(ctx: EvolveContext, table: list[JSON], metrics: JSON, n: int, exclude: set[str], trials: bool,
             screen: Callable[[Candidate], str | None] | None = None) -> list[Candidate]:
-    """Up to `n` new candidates, each a single-factor edit of a frontier member.
+    """Up to `n` new candidates, each a single-factor edit of a frontier member. `trials`: whether
+    moves only a trial can judge may be offered (`schedule.judgeable_by_trial`).
     `screen(candidate)`: a reason to refuse it (the churn rules), or None; a refused draw takes no slot."""
     rng = random.Random(f"{ctx.cfg.seed}:{ctx.step}")
     active = population.Member(ctx.harness_version, "active", ctx.harness.code, None, 0, 0, 0.0, 0.0, 0.0,
@@ -186,7 +150,7 @@ def propose(ctx: EvolveContext, table: list[JSON], metrics: JSON, n: int, exclud
     by_label = {e["label"]: e for e in table}
     seen = set(exclude)
     out: list[Candidate] = []
-    for score, key, opt in options(ctx, table, metrics):
+    for score, key, opt in options(ctx, table, metrics, trials):
         if len(out) >= n:
             break
         slot = parents[len(out) % len(parents)]

@@ -439,8 +439,8 @@ def _effect(rows: list[JSON], old: JSON, new: JSON, metric: str, alpha: float = 
         # over the groups either harness trains on: a group dead under both is in neither
         # update (by default the loss is averaged over trained rollouts only, README "GRPO conventions"),
         # so counting it would shrink every effect by the share of dead groups, a property of
-        # the policy rather than of the change (80% on 2 x H100, where lenient extraction's
-        # +0.030 [+0.018, +0.043] over all groups missed min_gain 0.02 for that reason)
+        # the policy rather than of the change (under a weak policy most groups are dead, and a
+        # real gain over all groups would miss min_gain for that reason alone)
         # (a window where neither trains on anything keeps its groups: a zero effect, inconclusive)
         live = (_live(old) | _live(new)) or set(a) | set(b)
         a, b = {g: x for g, x in a.items() if g in live}, {g: x for g, x in b.items() if g in live}

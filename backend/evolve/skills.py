@@ -159,9 +159,8 @@ def track_record(card: JSON) -> float:
 
     A card is learned with `helped` 1 and `uses` 0 (it helped without being proposed from a
     card), and the global library adds up `helped` when two runs learn the same change, so
-    `helped` can exceed `uses`: failed uses are never below 0. (They once were: a card that
-    two runs had learned divided by zero in every later round of every run that read it, and
-    those rounds proposed nothing; 4 x H200, session 7.)"""
+    `helped` can exceed `uses`: failed uses are never below 0 (below 0, a card two runs had
+    learned would divide by zero in every round of every run that read it)."""
     helped = max(0, int(card.get("helped") or 0))
     failed = max(0, int(card.get("uses") or 0) - helped)
     return (1 + helped) / (2 + failed)
@@ -248,8 +247,7 @@ def for_round(ctx: EvolveContext, table: list[JSON], k: int) -> list[JSON]:
     """The `k` cards a round's proposer (offline or LLM) may draw from; none, with a warning,
     when reading them fails. The library is written by other runs and other versions, and a
     card that breaks retrieval must cost the round its skills, not its other candidates
-    (session 7: a card's prior divided by zero, and every round of every run that read it
-    proposed nothing)."""
+    (a card that breaks retrieval would otherwise stop every round of every run that reads it)."""
     try:
         return retrieve(ctx.store, table, ctx.harness.domain, k=k, shared=shares_library(ctx))
     except Exception as e:

@@ -231,13 +231,12 @@ def _weights(code: str) -> list[Knob]:
     for name in sorted(names):
         if scale_free and live == [name]:
             # the only term that pays: its weight only rescales every reward, and group_std and
-            # rank take the scale out (on 4 x H100, 200-step runs spent half their late slots
-            # moving the correct weight once format was 0: each replayed at signal +0.000 [0, 0])
+            # rank take the scale out (moving it would take slots and replay at signal +0.000)
             continue
         # A secondary term is first switched off: group_std rescales any spread a term makes
         # inside a group to a full update, so halving or doubling format credit changes no
-        # advantage in a group the evaluator judged alike (on 2 x H100, every such move
-        # replayed at signal +0.000), while 0 removes that update. The main term (the largest
+        # advantage in a group the evaluator judged alike (such a move replays at signal
+        # +0.000), while 0 removes that update. The main term (the largest
         # weight: the verdict) is never switched off.
         out.append(Knob(f"REWARD_WEIGHTS.{name}", "REWARD_WEIGHTS", (name,), "float", 0.0,
                         *_narrow(spec.REWARD_WEIGHT, 0.0, 4.0), step=math.log(2.0), min_step=math.log(1.1),
@@ -263,8 +262,8 @@ def _advantage() -> list[Knob]:
 INERT_FILTERS = ("drop_dead_groups",)
 """Filters that change no update: a dead group's advantages are 0 whether or not it is dropped,
 and a rollout is trained on only with a non-zero advantage (`backend.harness.semantics`), so the
-filter only changes what the metrics count as kept. Not a knob: from the expert harness each
-200-step run on 4 x H100 replayed it 5 to 6 times, every time at exactly +0.000 [0, 0]."""
+filter only changes what the metrics count as kept. Not a knob: every move of it would replay
+at exactly +0.000 [0, 0]."""
 
 
 def _filters() -> list[Knob]:
@@ -346,8 +345,7 @@ class Steps:
         its way: it was too small to reach any rollout (a filter threshold short of every one, a
         weight too close to flip any rollout's side), or the knob does nothing here at any size
         (a weight whose rule takes the scale out). Growing reaches the range's ends in a few moves
-        where shrinking walked the range (a 200-step run on 4 x H100 replayed the correct weight
-        45 times, every one at +0.000)."""
+        where shrinking would walk the range one ever smaller step a round, every move at +0.000."""
         size, way, tried, good, failed, unchanged = knob.step, 0, 0, 0, [], []
         for h in history:
             ok, bad = h["status"] in GOOD, h["status"] in BAD
@@ -377,8 +375,8 @@ def changed_nothing(verdict: str, backtest: JSON) -> bool:
     replay left training's update as it was (`same_update`), or its interval lies within NO_EFFECT
     of 0. A failed move counts as failed even so (its harm guard saw something). The second is the common
     case: a reward weight moved too little to turn any rollout's advantage against its verdict
-    changes every advantage a little and `signal` not at all (4 x H100, session 12: 38 of 40
-    correct-weight replays at +0.000 [+0.000, +0.000], 2 of them with the update unchanged).
+    changes every advantage a little and `signal` not at all (an interval of +0.000 [+0.000, +0.000]
+    with the update changed).
 
     >>> changed_nothing("inconclusive", {"mode": "replay", "ci_low": -0.0004, "ci_high": 0.0002})
     True
@@ -399,8 +397,7 @@ def dominated(old: Any, new: Any, failed: tuple[tuple[Any, Any], ...],
     """Whether moving a numeric knob from `old` to `new` goes at least as far, the same way, as a
     move from `old` that failed: the gate found the nearer value worse, and a knob's effect is taken
     to have one peak, so the farther one is presumed worse too. Without this the grid walked a
-    failing direction one finest step a round (a 200-step run on 4 x H100 moved the format weight up
-    from 0 fifteen times, 0.05, 0.055, 0.0605, ..., every move failed).
+    failing direction one finest step a round (0.05, 0.055, 0.0605, ..., each move failing again).
 
     >>> dominated(0.0, 0.1, ((0.0, 0.05),)), dominated(0.0, 0.04, ((0.0, 0.05),))
     (True, False)
@@ -473,8 +470,8 @@ def values(knob: Knob, old: JSON, steps: Steps, table: JSON | None = None, metri
 def grid(knob: Knob, near: float) -> list[Any]:
     """A numeric knob's values at its finest step (`min_step`) from `near` across its range, nearest
     first, then the range's ends: where the steps' own moves were all tried, the untried values of the
-    range come next, so a round proposes something while the space has untried moves (issue 16: on
-    4 x H200, 200-step runs proposed nothing from round 25 on, every step-sized move tried)."""
+    range come next, so a round proposes something while the space has untried moves (a long run
+    tries every step-sized move early, and its later rounds would otherwise propose nothing)."""
     if knob.log:
         base = near if near > 0 else max(knob.lo, knob.floor)
         n = int(_span(knob) / knob.min_step) + 1

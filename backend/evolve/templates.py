@@ -101,8 +101,8 @@ def _missed_correct(table: JSON, label: str) -> float:
 def _missed_of_correct(table: JSON, metrics: JSON, label: str) -> float:
     """Share of the evaluator-correct answers that carry `label`: the part of the signal the
     reward cannot see. A share of the window would rank it last exactly when it matters
-    most, under a weak policy (4% accuracy on 4 x H100: 0.02 of the window, half of its
-    correct answers)."""
+    most, under a weak policy (at 4% accuracy, half of the correct answers untagged is only
+    0.02 of the window)."""
     acc = float(metrics.get("accuracy") or 0.0)
     return min(1.0, _missed_correct(table, label) / acc) if acc > 0 else 0.0
 

@@ -1,0 +1,148 @@
+"""The typed records an evolution round passes from step to step.
+
+    seen = observe(ctx)                    -> Observation   the window's failure table and metrics
+    plan = schedule.plan(ctx, seen)        -> Schedule      the candidates to judge, each a Scheduled
+    verdicts = judge(ctx, plan.entries)    -> [Verdict]     one per candidate, with its Status
+    made = promotion.decide(ctx, ...)      -> Decision      what was promoted, and what waits for a rebase
+    report(ctx, RoundReport(...))          -> Effects       stored on the round's row, logged
+
+Each step reads only the records before it; the store keeps them as rows (JSON
+only there: `RoundReport.row`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from enum import Enum
+from typing import Any
+
+from .interventions import Evidence
+
+
+class Status(str, Enum):
+    """A judgement's outcome (`stats.decide`): `inconclusive` found no harm but no clear gain."""
+
+    PASSED = "passed"
+    INCONCLUSIVE = "inconclusive"
+    FAILED = "failed"
+
+
+@dataclass(frozen=True)
+class Observation:
+    """What a round saw: its window of steps, their failure table and drift metrics, its round id."""
+
+    step: int
+    steps: range
+    table: list[dict[str, Any]]
+    """Failure-table entries, most frequent first (`diagnose.failure_table`)."""
+    metrics: dict[str, Any]
+    round_id: int
+
+
+@dataclass(frozen=True)
+class Skip:
+    """A candidate the churn rules refused before any backtest, and why."""
+
+    title: str
+    key: str
+    proposer: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class Scheduled:
+    """A recorded candidate the judge is to try, and how."""
+
+    id: int
+    evidence: Evidence
+    look_of: int | None = None
+    """A second or later look at this intervention: the look spends half the error rate."""
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """What a round tries: every candidate it recorded (failed proposals too) and those to judge."""
+
+    proposed: tuple[int, ...] = ()
+    entries: tuple[Scheduled, ...] = ()
+    skipped: tuple[Skip, ...] = ()
+    spent: tuple[str, ...] | None = None
+    """A spent round (nothing left to propose): the knobs left for a trial; None otherwise."""
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """One judgement of one intervention (a `backtests` row)."""
+
+    id: int
+    status: Status
+    reason: str
+    score: float = 0.0
+    backtest_id: int | None = None
+    mode: str = "replay"
+    """What judged it: replay, probe or trial."""
+
+
+@dataclass(frozen=True)
+class Decision:
+    """Auto mode's promotions so far in a round. `rebase`: the best candidate left was built on a
+    version that is no longer active; the round rebases it and judges it again before deciding on."""
+
+    promoted: tuple[int, ...] = ()
+    left: tuple[int, ...] = ()
+    rebase: int | None = None
+
+
+@dataclass(frozen=True)
+class RoundReport:
+    """What a round did, as its `rounds` row and log line say it."""
+
+    step: int
+    harness_version: int
+    round_id: int | None = None
+    seen: Observation | None = None
+    plan: Schedule = field(default_factory=Schedule)
+    verdicts: tuple[Verdict, ...] = ()
+    decision: Decision = field(default_factory=Decision)
+    error: str | None = None
+    ms: float = 0.0
+
+    def ids(self, status: Status) -> list[int]:
+        return [v.id for v in self.verdicts if v.status is status]
+
+    @property
+    def failed(self) -> list[int]:
+        judged = {v.id for v in self.verdicts if v.status is not Status.FAILED}
+        return [i for i in self.plan.proposed if i not in judged]
+
+    def text(self) -> str:
+        """The one-line summary (the round's log line and its stored summary)."""
+        if self.error:
+            return f"error: {self.error}"
+        made = self.decision.promoted
+        also = "".join(f", then #{i}" for i in made[1:])
+        promoted = f"; promoted #{made[0]}{also}, now v{self.harness_version}" if made else ""
+        skipped = f", {len(self.plan.skipped)} skipped (churn)" if self.plan.skipped else ""
+        if self.plan.spent is not None:
+            left = f"; left for a trial (evolve.trials off): {', '.join(self.plan.spent)}" if self.plan.spent else ""
+            skipped += f"; no untried move this run can judge{left}"
+        return (f"{len(self.plan.proposed)} proposed, {len(self.ids(Status.PASSED))} passed, "
+                f"{len(self.ids(Status.INCONCLUSIVE))} inconclusive, {len(self.failed)} failed{skipped}{promoted}")
+
+    def row(self) -> dict[str, Any]:
+        """The summary as plain data (the store's and the loop's view of a round)."""
+        out: dict[str, Any] = {
+            "step": self.step, "round_id": self.round_id, "proposed": list(self.plan.proposed),
+            "passed": self.ids(Status.PASSED), "inconclusive": self.ids(Status.INCONCLUSIVE), "failed": self.failed,
+            "skipped": [asdict(s) for s in self.plan.skipped],
+            "promoted": self.decision.promoted[0] if self.decision.promoted else None,
+            "harness_version": self.harness_version, "error": self.error, "ms": self.ms}
+        if self.decision.promoted:
+            out["also_promoted"] = list(self.decision.promoted[1:])
+        if self.plan.spent is not None:
+            out["spent"] = list(self.plan.spent)
+        if self.seen is not None:
+            out["failure_table"] = [{k: e[k] for k in ("label", "count", "share", "trend")}
+                                    for e in self.seen.table[:6]]
+            out["metrics"] = self.seen.metrics
+        return out
