@@ -15,6 +15,7 @@ from contextlib import AbstractContextManager, nullcontext
 from typing import TYPE_CHECKING
 
 from backend.evolve import Effects, EvolveContext
+from backend.training import Training
 from backend.harness.loader import Harness
 from backend.trial import run_arm, trials_enabled
 from backend.types import JSON, TrialArm
@@ -29,7 +30,7 @@ class EnginePolicy:
     probes generate with it, trials train copies of it. Made once per round, so the round's
     probes share their prompts and seeds and its trials share the incumbent's arm."""
 
-    def __init__(self, engine: Engine, step: int) -> None:
+    def __init__(self, engine: Training, step: int) -> None:
         self.engine, self.step = engine, step
         self.trials = trials_enabled(engine)
         self._incumbent: TrialArm | None = None
@@ -54,7 +55,7 @@ class EnginePolicy:
         return self._incumbent, run_arm(self.engine, candidate, self.step, k)
 
 
-def context(engine: Engine, step: int, echo: bool = True) -> EvolveContext:
+def context(engine: Training, step: int, echo: bool = True) -> EvolveContext:
     """What evolution (a round, a command, the post-eval check) sees of the engine at `step`.
     `echo`: log lines go to the run's log at once (commands); a round's come back as effects."""
     return EvolveContext(store=engine.store, cfg=engine.cfg, step=step, harness_version=engine.harness_version,
@@ -63,7 +64,7 @@ def context(engine: Engine, step: int, echo: bool = True) -> EvolveContext:
                          checkpoint=engine.control.checkpoint)
 
 
-def probe_size(engine: Engine, n_tasks: int) -> int:
+def probe_size(engine: Training, n_tasks: int) -> int:
     """Prompts per probe arm: on CUDA as many as the power calculation asks for to detect
     `evolve.min_effect` (docs/gate.md; at most `evolve.probe_max_tasks`), on the CPU `n_tasks`."""
     from backend.evolve.stats import probe_plan
@@ -76,7 +77,7 @@ def probe_size(engine: Engine, n_tasks: int) -> int:
     return plan.tasks
 
 
-def evolution_round(engine: Engine, step: int) -> Effects | None:
+def evolution_round(engine: Training, step: int) -> Effects | None:
     """One round (never raises, but for the loop's StopRequested, a BaseException)."""
     if getattr(engine.cfg.evolve, "plant_trap", False):
         plant_trap(engine, step)
@@ -98,7 +99,7 @@ def scratch_shapes(generator) -> AbstractContextManager:
     return scratch() if scratch is not None else nullcontext()
 
 
-def plant_trap(engine: Engine, step: int) -> None:
+def plant_trap(engine: Training, step: int) -> None:
     """Submit the domain's planted exploitable harness once (evolve.plant_trap): the
     backtest must block it with a validity diagnostic; the report shows the evidence."""
     from backend.evolve import submit
@@ -121,7 +122,7 @@ def plant_trap(engine: Engine, step: int) -> None:
         engine.say(f"planting the trap failed: {type(e).__name__}: {e}", "error", step)
 
 
-def after_eval(engine: Engine, step: int, acc: float) -> Effects | None:
+def after_eval(engine: Training, step: int, acc: float) -> Effects | None:
     """The post-evaluation check (rollback or skill); its effects, or None when it failed."""
     try:
         from backend.evolve import after_eval as judge_promotions

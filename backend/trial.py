@@ -11,7 +11,7 @@ curriculum). Evolution compares the two lists of verdicts, paired by problem.
 Afterwards the policy, its optimizer state and the generation engine are put
 back exactly as they were: trial rollouts are budget, never training, so a
 run whose trials promote nothing trains bit-identically to a run without them
-(the invariant of issue 15). The incumbent's arm is run once per round and
+(tests/test_invariant.py). The incumbent's arm is run once per round and
 reused for every candidate of that round (`evolve_hooks.EnginePolicy.trial`).
 """
 
@@ -19,17 +19,15 @@ from __future__ import annotations
 
 import copy
 import time
-from typing import TYPE_CHECKING
 
 import torch
 
 from backend.envs import held_out_sets
 from backend.harness.loader import Harness
+from backend.training import Training
 from backend.types import TrialArm
 
 
-if TYPE_CHECKING:
-    from backend.loop import Engine
 
 TRIAL_SEED = 30_000_000
 """Offset of the trial steps' seeds from the training steps' (`Engine.seed_step`)."""
@@ -38,17 +36,17 @@ TRIAL_SEED = 30_000_000
 class PolicySnapshot:
     """The state a trial changes: LoRA weights, the optimizer's state, and the batch sizes an
     out-of-memory retry lowers (the trainer's memory plan, the generator's batch). A retry inside
-    a trial caps only the trial: on 4 x H100 one trial's retry (micro-batch 112 -> 56) capped every
-    later step of its run, whose steps then no longer matched its static twin's."""
+    a trial caps only the trial: left lowered, it would cap every later training step too, and
+    the run would no longer train as it would have without the trial."""
 
-    def __init__(self, engine: Engine) -> None:
+    def __init__(self, engine: Training) -> None:
         self.params = {n: p.detach().clone() for n, p in engine.lm.model.named_parameters() if p.requires_grad}
         self.opt = copy.deepcopy(engine.trainer.opt.state_dict())
         self.micro_batch = engine.cfg.train.micro_batch
         self.plan = copy.copy(engine.trainer.plan)
         self.generation = generation_limit(engine.generator)
 
-    def restore(self, engine: Engine) -> None:
+    def restore(self, engine: Training) -> None:
         with torch.no_grad():
             for n, p in engine.lm.model.named_parameters():
                 if n in self.params:
@@ -70,7 +68,7 @@ def generation_limit(generator: object) -> tuple[str, object] | None:
     return next(((a, own[a]) for a in ("max_batch", "batch_size") if a in own), None)
 
 
-def train_arm(engine: Engine, harness: Harness, step: int, k: int) -> int:
+def train_arm(engine: Training, harness: Harness, step: int, k: int) -> int:
     """`k` GRPO updates of the live policy under `harness` (nothing stored); returns rollouts made."""
     made = 0
     for j in range(k):
@@ -82,14 +80,14 @@ def train_arm(engine: Engine, harness: Harness, step: int, k: int) -> int:
     return made
 
 
-def validate(engine: Engine, harness: Harness) -> tuple[list[str], list[bool]]:
+def validate(engine: Training, harness: Harness) -> tuple[list[str], list[bool]]:
     """Greedy verdicts of the live policy on the validation set, under `harness`'s prompt."""
     tasks = held_out_sets(engine.env, engine.cfg.eval.n_val, 0)["validation"]
     items, _ = engine.collect(tasks, harness, 1, greedy=True, max_new_tokens=engine.cfg.eval.max_new_tokens)
     return [s.task.id for s in items], [bool(s.verdict.correct) for s in items]
 
 
-def run_arm(engine: Engine, harness: Harness, step: int, k: int) -> TrialArm:
+def run_arm(engine: Training, harness: Harness, step: int, k: int) -> TrialArm:
     """Train a copy of the current policy under `harness` and validate it; the live policy,
     its optimizer and the engine come back unchanged whatever happens."""
     t0 = time.perf_counter()
@@ -102,7 +100,7 @@ def run_arm(engine: Engine, harness: Harness, step: int, k: int) -> TrialArm:
     return TrialArm(harness.sha, ids, correct, made + len(ids), time.perf_counter() - t0)
 
 
-def trials_enabled(engine: Engine) -> bool:
+def trials_enabled(engine: Training) -> bool:
     """`evolve.trials`: on, off, auto (on where a step is cheap: CUDA), or spent (on, for the
     candidates of spent rounds only: `interventions.SPENT_TRIAL`)."""
     mode = engine.cfg.evolve.trials

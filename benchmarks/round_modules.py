@@ -110,7 +110,7 @@ class Tracer:
 def _synthetic() -> Any:
     try:
         import synthetic_run as syn
-    except ImportError:  # a commit from before issue 17
+    except ImportError:  # an early version kept it inside the package
         from backend.evolve import synthetic as syn
     return syn
 
