@@ -136,7 +136,9 @@ class StepProgress:
             return ""
         (first, t0), (last, t_last) = self._began, self._done
         per = (t_last - t0) / (last - first + 1)
-        return f", {eta_text(max(0.0, per * (self.total - last) - (self.clock() - t_last)))} left"
+        left = self.total - last
+        # the step under way counts at most as one done (the time since the last step may be a round's)
+        return f", {eta_text(max(per * max(left - 1, 0), per * left - (self.clock() - t_last)))} left"
 
     def _out(self) -> TextIO:
         return self.out if self.out is not None else sys.stdout

@@ -349,7 +349,7 @@ def _runs() -> int:
         return 0
     from backend.disk import human_bytes
 
-    print(f"{'status':<10} {'step':>9} {'heldout':>8} {'size':>9}  {'domain':<6} {'device':<10} dir")
+    print(f"{'status':<10} {'step':>9} {'test acc':>8} {'size':>9}  {'domain':<6} {'device':<10} dir")
     for r in rows:
         step = f"{r['step']}/{r['steps_total']}" if r["step"] is not None else "-"
         acc = f"{r['heldout_acc']:.3f}" if r["heldout_acc"] is not None else "-"
