@@ -12,8 +12,7 @@ mixed into the app, keeps to two rules:
   held keys go on, in order, when it is (`DialogChanged`);
 - a key that comes back up from a screen no longer on top is not resolved
   against the new one: it is handed again to the screen now on top (held
-  first if that is a dialog not yet ready), or dropped if it was typed into a
-  dialog that has closed since (it was meant for the dialog).
+  first if that is a dialog not yet ready).
 
 A dialog on top is handed each key here, in the app's own handler
 (`_to_dialog`), rather than through its widgets' queues: a key that closes it,
@@ -45,7 +44,6 @@ class KeyGateMixin:
         self._key_seq = count()
         self._held: list[tuple[int, events.Key]] = []  # (order typed, key), sorted
         self._in_flight: OrderedDict[events.Key, tuple[int, Screen]] = OrderedDict()
-        self.keys_dropped: list[str] = []  # typed into a dialog that closed before it took them
 
     async def on_event(self, event: events.Event) -> None:
         if isinstance(event, events.Key) and await self._gate(event):
@@ -57,7 +55,10 @@ class KeyGateMixin:
 
     def keys_ready(self) -> bool:
         """Whether a key may be handed to the screen on top now."""
-        screen = self.screen
+        try:
+            screen = self.screen
+        except Exception:  # no screen yet (the app is starting): Textual's own handling
+            return True
         return not isinstance(screen, Dialog) or (screen.ready and not screen.closing)
 
     # ------------------------------------------------------------ the two rules
@@ -77,9 +78,6 @@ class KeyGateMixin:
         seq, origin = self._in_flight.pop(key, (None, None))
         if origin is None or origin is self.screen:
             return False
-        if isinstance(origin, Dialog):  # typed into a dialog that has closed since
-            self.keys_dropped.append(key.key)
-            return True
         bisect.insort(self._held, (seq, events.Key(key.key, key.character)), key=lambda held: held[0])
         await self._release()
         return True
