@@ -150,3 +150,19 @@ def test_veto_dialog_keeps_the_cursor_keys_for_its_field(tmp_path):
             await settle(pilot)
             assert isinstance(app.screen, VetoModal) and app.screen.query_one("#reason").value == "ax b"
     asyncio.run(go())
+
+
+def test_a_click_on_a_dialog_button_answers_it(tmp_path):
+    run_dir = build_run(tmp_path / "run")
+
+    async def go():
+        app = make_app(run_dir)
+        async with app.run_test(size=SIZE) as pilot:
+            await settle(pilot)
+            answers = []
+            app.push_screen(ConfirmModal("t", "m"), answers.append)
+            await settle(pilot)
+            await pilot.click("#confirm")
+            await settle(pilot)
+            assert answers == [True] and len(app.screen_stack) == 1
+    asyncio.run(go())
