@@ -43,7 +43,12 @@ class EnginePolicy:
         engine = self.engine
         rng = engine.seed_step(10_000_000 + self.step)
         tasks = engine.env.sample_tasks(probe_size(engine, n_tasks), rng, harness.curriculum)
-        items, _ = engine.collect(tasks, harness, engine.cfg.train.group_size)  # scored: filters, advantages
+        around = engine.control.activity  # the round's ("backtesting 2/4"), again once the probe is done
+        engine.control.report(f"round at step {self.step}: probing {harness.sha[:8]} on {len(tasks)} prompts")
+        try:
+            items, _ = engine.collect(tasks, harness, engine.cfg.train.group_size)  # scored: filters, advantages
+        finally:
+            engine.control.report(around)
         mnt = int(harness.sampling.get("max_new_tokens", 128))
         return [rollout_row(s, self.step, engine.harness_version, engine.policy_version, mnt) for s in items]
 

@@ -1,7 +1,10 @@
-"""Soak: kill -9 the engine at random moments, resume, and check nothing is lost.
+"""Soak: stop the engine (SIGTERM, kill -9) and resume, and check that nothing is lost or doubled.
 
-CI runs a few kills (EVOTUI_SOAK_KILLS, default 3); the full soak is
-`EVOTUI_SOAK_KILLS=30 .venv/bin/pytest tests/test_soak.py -q -s`.
+Two soaks. Random kills of the embedded model's run: CI runs a few (EVOTUI_SOAK_KILLS, default
+3); the full soak is `EVOTUI_SOAK_KILLS=30 .venv/bin/pytest tests/test_soak.py -q -s`. And stops
+placed inside an auto-promoting run's evolution: a round, a probe, just after a promotion and
+just after a rollback, each once by SIGTERM and once by SIGKILL, found by watching what the
+engine records (its activity, the harness versions), each followed by `--resume`.
 """
 
 import os
@@ -12,6 +15,9 @@ import sys
 import time
 
 from backend.store import Store, integrity_ok
+import engine_waits
+from engine_waits import CEILING_S, wait_for
+from soak_checks import assert_stored_once
 
 
 def _spawn(args):
@@ -29,9 +35,8 @@ def _events(run) -> int:
 
 
 def _until_at_work(proc, run, before: int) -> None:
-    deadline = time.time() + 300
-    while _events(run) <= before and proc.poll() is None and time.time() < deadline:
-        time.sleep(0.1)
+    """Until the process has written its first events, or exited (then the loop below sees it)."""
+    wait_for("the engine's first events", lambda: _events(run) > before or proc.poll() is not None, proc)
 
 
 def test_random_kills_lose_nothing(tmp_path, tiny_overrides):
@@ -69,7 +74,7 @@ def test_random_kills_lose_nothing(tmp_path, tiny_overrides):
                            and not p.name.startswith("."))
             before = 0
             proc = _spawn(["--steps", str(steps), "--run-dir", str(run), *sets])
-    _, err = proc.communicate(timeout=900)
+    _, err = proc.communicate(timeout=CEILING_S)
     assert proc.returncode == 0, err[-2000:]
     s = Store.open(run, readonly=True)
     assert [r["step"] for r in s.rows("SELECT step FROM steps ORDER BY step")] == list(range(1, steps + 1))
@@ -87,3 +92,77 @@ def test_random_kills_lose_nothing(tmp_path, tiny_overrides):
     assert s.run()["status"] == "finished"
     assert integrity_ok(run / "run.db")
     print(f"soak: {survived} kills survived, {steps} steps, 0 rows lost")
+
+
+# ------------------------------------------------------------------ stops inside evolution
+STOPS = [("promotion", signal.SIGKILL), ("evaluation", signal.SIGTERM), ("rollback", signal.SIGKILL),
+         ("round", signal.SIGKILL), ("probe", signal.SIGTERM)]
+"""Where each stop lands, in order, and how: the run trains on until the phase comes. Left alone,
+the run promotes in round 2 and the evaluation at step 4 rolls that back. Stopped during that
+evaluation, the resumed engine evaluates again, rolls back (stopped right there by the next
+stop), and trains on from the restored policy; every round probes."""
+STOPS_FULL = STOPS + [("promotion", signal.SIGTERM), ("evaluation", signal.SIGKILL), ("rollback", signal.SIGTERM),
+                      ("round", signal.SIGTERM), ("probe", signal.SIGKILL)]
+"""EVOTUI_SOAK_FULL=1: every phase by both signals (a few minutes: later promotions take more steps)."""
+
+EVOLVING = ["train.tasks_per_step=2", "train.group_size=2", "train.max_new_tokens_cap=8", "eval.n_val=2",
+            "eval.n_test=1", "eval.max_new_tokens=8", "model.threads=1", "train.keep_checkpoints=0",
+            # a round after every step, six candidates (the offline list reaches a prompt change, which
+            # only a probe judges), an evaluation every other step that rolls back whatever it judges
+            # (a drop of more than -1: any), and a gate a small replay gain passes
+            "eval.every=2", "evolve.every=1", "evolve.candidates=6", "evolve.probe_tasks=1",
+            "evolve.rollback_drop=-1", "evolve.min_gain=0", "evolve.min_effect=0.01", "evolve.cooldown_rounds=0"]
+FIRST_STEPS, MORE_STEPS, MOST_STEPS = 6, 4, 40
+
+
+def _in_phase(run, phase: str, before: dict[str, int]) -> bool:
+    """Whether the engine is in `phase` now: a round, one of its probes, or an evaluation that
+    will judge a promotion, by the activity it records (the TUI's header shows the same); a
+    promotion or a rollback by the harness version it has just written (each one transaction:
+    the stop lands right after it, before the engine has applied it to itself)."""
+    if phase in ("promotion", "rollback"):
+        return _counts(run)[phase] > before[phase]
+    activity = engine_waits.scalar(run, "SELECT activity FROM runs", default="")
+    if phase == "evaluation":
+        return activity.startswith("held-out eval") and engine_waits.scalar(
+            run, "SELECT count(*) FROM interventions WHERE status = 'promoted' AND judged_step IS NULL AND "
+                 "promoted_step < (SELECT max(step) FROM steps)", default=0) > 0
+    probing = ": probing" in activity
+    return activity.startswith("round at step") and (probing if phase == "probe" else not probing)
+
+
+def _counts(run) -> dict[str, int]:
+    return {"promotion": engine_waits.scalar(run, "SELECT count(*) FROM harness_versions WHERE intervention_id "
+                                                  "IS NOT NULL", default=0),
+            "rollback": engine_waits.scalar(run, "SELECT count(*) FROM harness_versions WHERE status = "
+                                                 "'rolled_back'", default=0)}
+
+
+def test_stops_inside_rounds_probes_promotions_and_rollbacks_lose_nothing(tmp_path, tiny_model, spread_harness):
+    run = tmp_path / "run"
+    sets = [x for o in [*EVOLVING, f"model.name='{tiny_model}'", f"harness='{spread_harness}'"]
+            for x in ("--set", o)]
+    steps = FIRST_STEPS
+    proc = _spawn(["--steps", str(steps), "--run-dir", str(run), *sets])
+    before, landed = _counts(run), []
+    for phase, sig in STOPS_FULL if os.environ.get("EVOTUI_SOAK_FULL") == "1" else STOPS:
+        while not wait_for(f"a {phase}, or the end of the run", lambda: _in_phase(run, phase, before)
+                           or proc.poll() is not None, proc) or not _in_phase(run, phase, before):
+            _, err = proc.communicate(timeout=CEILING_S)  # it finished first: train on
+            assert proc.returncode == 0, err[-2000:]
+            assert steps < MOST_STEPS, f"no {phase} in {steps} steps; stops so far {landed}"
+            steps += MORE_STEPS
+            proc, before = _spawn(["--resume", str(run), "--steps", str(steps)]), _counts(run)
+        os.kill(proc.pid, sig)
+        _, err = proc.communicate(timeout=CEILING_S)
+        status = Store.open(run, readonly=True).run()["status"]
+        landed.append((phase, sig.name, engine_waits.last_step(run), status))
+        assert integrity_ok(run / "run.db")
+        if sig == signal.SIGTERM:  # a clean stop with the state saved (or the run's end, if it came first)
+            assert status in ("stopped", "finished") and "Traceback" not in err, (landed, err[-2000:])
+        proc, before = _spawn(["--resume", str(run)]), _counts(run)
+    _, err = proc.communicate(timeout=CEILING_S)
+    assert proc.returncode == 0, err[-2000:]
+    assert Store.open(run, readonly=True).run()["status"] == "finished"
+    assert_stored_once(run, steps, per_step=4)
+    print(f"soak: stops {landed}; {steps} steps, nothing lost or doubled")

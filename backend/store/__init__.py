@@ -50,6 +50,10 @@ def _connect(path: Path, readonly: bool, busy_s: float, immutable: bool = False)
     return conn
 
 
+ROUND_INTERRUPTED = "interrupted: the engine stopped during this round"
+"""The summary of a round its engine never finished (`Store.fail_interrupted`)."""
+
+
 class Store(EvolutionRecords, RolloutReads, ReportReads, SearchReads, Queries):
     """A run database. Use `Store.open(path)`; `readonly=True` never writes.
 
@@ -181,11 +185,14 @@ class Store(EvolutionRecords, RolloutReads, ReportReads, SearchReads, Queries):
 
     # ------------------------------------------------------------ recovery
     def fail_interrupted(self) -> int:
-        """Interventions left mid-flight by a killed engine are marked failed on restart."""
+        """On restart, what a stopped or killed engine left mid-flight says so: its interventions are
+        marked failed, and a round it never finished says it was interrupted (a resume goes on
+        after the last committed step; it does not run that round again). Returns the interventions."""
         with self.tx():
             cur = self.conn.execute(
                 "UPDATE interventions SET status = 'failed', reason = 'interrupted: the engine stopped during its "
                 "backtest', updated_at = ? WHERE status IN ('proposed', 'backtesting')", (now(),))
+            self.conn.execute(f"UPDATE rounds SET summary = '{ROUND_INTERRUPTED}' WHERE summary = 'running'")
             return cur.rowcount
 
     # ------------------------------------------------------------ held-out evaluations
