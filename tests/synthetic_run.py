@@ -94,7 +94,7 @@ def add_steps(store: Store, first: int, last: int, seed: int = 0, groups: int = 
             "agreement": statistics.fmean((r["reward"] > thr) == bool(r["correct"]) for r in rows),
             "mean_completion_tokens": statistics.fmean(r["completion_tokens"] for r in rows),
             "entropy": 1.0 - 0.01 * step}, rows, diags,
-            policy_version={"id": step, "parent": step - 1 or None, "step": step, "checkpoint": "",
+            policy_version={"parent": step - 1 or None, "step": step, "checkpoint": "",  # the store numbers it: step
                             "harness_version": version, "created_at": now()})
 
 
