@@ -77,7 +77,7 @@ class EvoApp(KeyGateMixin, OperatorMixin, SyncMixin, App[int]):
         self.spawn = spawn
         self.state = RunState()
         self.health = EngineHealth()
-        self.stop_requested = False  # a stop was confirmed here (S, or the quit dialog)
+        self.stop_requested = False  # on quit: a stop asked here (S, or the quit dialog) not yet applied
         self.engine_dead_on_exit = False
         self.exit_status: str | None = None  # the run's status when the app closed
         self.engine_procs: list = [engine_proc] if engine_proc is not None else []  # children to reap
@@ -206,7 +206,7 @@ class EvoApp(KeyGateMixin, OperatorMixin, SyncMixin, App[int]):
         status = self.state.run.get("status") if self.state.loaded else "created"  # not read yet: ask anyway
         engine_running = status in ("running", "paused", "created") and not self.health.dead
         self.exit_status = status if self.state.loaded else None
-        self.stop_requested = self.stop_requested or self.asked_control() == "stopping…"
+        self.stop_requested = self.asked_control() == "stopping…"  # S: asked already, nothing to ask
         if not (self.owns_engine and engine_running) or self.stop_requested:
             self.engine_dead_on_exit = self.health.dead
             self.exit(0)

@@ -92,7 +92,7 @@ def test_stop_then_quit_says_the_run_stopped(tmp_path):
 
     app = asyncio.run(go())
     line = exit_line(run_dir, app.exit_status, app.stop_requested, app.owns_engine, app.engine_dead_on_exit)
-    assert app.stop_requested and "the run has stopped" in line and "background" not in line
+    assert app.exit_status == "stopped" and "the run has stopped" in line and "background" not in line
 
 
 def test_stop_then_quit_before_the_engine_stopped_does_not_ask_again(tmp_path):

@@ -22,7 +22,6 @@ class OperatorMixin:
     """Needs `state: RunState`, `send_command(verb, arg)` and `push_screen` (the app)."""
 
     state: RunState
-    stop_requested: bool
 
     def _init_operator(self) -> None:
         # sent, not yet seen as a row (CommandSent pops it): setting -> (verb, arg)
@@ -75,8 +74,6 @@ class OperatorMixin:
             return False
         self._in_flight[_setting(verb)] = (verb, arg)
         self.send_command(verb, arg)
-        if verb == "stop":
-            self.stop_requested = True
         return True
 
     def command_written(self, verb: str) -> None:
