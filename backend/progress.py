@@ -137,6 +137,8 @@ class StepProgress:
         (first, t0), (last, t_last) = self._began, self._done
         per = (t_last - t0) / (last - first + 1)
         left = self.total - last
+        if left <= 0:
+            return ""
         # the step under way counts at most as one done (the time since the last step may be a round's)
         return f", {eta_text(max(per * max(left - 1, 0), per * left - (self.clock() - t_last)))} left"
 
