@@ -194,7 +194,7 @@ class EvolveConfig:
     """Paired trials for changes a probe cannot judge (curriculum, token budget): on, off, auto
     (on under CUDA, where a step is cheap; off on the CPU, where such changes stay inconclusive),
     or spent (only in a round that has nothing else to try: its one candidate is a move that needs
-    a trial, instead of an empty round; `interventions.SPENT_TRIAL`)."""
+    a trial, instead of an empty round; `evolve.schedule.spent_round`)."""
     trial_steps: int = 4
     """Training steps of each policy copy in a trial (candidate and incumbent, same seeds)."""
     max_trials: int = 1

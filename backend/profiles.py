@@ -59,7 +59,7 @@ Where the numbers come from:
     see the gain of a curriculum or token-budget change (docs/gate.md: about 0.12
     detectable with 200 problems). With trials off such changes stay
     `inconclusive` for an operator, and an auto-promoting run does not propose them
-    (`offline.judgeable_by_trial`). `--set evolve.trials=on` brings them back;
+    (`schedule.judgeable_by_trial`). `--set evolve.trials=on` brings them back;
     `--set evolve.trials=spent` trials them only in rounds with nothing else to try.
 """
 

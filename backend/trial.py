@@ -102,7 +102,7 @@ def run_arm(engine: Training, harness: Harness, step: int, k: int) -> TrialArm:
 
 def trials_enabled(engine: Training) -> bool:
     """`evolve.trials`: on, off, auto (on where a step is cheap: CUDA), or spent (on, for the
-    candidates of spent rounds only: `interventions.SPENT_TRIAL`)."""
+    candidates of spent rounds only: `evolve.schedule.evidence`)."""
     mode = engine.cfg.evolve.trials
     if mode == "auto":
         lm = getattr(engine, "lm", None)  # a policy-less engine (tests, tools) has no device

@@ -70,6 +70,8 @@ class Tracer:
         self.depth = 0
         """The most frames of backend/evolve open at once."""
         self.deepest: list[str] = []
+        self.by_step: dict[str, tuple[int, list[str]]] = {}
+        """For each function `run_round` called (its steps): the deepest chain below it."""
 
     def __call__(self, frame: Any, event: str, arg: Any) -> None:
         if event not in ("call", "return"):
@@ -102,9 +104,11 @@ class Tracer:
         self._stack.append(f"{Path(path).stem}.{code.co_name}" if counted else None)
         if counted:
             self._evolve += 1
+            chain = [f for f in self._stack if f is not None]
             if self._evolve > self.depth:
-                self.depth = self._evolve
-                self.deepest = [f for f in self._stack if f is not None]
+                self.depth, self.deepest = self._evolve, chain
+            if len(chain) > 1 and self._evolve > self.by_step.get(chain[1], (0, []))[0]:
+                self.by_step[chain[1]] = (self._evolve, chain)
 
 
 def _synthetic() -> Any:
@@ -155,7 +159,8 @@ def main() -> None:
         print(json.dumps({"round": {m: sorted(f) for m, f in sorted(t.round.items())},
                           "lines": {m: {"total": a, "entered_definitions": b} for m, (a, b) in sorted(lines.items())},
                           "only_stand_in": only_stand_in, "count": len(t.round),
-                          "evolve_call_depth": t.depth, "deepest": t.deepest}, indent=2))
+                          "evolve_call_depth": t.depth, "deepest": t.deepest,
+                          "depth_by_step": {k: v[0] for k, v in t.by_step.items()}}, indent=2))
         return
     print(f"{'module':44} {'functions entered':>17} {'lines':>6} {'in entered definitions':>23}")
     for m, funcs in sorted(t.round.items()):
@@ -166,6 +171,8 @@ def main() -> None:
         print(f"reached only by the stand-in policy (not counted): {', '.join(only_stand_in)}")
     print(f"modules run during one round: {len(t.round)}")
     print(f"call depth inside backend/evolve: {t.depth} ({' -> '.join(t.deepest)})")
+    for step, (depth, chain) in t.by_step.items():
+        print(f"  below {step}: {depth} ({' -> '.join(chain[2:])})")
 
 
 if __name__ == "__main__":

@@ -64,15 +64,21 @@ def _record(store: Store, iid: int, mode: str, n: int, verdict: str, reason: str
     return Verdict(iid, Status(verdict), reason, score, bid, mode)
 
 
-def judge(ctx: EvolveContext, entries: Sequence[Scheduled]) -> list[Verdict]:
-    """Judge the scheduled `proposed` (or rebased) interventions, replays first; one verdict each.
+def judge(ctx: EvolveContext, entries: Sequence[Scheduled], pause: bool = False) -> list[Verdict]:
+    """Judge the scheduled `proposed` (or rebased) interventions; one verdict each. `pause`: a
+    round's candidates, judged one at a time in order, with a pause or a stop honoured before
+    each (`ctx.checkpoint`); otherwise the replays share one replay of the incumbent.
     Never raises for a bad candidate: it fails with the reason."""
-    store = ctx.store
-    todo = [(iv.get(store, e.id), e) for e in entries]
-    for row, _ in todo:
-        iv.transition(store, row.id, "backtesting", "backtest started")
-    replayed = [(r, e) for r, e in todo if e.evidence is Evidence.REPLAY]
-    return _replay_all(ctx, replayed) + [_probe_one(ctx, r, e) for r, e in todo if e.evidence is not Evidence.REPLAY]
+    if pause:
+        out: list[Verdict] = []
+        for k, e in enumerate(entries, 1):
+            ctx.checkpoint(f"round at step {ctx.step}: backtesting {k}/{len(entries)}")
+            row = iv.transition(ctx.store, e.id, "backtesting", "backtest started")
+            out += _replay_all(ctx, [(row, e)]) if e.evidence is Evidence.REPLAY else [_probe_one(ctx, row, e)]
+        return out
+    todo = [(iv.transition(ctx.store, e.id, "backtesting", "backtest started"), e) for e in entries]
+    return (_replay_all(ctx, [(r, e) for r, e in todo if e.evidence is Evidence.REPLAY])
+            + [_probe_one(ctx, r, e) for r, e in todo if e.evidence is not Evidence.REPLAY])
 
 
 def backtest(ctx: EvolveContext, iids: list[int]) -> list[Verdict]:

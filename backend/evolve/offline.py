@@ -62,7 +62,7 @@ def judgeable_knobs(ctx: EvolveContext, trials: bool) -> tuple[list[space.Knob],
     """(knobs this run's gate can judge, knobs left out because only a trial could judge them and
     the round cannot run one: `trials` False, see `schedule.judgeable_by_trial`). Both proposers
     offer only the first."""
-    ks = run_knobs(ctx)
+    ks = space.knobs(ctx.harness.code, ctx.harness.domain, ctx.cfg.train.max_new_tokens_cap, ctx.cfg.math.datasets)
     return [k for k in ks if trials or not k.needs_trial], [k for k in ks if k.needs_trial and not trials]
 
 

@@ -112,6 +112,8 @@ class RoundReport:
 
     @property
     def failed(self) -> list[int]:
+        if self.error and not self.verdicts:  # stopped before judging: nothing was judged failed
+            return []
         judged = {v.id for v in self.verdicts if v.status is not Status.FAILED}
         return [i for i in self.plan.proposed if i not in judged]
 

@@ -478,7 +478,9 @@ def _gain(kind: str, rows: list[JSON], old: JSON, new: JSON, m: JSON, min_gain: 
         return "failed", f"reward ranks correct rollouts lower (auc {d['auc']:+.2f})", m, 0.0
     if kind == "filter" and m["kept_frac_new"] < MIN_KEPT:
         return "failed", f"filter keeps only {m['kept_frac_new']:.0%} of rollouts", m, 0.0
-    dec = decision(kind, rows, old, new, min_gain, min_effect, alpha)
+    metric = TARGETS.get(kind, "agreement")  # as `decision`, without a call level of its own
+    guard = _effect(rows, old, new, "agreement", alpha) if metric != "agreement" else None
+    dec = decide(_effect(rows, old, new, metric, alpha), min_gain, guard, min_effect=min_effect, alpha=alpha)
     m["decision"] = dec.to_dict()
     reason = dec.reason
     if dec.status == "inconclusive" and m["revived"]:

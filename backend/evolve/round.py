@@ -45,7 +45,7 @@ def run_round(ctx: EvolveContext) -> Effects:
     try:
         seen = observe(ctx)
         plan = schedule.plan(ctx, seen)
-        verdicts = judge(ctx, plan)
+        verdicts = backtest.judge(ctx, plan.entries, pause=True)
         made = promotion.decide(ctx, verdicts)
         while made.rebase is not None:  # the next promotion is built on a version no longer active
             made = promotion.decide(ctx, backtest.judge(ctx, promotion.rebase(ctx, made.rebase, "auto mode")), made)
@@ -62,15 +62,6 @@ def observe(ctx: EvolveContext) -> Observation:
     table, metrics = diagnose.failure_table(ctx.store, steps), diagnose.round_metrics(ctx.store, steps)
     rid = ctx.store.add_round(ctx.step, ctx.harness_version, table, metrics)
     return Observation(ctx.step, steps, table, metrics, rid)
-
-
-def judge(ctx: EvolveContext, plan: Schedule) -> list[Verdict]:
-    """Every scheduled candidate judged, one at a time: a pause or a stop is honoured between them."""
-    out: list[Verdict] = []
-    for k, entry in enumerate(plan.entries, 1):
-        ctx.checkpoint(f"round at step {ctx.step}: backtesting {k}/{len(plan.entries)}")
-        out += backtest.judge(ctx, [entry])
-    return out
 
 
 def report(ctx: EvolveContext, done: RoundReport) -> Effects:

@@ -47,7 +47,7 @@ from backend.types import Intervention
 from . import diagnose, llm, offline
 from . import interventions as iv
 from . import skills as sk
-from .edit import EditError
+from .edit import EditError, changed_names
 from .interventions import (BAD, GOOD, FRESH_KINDS, REMOVED, Candidate, Evidence, Refusal, change_of, kind_key,
                             kind_of, normalise)
 from .records import Observation, Schedule, Scheduled, Skip
@@ -101,45 +101,33 @@ def propose_all(ctx: EvolveContext, seen: Observation, rules: Rules | None = Non
     exclude |= {c.code for c in out}
     out += [c for c in second_looks(ctx)[:SECOND_LOOKS] if rules is None or rules.reason(c) is None]
     n = max(1, cfg.candidates - len(out))
+    table, metrics, trials = seen.table, seen.metrics, judgeable_by_trial(ctx)
     if cfg.proposer == "llm":
-        return out + llm.propose(ctx, seen.table, seen.metrics, n, exclude, judgeable_by_trial(ctx))
-    return out + _offline(ctx, seen, n, exclude, rules, empty_round=not out)
+        return out + llm.propose(ctx, table, metrics, n, exclude, trials)
+    got = offline.propose(ctx, table, metrics, n, exclude, trials, screen=rules.reason if rules else None)
+    if rules is not None and len(got) < n:  # every fresh option is cooling down: rather than an
+        got += offline.propose(ctx, table, metrics, n - len(got), exclude | {c.code for c in got}, trials,
+                               screen=rules.waived)  # empty slot, the best of them go on
+    if rules is not None and len(got) < n:  # nothing fresh left: look again at what today's policy
+        got += [c for c in later_looks(ctx, n - len(got)) if rules.reason(c) is None]  # may answer otherwise
+    if rules is not None and not out and not got:
+        got = spent_round(ctx, seen, exclude, rules.reason)
+    return out + got
 
 
 def _revisions(ctx: EvolveContext, steps: range) -> list[Candidate]:
     """A new diagnostic and a retirement, where the window asks for one (at most one each)."""
     parent, code = ctx.harness_version, ctx.harness.code
-    makers: tuple[Callable[[], Candidate | None], ...] = (
-        lambda: diagnose.propose_new(ctx, steps, parent, code),
-        lambda: diagnose.propose_retire(ctx, parent, code))
     out: list[Candidate] = []
-    for make in makers:
+    for new in (True, False):
         try:
-            c = make()
+            c = diagnose.propose_new(ctx, steps, parent, code) if new else diagnose.propose_retire(ctx, parent, code)
         except Exception as e:  # a revision bug must not cost the round its other candidates
             ctx.log("warning", f"diagnostic revision failed: {type(e).__name__}: {e}")
             c = None
         if c is not None and all(c.code != o.code for o in out):
             out.append(c)
     return out
-
-
-def _offline(ctx: EvolveContext, seen: Observation, n: int, exclude: set[str], rules: Rules | None,
-             empty_round: bool) -> list[Candidate]:
-    """The offline proposer's slots: fresh options, then cooling ones, then later looks, then a
-    spent round's trial moves."""
-    table, metrics, trials = seen.table, seen.metrics, judgeable_by_trial(ctx)
-    got = offline.propose(ctx, table, metrics, n, exclude, trials, screen=rules.reason if rules else None)
-    if rules is None:
-        return got
-    if len(got) < n:  # every fresh option is cooling down: rather than an empty slot, the best go on
-        got += offline.propose(ctx, table, metrics, n - len(got), exclude | {c.code for c in got}, trials,
-                               screen=rules.waived)
-    if len(got) < n:  # nothing fresh left: look again at what today's policy may answer otherwise
-        got += [c for c in later_looks(ctx, n - len(got)) if rules.reason(c) is None]
-    if empty_round and not got:
-        got = spent_round(ctx, seen, exclude, rules.reason)
-    return got
 
 
 def record(ctx: EvolveContext, round_id: int | None, c: Candidate) -> Scheduled:
@@ -290,13 +278,6 @@ def _diagnostics(code: str) -> set[str]:
             if isinstance(s, ast.FunctionDef) and s.name.startswith("diagnose_")}
 
 
-def _names(c: Candidate) -> list[str]:
-    try:
-        return c.names()
-    except EditError:
-        return []  # not parsable: recording it fails it with that reason
-
-
 class Rules:
     """The churn rules for one round, from what the run has done so far."""
 
@@ -339,8 +320,9 @@ class Rules:
         `waive_cooldown`: for slots no other candidate would fill; a candidate that goes on only so
         is marked `waived`, so the round's screen lets it through too, and its cooldown refusal
         leaves `skipped`."""
-        why = self._why(c, waived=waive_cooldown or c.waived)
-        key = self._key(c, _names(c)) if why or waive_cooldown else ""
+        names = self._names(c)
+        why = self._why(c, names, waived=waive_cooldown or c.waived)
+        key = self._key(c, names) if why or waive_cooldown else ""
         if why:
             entry = Skip(c.title, key, c.proposer, why)
             if entry not in self.skipped:
@@ -355,7 +337,17 @@ class Rules:
         """`reason` with the cooldown waived (the proposer's screen for slots left empty)."""
         return self.reason(c, waive_cooldown=True)
 
-    def _why(self, c: Candidate, waived: bool = False) -> str | None:
+    @staticmethod
+    def _names(c: Candidate) -> list[str]:
+        """The top-level names `c` changes; none for a broken proposal (recording fails it)."""
+        if c.error or not c.code:
+            return []
+        try:
+            return changed_names(c.parent_code, c.code)
+        except EditError:
+            return []
+
+    def _why(self, c: Candidate, names: list[str], waived: bool = False) -> str | None:
         if c.error or not c.code:
             return None  # a broken proposal is stored as failed; that is its own record
         norm = normalise(c.code)
@@ -365,7 +357,6 @@ class Rules:
             return f"same code as harness v{self.versions[norm]}"
         if norm in self.tried and not c.look_of:
             return f"same code as intervention #{self.tried[norm]}, already tried"
-        names = _names(c)
         for name in names:
             ch = change_of(c.code, name)
             if ch in self.promoted:
