@@ -12,17 +12,12 @@ from __future__ import annotations
 
 import traceback
 from contextlib import AbstractContextManager, nullcontext
-from typing import TYPE_CHECKING
 
 from backend.evolve import Effects, EvolveContext
-from backend.training import Training
 from backend.harness.loader import Harness
+from backend.training import Training
 from backend.trial import run_arm, trials_enabled
 from backend.types import JSON, TrialArm
-
-
-if TYPE_CHECKING:
-    from backend.loop import Engine
 
 
 class EnginePolicy:
