@@ -33,7 +33,9 @@ is promoted. What could make the arithmetic depend on anything else, and what is
   and per weight merge (`FastGenerator.refresh`); a batch cut short by a pause is drawn again
   from the saved state. No random draw depends on a thread or a clock.
 
-What stays load-dependent: an out-of-memory error when the card is physically full before a
+What stays load-dependent: vLLM (`model.engine=vllm`, first choice of `auto` on CUDA where it
+is installed) schedules its batches as requests arrive and finish, so its samples can depend
+on timing; the fast engine does not. An out-of-memory error when the card is physically full before a
 run reaches its share (the loop halves the batch and logs it; shares that add up to at most
 about 0.9 avoid it), and harness or sandbox time limits (a wall deadline hit under heavy CPU
 load scores a rollout as an error).
