@@ -72,7 +72,7 @@ class InterventionsScreen(RunScreen):
     """Review backtested harness changes; `a` approves, `A` approves an inconclusive one,
     `v` vetoes, `p` toggles auto-promote."""
 
-    TOPICS = frozenset({"interventions", "commands", "run"})
+    TOPICS = frozenset({"interventions", "commands", "run", "rounds"})  # rounds: old inconclusive fold
     AUTO_FOCUS = "#i-table"
     HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (200, "-wide")]  # titles and diffs both want the full width
     BINDINGS = [
@@ -99,7 +99,7 @@ class InterventionsScreen(RunScreen):
             yield InterventionDetail(id="i-detail")
 
     def update_body(self, changed: set[str]) -> None:
-        if "interventions" in changed or "commands" in changed:
+        if changed & {"interventions", "commands", "rounds"}:
             self._fill()
         if "interventions" in changed and self.selected is not None:
             self._fetch(self.selected)
