@@ -171,6 +171,8 @@ def resume(run_dir: Path, steps: int | None = None, overrides: list[str] | None 
         from backend.config import apply_overrides
 
         cfg = config_from_dict(apply_overrides(data, overrides))
+    if steps is None and "steps" not in {o.split("=", 1)[0].strip() for o in overrides or []}:
+        steps = run["steps_total"]  # the total it was last asked for: an earlier --resume --steps N stands
     if steps is not None:
         cfg.steps = steps
     if run["pid"] and run["status"] == "running" and pid_alive(run["pid"]) and run["pid"] != os.getpid():

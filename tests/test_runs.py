@@ -65,6 +65,16 @@ def test_resume_without_the_flag_keeps_the_operators_choice(stopped_run):
     store.close()
 
 
+def test_a_later_resume_keeps_the_total_an_earlier_one_asked_for(stopped_run):
+    """`--resume --steps 30` then, after a stop, `--resume`: the run goes on to 30, not back to the
+    total it was created with (it would finish at once, short of what was asked)."""
+    assert main(["run", "--headless", "--resume", str(stopped_run), "--steps", "30", "--quiet"]) == 0
+    assert main(["run", "--headless", "--resume", str(stopped_run), "--quiet"]) == 0
+    assert IdleEngine.seen[-1].steps == 30
+    assert main(["run", "--headless", "--resume", str(stopped_run), "--set", "steps=40", "--quiet"]) == 0
+    assert IdleEngine.seen[-1].steps == 40
+
+
 def _dead_pid() -> int:
     """A pid no process has: a child that has exited and been reaped."""
     import subprocess

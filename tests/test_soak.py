@@ -95,13 +95,15 @@ def test_random_kills_lose_nothing(tmp_path, tiny_overrides):
 
 
 # ------------------------------------------------------------------ stops inside evolution
-STOPS = [("promotion", signal.SIGKILL), ("evaluation", signal.SIGTERM), ("rollback", signal.SIGKILL),
+STOPS = [("promotion", signal.SIGKILL), ("rollback", signal.SIGKILL), ("evaluation", signal.SIGTERM),
          ("round", signal.SIGKILL), ("probe", signal.SIGTERM)]
 """Where each stop lands, in order, and how: the run trains on until the phase comes. Left alone,
-the run promotes in round 2 and the evaluation at step 4 rolls that back. Stopped during that
-evaluation, the resumed engine evaluates again, rolls back (stopped right there by the next
-stop), and trains on from the restored policy; every round probes."""
-STOPS_FULL = STOPS + [("promotion", signal.SIGTERM), ("evaluation", signal.SIGKILL), ("rollback", signal.SIGTERM),
+the run promotes in rounds 2 and 6, and the evaluations at steps 4 and 8 roll those back; every
+round probes. The stop during the evaluation at step 8 is the path that crashed a resumed GPU run:
+the resumed engine evaluates again, rolls back to the checkpoint of step 6 while steps 7 and 8
+saved newer ones, and trains on from it (`UNIQUE constraint failed: policy_versions.id` when the
+engine numbered the next version after the restored one)."""
+STOPS_FULL = STOPS + [("promotion", signal.SIGTERM), ("rollback", signal.SIGTERM), ("evaluation", signal.SIGKILL),
                       ("round", signal.SIGTERM), ("probe", signal.SIGKILL)]
 """EVOTUI_SOAK_FULL=1: every phase by both signals (a few minutes: later promotions take more steps)."""
 
@@ -112,7 +114,7 @@ EVOLVING = ["train.tasks_per_step=2", "train.group_size=2", "train.max_new_token
             # (a drop of more than -1: any), and a gate a small replay gain passes
             "eval.every=2", "evolve.every=1", "evolve.candidates=6", "evolve.probe_tasks=1",
             "evolve.rollback_drop=-1", "evolve.min_gain=0", "evolve.min_effect=0.01", "evolve.cooldown_rounds=0"]
-FIRST_STEPS, MORE_STEPS, MOST_STEPS = 6, 4, 40
+FIRST_STEPS, MORE_STEPS, MOST_STEPS = 12, 4, 40
 
 
 def _in_phase(run, phase: str, before: dict[str, int]) -> bool:
@@ -162,7 +164,7 @@ def test_stops_inside_rounds_probes_promotions_and_rollbacks_lose_nothing(tmp_pa
             assert status in ("stopped", "finished") and "Traceback" not in err, (landed, err[-2000:])
         proc, before = _spawn(["--resume", str(run)]), _counts(run)
     _, err = proc.communicate(timeout=CEILING_S)
-    assert proc.returncode == 0, err[-2000:]
-    assert Store.open(run, readonly=True).run()["status"] == "finished"
+    assert proc.returncode == 0, (landed, err[-2000:])
+    assert Store.open(run, readonly=True).run()["status"] == "finished", landed
     assert_stored_once(run, steps, per_step=4)
     print(f"soak: stops {landed}; {steps} steps, nothing lost or doubled")
