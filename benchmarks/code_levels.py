@@ -101,12 +101,25 @@ def measure(tasks, env, harness, lm, tok, args) -> list[dict]:
     return rows
 
 
+def print_saved(paths: list[str]) -> None:
+    """The tables of rows saved by earlier runs (one measurement split over several processes)."""
+    rows = [r for p in paths for r in json.loads(Path(p).read_text())]
+    for r in rows:
+        r["group"] = f"level {r['level']}" if r["family"] != "humaneval" else "humaneval (held out)"
+    print("\n".join(table("saved rows", rows)))
+    for r in rows:
+        r["group"] = r["family"]
+    print("\n".join(table("by family", rows)))
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--levels", default="0", help="comma-separated levels (0-3)")
     ap.add_argument("--split", default="validation", choices=("train", "validation", "test"),
                     help="train: a seeded sample of training tasks (tune families there, never on the held-out sets)")
     ap.add_argument("--n", type=int, default=200, help="tasks per level (a prefix of the frozen set)")
+    ap.add_argument("--skip", type=int, default=0, help="start after this many tasks (split a long measurement)")
+    ap.add_argument("--from-json", nargs="*", default=[], help="print the tables of saved --json rows (no model)")
     ap.add_argument("--humaneval", action="store_true", help="also HumanEval's held-out problems (out of distribution)")
     ap.add_argument("--temperature", type=float, default=0.0, help="0: greedy (the run's held-out evaluation)")
     ap.add_argument("--max-new-tokens", type=int, default=128, help="the run's eval.max_new_tokens")
@@ -116,6 +129,8 @@ def main(argv=None) -> None:
     ap.add_argument("--model", default="", help="model name or path (default: the embedded SmolLM2-135M-Instruct)")
     ap.add_argument("--json", default="", help="write every row (with its completion) here")
     args = ap.parse_args(argv)
+    if args.from_json:
+        return print_saved(args.from_json)
 
     import torch
 
@@ -135,8 +150,9 @@ def main(argv=None) -> None:
     all_rows, t0 = [], time.time()
     for level in levels:
         env = CodeEnv(CodeConfig(heldout_levels=[level]))
-        tasks = (env.sample_tasks(args.n, random.Random(level), {"level": level}) if args.split == "train" else
-                 env.validation_tasks(args.n) if args.split == "validation" else env.test_tasks(args.n))
+        want = args.skip + args.n
+        tasks = (env.sample_tasks(want, random.Random(level), {"level": level}) if args.split == "train" else
+                 env.validation_tasks(want) if args.split == "validation" else env.test_tasks(want))[args.skip:]
         rows = measure(tasks, env, harness, lm, tok, args)
         all_rows += rows
         for r in rows:

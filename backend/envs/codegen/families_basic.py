@@ -56,11 +56,17 @@ def _signed(b: int) -> tuple[str, str]:
 
 @family(0)
 def affine(d: Draw) -> Spec:
-    a, b = d.int(2, 15), d.int(-30, 30)
+    a, b, first = d.int(2, 15), d.int(-30, 30), d.pick(["multiply", "add"])
     verb, amount = _signed(b)
-    doc = d.pick([f"Multiply n by {a}, then {verb} {amount}.", f"Return n times {a}, then {verb} {amount}."])
-    return Spec(d.pick(["scale_shift", "transform", "apply_rule", "compute"]), INT, "int", doc,
-                f"return n * {a} + {b}" if b >= 0 else f"return n * {a} - {-b}", _ints(d), ("affine", a, b))
+    if first == "multiply":
+        doc = d.pick([f"Multiply n by {a}, then {verb} {amount}.", f"Return n times {a}, then {verb} {amount}."])
+        body = f"return n * {a} + {b}" if b >= 0 else f"return n * {a} - {-b}"
+    else:
+        doc = d.pick([f"{verb.capitalize()} {amount} {'to' if b >= 0 else 'from'} n, then multiply the result by {a}.",
+                      f"Return (n {'+' if b >= 0 else '-'} {abs(b)}) times {a}."])
+        body = f"return (n + {b}) * {a}" if b >= 0 else f"return (n - {-b}) * {a}"
+    return Spec(d.pick(["scale_shift", "transform", "apply_rule", "compute"]), INT, "int", doc, body, _ints(d),
+                ("affine", first, a, b))
 
 
 @family(0)
@@ -99,11 +105,14 @@ def slice_case(d: Draw) -> Spec:
 def list_aggregate(d: Draw) -> Spec:
     a = d.int(2, 20)
     doc, body = d.pick([
-        ("Return the largest number in nums minus the smallest number in nums.", "return max(nums) - min(nums)"),
+        (f"Return the largest number in nums minus the smallest number in nums, plus {a}.",
+         f"return max(nums) - min(nums) + {a}"),
         (f"Return the sum of nums multiplied by {a}.", f"return sum(nums) * {a}"),
         (f"Return the largest number in nums plus {a}.", f"return max(nums) + {a}"),
         (f"Return the smallest number in nums times {a}.", f"return min(nums) * {a}"),
         (f"Return the number of items in nums plus {a}.", f"return len(nums) + {a}"),
+        (f"Return the sum of nums minus {a}.", f"return sum(nums) - {a}"),
+        (f"Return the largest number in nums times {a}.", f"return max(nums) * {a}"),
     ])
     return Spec(d.pick(["summarize", "aggregate", "score_list", "combine"]), NUMS, "int", doc, body, _lists(d),
                 ("list_aggregate", body))
@@ -111,12 +120,13 @@ def list_aggregate(d: Draw) -> Spec:
 
 @family(0)
 def repeat_join(d: Draw) -> Spec:
-    a, sep, up = d.int(2, 5), d.pick(["-", ", ", "+", " ", "|", "/"]), d.pick([True, False])
-    word = "in upper case, " if up else ""
-    doc = f"Return s {word}repeated {a} times with '{sep}' between the copies."
-    body = f"return '{sep}'.join([s{'.upper()' if up else ''}] * {a})"
+    a, sep = d.int(2, 6), d.pick(["-", ", ", "+", " ", "|", "/", "*", ":"])
+    case = d.pick(["", "in upper case, ", "capitalised, "])
+    call = {"": "", "in upper case, ": ".upper()", "capitalised, ": ".capitalize()"}[case]
+    doc = f"Return s {case}repeated {a} times with '{sep}' between the copies."
+    body = f"return '{sep}'.join([s{call}] * {a})"
     return Spec(d.pick(["echo", "repeat_text", "chant", "copy_join"]), STR, "str", doc, body, _words(d),
-                ("repeat_join", a, sep, up))
+                ("repeat_join", a, sep, case))
 
 
 @family(0)
@@ -157,6 +167,8 @@ def pair_math(d: Draw) -> Spec:
         (f"Return the absolute difference between a and b, plus {k}.", f"return abs(a - b) + {k}"),
         (f"Return a times b, minus {k}.", f"return a * b - {k}"),
         (f"Return the smaller of a and b, plus {k}.", f"return min(a, b) + {k}"),
+        (f"Return a plus b, then multiply the result by {k}.", f"return (a + b) * {k}"),
+        (f"Return a minus b, then multiply the result by {k}.", f"return (a - b) * {k}"),
     ])
     def inputs():
         return tuple((d.int(-15, 40), d.int(-15, 40)) for _ in range(10))
