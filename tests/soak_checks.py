@@ -9,12 +9,14 @@ from pathlib import Path
 from backend.store import Store, integrity_ok
 
 
-def assert_stored_once(run: Path, steps: int, per_step: int) -> None:
+def assert_stored_once(run: Path, steps: int, per_step: int, every_checkpoint: bool = True) -> None:
+    """`every_checkpoint`: the run kept every checkpoint (train.keep_checkpoints=0), so each
+    policy version's folder must exist; off for runs whose retention deleted old ones."""
     assert integrity_ok(run / "run.db")
     s = Store.open(run, readonly=True)
     try:
         _steps_and_rollouts(s, steps, per_step)
-        _policy_versions(s)
+        _policy_versions(s, every_checkpoint)
         _harness_versions(s, run)
         _evals_and_rounds(s)
         _rollouts_follow_the_policy(s)
@@ -31,7 +33,7 @@ def _steps_and_rollouts(s: Store, steps: int, per_step: int) -> None:
     assert s.scalar("SELECT count(*) FROM diagnoses WHERE rollout_id NOT IN (SELECT id FROM rollouts)") == 0
 
 
-def _policy_versions(s: Store) -> None:
+def _policy_versions(s: Store, every_checkpoint: bool) -> None:
     pvs = s.rows("SELECT * FROM policy_versions ORDER BY id")
     saved_at = {r["step"]: r["policy_version"] for r in s.rows("SELECT step, policy_version FROM steps")}
     assert len({p["step"] for p in pvs}) == len(pvs), f"a step saved two policy versions: {pvs}"
@@ -39,7 +41,7 @@ def _policy_versions(s: Store) -> None:
     for p in pvs:
         assert p["step"] in saved_at and saved_at[p["step"]] == p["id"], p  # its step points at it
         assert p["parent"] is None or (p["parent"] in ids and p["parent"] < p["id"]), p
-        assert Path(p["checkpoint"]).is_dir(), p  # train.keep_checkpoints=0 keeps every one
+        assert not every_checkpoint or Path(p["checkpoint"]).is_dir(), p
     current = s.run()["policy_version"]
     assert current is None or current in ids
 
