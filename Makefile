@@ -9,7 +9,7 @@ VENV ?= .venv
 #   make run TORCH_SPEC="torch --index-url https://download.pytorch.org/whl/cu128"
 # or install torch into $(VENV) themselves first and pass TORCH_SPEC=.
 TORCH_SPEC ?= torch==2.13.0
-STEPS ?= 20
+STEPS ?= 8
 ARGS ?=
 
 BIN := $(VENV)/bin

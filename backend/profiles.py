@@ -13,8 +13,26 @@ run's config (`profile`), so a report knows which defaults a run had.
 
 Where the numbers come from:
 
-- cpu: today's `RunConfig` defaults, unchanged (4 tasks x 4 rollouts, lr 2e-5,
-  32 + 32 held-out problems, evaluation every 10 steps).
+- cpu: sized so that `make run` (8 steps) shows the method within about five minutes
+  on a 2-core machine (docs/results/cpu-first-run/): a diagnosed failure, a change
+  backtested and promoted, groups that come alive because the evaluator's verdicts
+  within them differ, and updates taken. At the old size (4 x 4 rollouts, 128 tokens,
+  the default harness) all 80 groups of a 20-step run were dead and no update was
+  taken: the model answered correctly 3 times in 320 rollouts.
+  - the starting harness (`HARNESSES`, math only): `harness/defaults/math_cpu.py`, the
+    default recipe (tag-only correctness, format term) at curriculum level 0, a
+    short-answer prompt, temperature 0.7 and 48 tokens; on training tasks the base
+    model is then right about 8% of the time (1% with the default harness's settings).
+  - `train.group_size = 8`: at about 8% accuracy a group of 8 holds both verdicts
+    about half the time (1 - 0.92^8), a group of 4 a third; 4 tasks a step kept.
+  - `train.max_new_tokens_cap = 64`, `eval.max_new_tokens = 48`: the harness asks for
+    48; the cap leaves the token-budget knob one step up.
+  - `eval.n_val = eval.n_test = 16`, `eval.every = 8`: held-out sets at the start
+    and the end of an 8-step run; a held-out pass costs about a training step.
+  - `evolve.every = evolve.window = 2`: the first round at step 2 (8 groups of 8),
+    so the steps after its promotion train on what it changed.
+  - `evolve.candidates = 3`, `evolve.probe_tasks = 1`: a probe (prompt, sampling)
+    generates a step's worth of rollouts a side on the CPU; replayed changes are cheap.
   - `train.lr = 2e-5` kept: the CPU sweep on record (docs/results/cpu-lr-sweep,
     commit a77a594), expert harness static, seed 0, 10 steps, validation 32:
     2e-5 3 -> 4 of 32; 1e-4 3 -> 3 (paired with 2e-5: -0.031 [-0.140, +0.062]);
@@ -66,9 +84,21 @@ Where the numbers come from:
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 PROFILES: dict[str, dict[str, object]] = {
-    "cpu": {},
+    "cpu": {
+        "train.group_size": 8,
+        "train.max_new_tokens_cap": 64,
+        "eval.n_val": 16,
+        "eval.n_test": 16,
+        "eval.max_new_tokens": 48,
+        "eval.every": 8,
+        "evolve.every": 2,
+        "evolve.window": 2,
+        "evolve.candidates": 3,
+        "evolve.probe_tasks": 1,
+    },
     "gpu": {
         "train.tasks_per_step": 64,
         "train.group_size": 8,
@@ -83,6 +113,9 @@ PROFILES: dict[str, dict[str, object]] = {
     },
 }
 CHOICES = ("auto", *PROFILES)
+HARNESSES: dict[str, dict[str, str]] = {"cpu": {"math": "math_cpu"}}
+"""A profile's starting harness for a one-domain run that names none: a file under
+backend/harness/defaults/. Other domains start from their default harness."""
 
 
 def resolve(name: str) -> str:
@@ -109,10 +142,25 @@ def fill(data: dict, profile: str) -> dict:
         for p in parents:
             node = node.setdefault(p, {})
         node.setdefault(leaf, value)
+    harness = starting_harness(profile, str(data.get("domain", "math")))
+    if harness is not None:
+        data.setdefault("harness", str(harness))
     return data
+
+
+def starting_harness(profile: str, domain: str) -> Path | None:
+    """The profile's starting harness file for `domain` (a one-domain run), or None.
+
+    >>> starting_harness("cpu", "math").name, starting_harness("gpu", "math")
+    ('math_cpu.py', None)
+    """
+    name = HARNESSES.get(profile, {}).get(domain.strip())
+    return Path(__file__).parent / "harness" / "defaults" / f"{name}.py" if name else None
 
 
 def describe(profile: str) -> str:
     """One line for the start of a run: `profile: gpu (train.tasks_per_step=64, ...)`."""
     vals = ", ".join(f"{k}={v}" for k, v in PROFILES[profile].items())
+    starts = ", ".join(f"{d}: {n}.py" for d, n in HARNESSES.get(profile, {}).items())
+    vals += f"; starting harness {starts}" if starts else ""
     return f"profile: {profile} ({vals or 'the RunConfig defaults'}; config file and --set values win)"

@@ -27,9 +27,14 @@ def test_the_gpu_profile_fills_only_what_the_run_left_unset(tmp_path):
     assert (cfg.eval.n_val, cfg.eval.n_test) == (2, 2)
 
 
-def test_the_cpu_profile_is_todays_defaults_and_auto_resolves(monkeypatch):
-    plain = to_dict(RunConfig())
-    assert dict(to_dict(load_config(None, ["profile=cpu"])), profile="") == plain
+def test_the_cpu_profile_fills_its_keys_and_harness_only_and_auto_resolves(monkeypatch):
+    from backend import profiles
+
+    assert profiles.fill(to_dict(RunConfig()), "cpu") == to_dict(RunConfig())  # keys already set stay
+    cpu = profiles.fill({}, "cpu")
+    assert dict(to_dict(load_config(None, ["profile=cpu"])), profile="") == \
+        to_dict(load_config(None, [f"{k}={v!r}" if isinstance(v, str) else f"{k}={v}" for k, v in
+                                   profiles.PROFILES["cpu"].items()] + [f"harness='{cpu['harness']}'"]))
     assert load_config(None, []).profile == ""  # a config built in code: no profile applied
     monkeypatch.setenv("EVOTUI_PROFILE_AUTO", "gpu")
     assert load_config(None, ["profile=auto"]).profile == "gpu"
