@@ -61,7 +61,7 @@ def held_out_lines(store: Store) -> list[str]:
     """`test:` and `validation:` from the first to the last evaluation, each labelled by what reads it."""
     rows = store.evals_after(0)
     out = []
-    for split, role in (("test", "reported only; nothing in the loop reads it"), ("validation", "read by the gate")):
+    for split, role in (("test", "reported only"), ("validation", "read by the gate")):
         evs = [r for r in rows if r["split"] == split]
         if not evs:
             out.append(KEY.format(f"{split}:", "not evaluated"))

@@ -176,14 +176,14 @@ def test_headless_run_prints_evaluations_rounds_and_the_summary(tmp_path, tiny_o
     sets = [x for o in tiny_overrides + ["evolve.every=1", "evolve.candidates=1", "evolve.probe_tasks=1",
                                          "eval.every=1"] for x in ("--set", o)]
     p = subprocess.run([sys.executable, "-m", "evotui", "run", "--headless", "--steps", "1", "--run-dir", str(run),
-                        *sets], capture_output=True, text=True, timeout=900)
+                        *sets], capture_output=True, text=True, timeout=3600)  # a hang guard only
     assert p.returncode == 0, p.stderr[-2000:]
     out = p.stdout.splitlines()
     first = [i for i, x in enumerate(out) if x.startswith(("validation accuracy at", "test accuracy at",
                                                             "step    1/1", "round at step 1:", "policy:"))]
     kinds = [out[i].split(" at ")[0].split(":")[0][:8] for i in first]
     assert kinds[:3] == ["validati", "test acc", "step    "], out  # the start's evaluation, then the step
-    assert "round at" in kinds and "policy" in kinds[-1], out
+    assert "round" in kinds and kinds[-1] == "policy", out
     assert any(x.startswith("  #") for x in out), out  # each candidate with its decision
     assert "heldout_acc" not in p.stdout and "policy_version: None" not in p.stdout
-    assert f"evotui report {run}" in p.stdout and "step 1/1: generate" in p.stderr
+    assert f"evotui report {run}" in p.stdout and "held-out eval 0/4 at start" in p.stderr  # the status, plain
