@@ -106,11 +106,11 @@ class CodeEnv:
     multi_turn = False
 
     def __init__(self, cfg):
-        if getattr(cfg, "source", "humaneval") not in SOURCES:
+        if cfg.source not in SOURCES:
             raise ValueError(f"code.source must be {' or '.join(SOURCES)}, got '{cfg.source}'")
         self.cfg = cfg
-        self.source = getattr(cfg, "source", "humaneval")
-        self.levels = list(getattr(cfg, "heldout_levels", [0]) or [0])
+        self.source = cfg.source
+        self.levels = list(cfg.heldout_levels or [0])
         self._he: tuple[list[Task], list[Task]] | None = None
 
     def _humaneval(self) -> tuple[list[Task], list[Task]]:
