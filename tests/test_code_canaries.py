@@ -126,3 +126,11 @@ def test_the_expert_arms_pick_the_code_expert_harness(tmp_path):
     for arm in ("static-expert", "coevolve-expert"):
         assert compare.arm_config(base, arm, 1).harness.endswith("defaults/code_expert.py")
     assert compare.arm_config(base, "static", 1).harness == ""
+
+
+def test_the_planted_code_trap_applies_to_the_expert_harness(judged):
+    from backend.evolve.traps import trap_code
+
+    trapped = Harness.from_code(trap_code("code", default_harness_path("code_expert").read_text()))
+    r = judged["special_cases_examples"][2]
+    assert "special_cases_examples" in {lab for lab, _ in trapped.diagnose(r)}  # the gate's evidence
