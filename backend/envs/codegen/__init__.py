@@ -48,7 +48,7 @@ def split_of(key: str) -> str:
     return "validation" if bucket == 0 else ("test" if bucket <= 2 else "train")
 
 
-@lru_cache(maxsize=50_000)
+@lru_cache(maxsize=8192)  # a step's tasks are judged right after they are drawn; the pools keep their own
 def make(family: str, seed: int) -> Problem:
     """The task (family, seed). Raises KeyError for an unknown family."""
     level, draw = REGISTRY[family]
