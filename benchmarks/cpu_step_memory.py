@@ -33,6 +33,8 @@ def main(argv: list[str]) -> int:
     p.add_argument("--fixed", action="store_true", help="the old CPU rule: train.micro_batch rows a pass")
     p.add_argument("--source", default="humaneval", help="code.source (generated or humaneval)")
     p.add_argument("--new", type=int, default=256, help="completion tokens per rollout")
+    p.add_argument("--tasks", type=int, default=0, help="the first N of the step's tasks (0: all; the peak "
+                   "needs only as many rows as one pass holds)")
     a = p.parse_args(argv)
 
     import torch
@@ -55,7 +57,7 @@ def main(argv: list[str]) -> int:
     env = make_env(cfg)
     rng = random.Random(cfg.seed * 1_000_003 + 1)  # Engine.seed_step(1)
     torch.manual_seed(cfg.seed * 1_000_003 + 1)
-    tasks = env.sample_tasks(cfg.train.tasks_per_step, rng, harness.curriculum)
+    tasks = env.sample_tasks(cfg.train.tasks_per_step, rng, harness.curriculum)[:a.tasks or None]
     g = torch.Generator().manual_seed(0)
     samples = []
     for k, task in enumerate(tasks):

@@ -160,23 +160,28 @@ def auto_micro_batch(model, samples, device, chunk: int = 64, fallback: int = 8,
     return balance(len(samples), pick_micro_batch(spec, T, room, chunk, dtype_bytes))
 
 
-CPU_TRAIN_BYTES = 2 << 30
+CPU_TRAIN_BYTES = 3 << 30
 """Bytes a CPU training pass may plan for (saved activations and one logits chunk, float32).
 A fixed figure, not the machine's free memory: the same run plans the same passes on any
 host. On the CPU the micro-batch was a fixed 8 rows, and eight 700-token code sequences
-hold about 10 GB of activations in one backward pass."""
+held about 10 GB in one backward pass."""
+CPU_FACTOR = 2.5
+"""Measured peak over `train_bytes_per_sequence` on the CPU (float32 base, torch's CPU kernels and
+allocator): one code update of 2 rows x 356 tokens a pass raised the peak resident memory by
+3.4 GiB against an estimate of 1.37 GB (benchmarks/cpu_step_memory.py)."""
 
 
 def cpu_micro_batch(model, samples, ceiling: int, chunk: int = 64, budget: int = CPU_TRAIN_BYTES) -> int:
     """Rows per pass on the CPU: `ceiling` (`train.micro_batch`) where the longest sequence of
     `samples` lets that many fit in `budget`, else as many as fit (at least 1), in equal passes
-    (`balance`). SmolLM2-135M in float32: 700-token code rollouts 1 row a pass, 300-token math 3."""
+    (`balance`). SmolLM2-135M in float32: 1 row a pass from about 200 tokens on (code rollouts and
+    most math ones), all 8 for short ones. A single row longer than the budget still trains, alone."""
     if not samples:
         return ceiling
     base = unwrap(model)
     spec = Spec.of(base.config)
     T = max(len(s.prompt_ids) + len(s.completion_ids) for s in samples)
-    per = train_bytes_per_sequence(spec, T, chunk, base.get_input_embeddings().weight.element_size())
+    per = CPU_FACTOR * train_bytes_per_sequence(spec, T, chunk, base.get_input_embeddings().weight.element_size())
     fit = int(budget // max(per, 1))
     return ceiling if fit >= ceiling else balance(len(samples), max(1, fit))
 
