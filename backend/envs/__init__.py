@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import hashlib
+from .split import in_validation
 
 
 def make_env(cfg):
@@ -29,11 +29,6 @@ def make_env(cfg):
 SPLITS = ("validation", "test")
 
 
-def _in_validation(task_id: str) -> bool:
-    # Its own salt: independent of the train / held-out hash (sha256 of the bare id).
-    return hashlib.sha256(f"split:{task_id}".encode()).digest()[0] < 128
-
-
 def held_out_sets(env, n_val: int, n_test: int) -> dict[str, list]:
     """{"validation": tasks, "test": tasks}, disjoint and frozen.
 
@@ -45,5 +40,5 @@ def held_out_sets(env, n_val: int, n_test: int) -> dict[str, list]:
         val = list(env.validation_tasks(n_val))
         return {"validation": val, "test": list(env.test_tasks(n_test, n_val))}
     held = list(env.heldout_tasks())
-    return {"validation": [t for t in held if _in_validation(t.id)][:n_val],
-            "test": [t for t in held if not _in_validation(t.id)][:n_test]}
+    return {"validation": [t for t in held if in_validation(t.id)][:n_val],
+            "test": [t for t in held if not in_validation(t.id)][:n_test]}

