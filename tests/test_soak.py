@@ -133,6 +133,13 @@ def _in_phase(run, phase: str, before: dict[str, int]) -> bool:
     return activity.startswith("round at step") and (probing if phase == "probe" else not probing)
 
 
+def _reaches(proc, run, phase: str, before: dict[str, int]) -> bool:
+    """Wait until the engine is in `phase` (True) or has exited without getting there (False)."""
+    wait_for(f"a {phase}, or the end of the run", lambda: proc.poll() is not None or _in_phase(run, phase, before),
+             proc)
+    return _in_phase(run, phase, before)
+
+
 def _counts(run) -> dict[str, int]:
     return {"promotion": engine_waits.scalar(run, "SELECT count(*) FROM harness_versions WHERE intervention_id "
                                                   "IS NOT NULL", default=0),
@@ -148,8 +155,7 @@ def test_stops_inside_rounds_probes_promotions_and_rollbacks_lose_nothing(tmp_pa
     proc = _spawn(["--steps", str(steps), "--run-dir", str(run), *sets])
     before, landed = _counts(run), []
     for phase, sig in STOPS_FULL if os.environ.get("EVOTUI_SOAK_FULL") == "1" else STOPS:
-        while not wait_for(f"a {phase}, or the end of the run", lambda: _in_phase(run, phase, before)
-                           or proc.poll() is not None, proc) or not _in_phase(run, phase, before):
+        while not _reaches(proc, run, phase, before):
             _, err = proc.communicate(timeout=CEILING_S)  # it finished first: train on
             assert proc.returncode == 0, err[-2000:]
             assert steps < MOST_STEPS, f"no {phase} in {steps} steps; stops so far {landed}"
