@@ -7,7 +7,7 @@
 # its next step boundary, state saved), runs the same command again (it resumes every run),
 # stops it again at STOP2_S seconds, and runs it a third time to the end. Then checks each run:
 # finished, no step, rollout, policy version or harness version stored twice
-# (benchmarks/stored_once.py), and prints one line a run. Logs and the table go to OUT_DIR.
+# (benchmarks/resume_audit.py), and prints one line a run. Logs and the table go to OUT_DIR.
 set -uo pipefail
 stop1=$1; stop2=$2; outdir=$3; shift 4
 dir=${COMPARES:-/tmp/compares}/resume
@@ -27,4 +27,4 @@ leg() {  # leg N DEADLINE (0: no deadline)
 LEG=1 LEG_DEADLINE=$stop1 leg "$@"
 LEG=2 LEG_DEADLINE=$stop2 leg "$@"
 LEG=3 LEG_DEADLINE=0 leg "$@"
-python3 "$here/stored_once.py" "$dir"/*-s*/ | tee "$outdir/stored_once.txt"
+python3 "$here/resume_audit.py" "$dir"/*-s*/ | tee "$outdir/resume_audit.txt"
