@@ -167,8 +167,9 @@ host. On the CPU the micro-batch was a fixed 8 rows, and eight 700-token code se
 held about 10 GB in one backward pass."""
 CPU_FACTOR = 2.5
 """Measured peak over `train_bytes_per_sequence` on the CPU (float32 base, torch's CPU kernels and
-allocator): one code update of 2 rows x 356 tokens a pass raised the peak resident memory by
-3.4 GiB against an estimate of 1.37 GB (benchmarks/cpu_step_memory.py)."""
+allocator), benchmarks/cpu_step_memory.py --tasks 1 (8 code rows of 356 tokens, SmolLM2-135M):
+2 rows a pass peaked at 3.84 GiB, 1 row at 2.15 GiB, 0.41 GiB after loading: about 1.7 GiB a
+row against an estimate of 0.68 GB."""
 
 
 def cpu_micro_batch(model, samples, ceiling: int, chunk: int = 64, budget: int = CPU_TRAIN_BYTES) -> int:
