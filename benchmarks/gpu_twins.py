@@ -18,7 +18,8 @@ the step of the evolving run's first training-altering promotion, and whether th
 holds: identical up to that promotion. Static pairs must be identical at every step.
 
 At `--deadline` seconds the runs get SIGTERM (each stops at its next step boundary, state
-saved) and the table covers the steps they stored. Logs, configs and table.txt go under $OUT
+saved) and the table covers the steps they stored; the same command again resumes the
+stopped runs (finished ones are kept), so two device calls can reach `--steps`. Logs, configs and table.txt go under $OUT
 when set, else under --out (default /tmp/gpu_twins); the run folders (checkpoints: too large
 to bring back from the device) under --runs (default /tmp/gpu_twins_runs).
 
@@ -40,7 +41,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from backend.config import load_config, to_dict, to_toml  # noqa: E402
-from backend.tools.compare import EVOLVING, arm_config, visible_gpus  # noqa: E402
+from backend.tools.compare import EVOLVING, _finished, arm_config, visible_gpus  # noqa: E402
 from backend.tools.report_invariance import alters_training, first_divergence  # noqa: E402
 
 SUITES = {"default": [], "suite2": ["math.datasets=['gcd','decimal_chain_sum']"]}
@@ -110,16 +111,26 @@ def write_config(out: Path, r: dict, args: argparse.Namespace, share: float | No
     return f
 
 
-def launch(out: Path, runs: Path, r: dict, cfgf: Path) -> subprocess.Popen:
+def run_argv(run_dir: Path, cfgf: Path, arm: str) -> list[str] | None:
+    """`evotui run --headless` arguments: a new run, `--resume` where one was stopped before (a
+    second call of this script goes on from the steps the first stored), None where it finished."""
+    if (run_dir / "run.db").exists():
+        return None if _finished(run_dir) else ["--resume", str(run_dir)]
+    mode = "--auto-promote" if arm in EVOLVING else "--supervised"
+    return ["--config", str(cfgf), "--run-dir", str(run_dir), mode]
+
+
+def launch(out: Path, runs: Path, r: dict, cfgf: Path) -> subprocess.Popen | None:
+    argv = run_argv(runs / r["name"], cfgf, r["arm"])
+    if argv is None:
+        return None
     env = dict(os.environ)
     if r["gpu"] is not None:
         env["CUDA_VISIBLE_DEVICES"] = r["gpu"]
     else:  # CPU runs side by side: one thread each, or OpenMP's spin-waits slow them all
         env.setdefault("OMP_NUM_THREADS", "1")
-    mode = "--auto-promote" if r["arm"] in EVOLVING else "--supervised"
-    log = open(out / "logs" / f"{r['name']}.log", "w")
-    return subprocess.Popen([sys.executable, "-m", "evotui", "run", "--headless", "--quiet", "--config",
-                             str(cfgf), "--run-dir", str(runs / r["name"]), mode],
+    log = open(out / "logs" / f"{r['name']}.log", "a")
+    return subprocess.Popen([sys.executable, "-m", "evotui", "run", "--headless", "--quiet", *argv],
                             stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
 
 
@@ -220,9 +231,10 @@ def main(argv: list[str]) -> int:
     cards = {g: sum(r["gpu"] == g for r in runs) for g in sorted({r["gpu"] for r in runs}, key=str)}
     print(f"{len(runs)} runs, {args.steps} steps, profile {args.profile}; runs per card {cards}; "
           f"gpu_share {share if share is not None else 'as set / none'}", flush=True)
-    procs = {r["name"]: launch(out, folder, r, write_config(out, r, args, share)) for r in runs}
+    started = {r["name"]: launch(out, folder, r, write_config(out, r, args, share)) for r in runs}
+    procs = {n: p for n, p in started.items() if p is not None}  # None: finished in an earlier call
     t0 = time.monotonic()
-    status = wait_all(procs, args.deadline)
+    status = {**{n: "finished" for n in started}, **wait_all(procs, args.deadline)}
     print(f"runs done after {time.monotonic() - t0:.0f} s", flush=True)
     lines = table(runs, folder, args, status)
     (out / "table.txt").write_text("\n".join(lines) + "\n")

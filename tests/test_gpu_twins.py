@@ -58,3 +58,15 @@ def test_a_split_holds_only_after_a_training_altering_promotion():
     assert split["shape"] == "mb 8/8, gen 512/512"
     after = gpu_twins.compare_pair(run([0.5, 0.4, 0.1], [(2, "reward")]), run([0.5, 0.4, 0.3]))
     assert after["holds"] and after["promotion"] == 2
+
+
+def test_a_second_call_resumes_stopped_runs_and_keeps_finished_ones(tmp_path, monkeypatch):
+    cfg = tmp_path / "c.toml"
+    new = gpu_twins.run_argv(tmp_path / "r", cfg, "coevolve")
+    assert new == ["--config", str(cfg), "--run-dir", str(tmp_path / "r"), "--auto-promote"]
+    (tmp_path / "r").mkdir()
+    (tmp_path / "r" / "run.db").write_text("")
+    monkeypatch.setattr(gpu_twins, "_finished", lambda d: False)
+    assert gpu_twins.run_argv(tmp_path / "r", cfg, "static") == ["--resume", str(tmp_path / "r")]
+    monkeypatch.setattr(gpu_twins, "_finished", lambda d: True)
+    assert gpu_twins.run_argv(tmp_path / "r", cfg, "static") is None
