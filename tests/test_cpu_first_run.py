@@ -72,3 +72,20 @@ def test_the_first_round_tries_the_fix_the_dominant_failure_points_at_first(tmp_
             assert verdicts == {True, False}
     finally:
         store.close()
+
+
+@pytest.mark.parametrize("text", ["4 - 1 = 3", "So:\n4 - 1 = 3", "The answer is 3.", "<answer>3</answer>", "4 - 1",
+                                  "<answer>4 - 1 = 3</answer>", "3 or 4", "The answer is 4. Actually, the answer is 3.",
+                                  "4 - 1 = 5", "I think so"])
+def test_lenient_extraction_pays_what_the_evaluator_calls_correct(text):
+    """The CPU model's correct answers are mostly bare arithmetic ("4 - 1 = 3"): lenient
+    extraction must read the evaluator's value there, or it revives fewer groups than the
+    evaluator's verdicts allow (and pays nothing the evaluator rejects)."""
+    from backend.envs import math_answer
+    from backend.evolve.templates import LENIENT
+    from backend.harness.helpers import answer_value, is_hedged, same_answer
+
+    assert "answer_value(r.completion)" in LENIENT["evaluator"]
+    pred = None if is_hedged(text) else answer_value(text)
+    verdict = math_answer.check("basic_arithmetic", "Calculate 4 - 1.", "3", text, {})[0]
+    assert same_answer(pred, "3") == verdict

@@ -197,7 +197,7 @@ def test_a_round_promotes_its_passed_changes_in_turn_each_judged_on_the_version_
     assert rebased == [{"from": 1, "onto": versions[1]["id"], "why": "auto mode"}]
     assert len(store.rows("SELECT id FROM backtests WHERE intervention_id = ?", [second])) == 2  # v1, then v2
     active = store.get("harness_versions", versions[2]["id"])["code"]
-    assert "def diagnose_empty" not in active and "final_answer(r.completion)" in active  # both are in
+    assert "def diagnose_empty" not in active and "answer_value(r.completion)" in active  # both are in
     assert f"promoted #{first}, then #{second}, now v{versions[2]['id']}" in \
         store.get("rounds", out["round_id"])["summary"]
     # the report lists each promotion once, with the backtest that decided it (against v2)

@@ -31,14 +31,15 @@ from .edit import Edit, definition, top_level
 LENIENT = {
     "evaluator": (
         "def extract_answer(r):\n"
-        "    # the evaluator's own reading: last tag, else a box, else an 'answer is' sentence, else the last\n"
-        "    # line; nothing when the completion hedges between answers\n"
-        "    return None if is_hedged(r.completion) else final_answer(r.completion)\n"),
+        "    # the evaluator's own reading: the value of the last tag, else a box, else an 'answer is'\n"
+        "    # sentence, else the last line (arithmetic ending in one value gives that value); nothing\n"
+        "    # when the completion hedges between answers\n"
+        "    return None if is_hedged(r.completion) else answer_value(r.completion)\n"),
 }
 LENIENT_REWARD = (
     "def reward_correct(r):\n"
     "    # the evaluator's own reading of the final answer, tagged or not; nothing for a hedge\n"
-    "    pred = None if is_hedged(r.completion) else final_answer(r.completion)\n"
+    "    pred = None if is_hedged(r.completion) else answer_value(r.completion)\n"
     "    return 1.0 if same_answer(pred, r.answer) else 0.0\n")
 PARTIAL_FORMAT = (
     "def reward_format(r):\n"

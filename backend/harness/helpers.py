@@ -80,6 +80,20 @@ def final_answer(completion: str) -> str | None:
         return None
 
 
+def answer_value(completion: str) -> str | None:
+    """The evaluator's value of the final answer, or None where it reads no single value: its
+    extraction (docs/evaluator.md), so plain arithmetic ending in one value gives that value.
+
+    >>> answer_value("4 - 1 = 3"), answer_value("The answer is 157. Actually, the answer is 156.")
+    ('3', None)
+    """
+    try:
+        value, status = math_answer.extract(str(completion or ""))
+    except Exception:
+        return None
+    return value if status == "answered" else None
+
+
 def tail(text: str, n: int = 80) -> str:
     t = (text or "").strip().replace("\n", " ")
     return t[-n:]
@@ -107,6 +121,6 @@ def clip(x: float, lo: float, hi: float) -> float:
 HELPERS = {
     "numbers": numbers, "last_number": last_number, "answer_tag": answer_tag,
     "same_answer": same_answer, "check_answer": check_answer, "is_expression_echo": is_expression_echo,
-    "is_hedged": is_hedged, "final_answer": final_answer, "tail": tail, "last_line": last_line,
+    "is_hedged": is_hedged, "final_answer": final_answer, "answer_value": answer_value, "tail": tail, "last_line": last_line,
     "repeated_ngram_share": repeated_ngram_share, "clip": clip,
 }
