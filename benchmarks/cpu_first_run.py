@@ -4,7 +4,8 @@ For each RUN_DIR: the promoted interventions (step, title, the decision's metric
 interval and n), then the training groups before and after the first promotion that is not a
 diagnostic revision: dead (every reward ties), alive with both of the evaluator's verdicts in the group
 (the evaluator's outcomes differ), alive although the evaluator judged the whole group alike
-(a shaping term broke the tie), and the steps whose update trained on any rollout. Validation
+(a shaping term broke the tie), the steps whose update trained on any rollout, and those whose
+update, after the first promotion, held a group alive by the evaluator's verdicts. Validation
 and test accuracies are not read here (`benchmarks/heldout_table.py`).
 
     .venv/bin/python benchmarks/cpu_first_run.py RUN_DIR [RUN_DIR ...] [--markdown]
@@ -70,12 +71,14 @@ def summary(run_dir: Path) -> dict:
         gs = groups(store)
         steps = store.rows("SELECT step, metrics_json FROM steps ORDER BY step")
         trained = [s["step"] for s in steps if json.loads(s["metrics_json"] or "{}").get("trained_sequences")]
+        by_verdicts = sorted({st for (st, _), e in gs.items() if st in trained and st > cut
+                              and len(set(e["rewards"])) > 1 and len(set(e["correct"])) > 1})
         acc = store.rows("SELECT AVG(correct) AS a, COUNT(*) AS n FROM rollouts")[0]
     finally:
         store.close()
     return {"run": run_dir.name, "seed": run["seed"], "steps": last, "promotions": proms, "fix": first,
             "before": split(gs, range(1, cut + 1)), "after": split(gs, range(cut + 1, last + 1)),
-            "updates": trained, "train_acc": (acc["a"] or 0.0, acc["n"])}
+            "updates": trained, "updates_verdicts": by_verdicts, "train_acc": (acc["a"] or 0.0, acc["n"])}
 
 
 def _frac(c: dict, key: str) -> str:
@@ -85,7 +88,8 @@ def _frac(c: dict, key: str) -> str:
 def _dec(d: dict) -> str:
     if not d:
         return ""
-    return f"{d.get('metric')} {d.get('effect', 0):+.3f} [{d.get('ci_low', 0):+.3f}, {d.get('ci_high', 0):+.3f}], n {d.get('n')}"
+    ci = f"[{d.get('ci_low', 0):+.3f}, {d.get('ci_high', 0):+.3f}]"
+    return f"{d.get('metric')} {d.get('effect', 0):+.3f} {ci}, n {d.get('n')}"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -93,16 +97,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("runs", nargs="+", type=Path)
     args = ap.parse_args(argv)
     print("| seed | promoted (step: change, decision) | dead before | dead after | alive by verdicts after "
-          "| alive by shaping after | steps with an update | train accuracy |")
-    print("|---|---|---|---|---|---|---|---|")
+          "| alive by shaping after | steps with an update | after: with a group alive by verdicts | "
+          "train accuracy |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for rd in args.runs:
         s = summary(rd)
-        proms = "; ".join(f"{p['promoted_step']}: {p['title']}" + (f" ({_dec(p['decision'])})" if p["decision"] else "")
-                          for p in s["promotions"]) or "none"
+        proms = "; ".join(f"{p['promoted_step']}: {p['title']}" + (f" ({_dec(p['decision'])})" if p["decision"]
+                                                                  else "") for p in s["promotions"]) or "none"
         a, n = s["train_acc"]
         print(f"| {s['seed']} | {proms} | {_frac(s['before'], 'dead')} | {_frac(s['after'], 'dead')} | "
               f"{_frac(s['after'], 'alive_verdicts')} | {_frac(s['after'], 'alive_shaping')} | "
-              f"{len(s['updates'])} of {s['steps']} ({', '.join(map(str, s['updates'])) or '-'}) | {a:.3f} (n {n}) |")
+              f"{len(s['updates'])} of {s['steps']} ({', '.join(map(str, s['updates'])) or '-'}) | "
+              f"{', '.join(map(str, s['updates_verdicts'])) or 'none'} | {a:.3f} (n {n}) |")
     return 0
 
 

@@ -121,6 +121,7 @@ def clip(x: float, lo: float, hi: float) -> float:
 HELPERS = {
     "numbers": numbers, "last_number": last_number, "answer_tag": answer_tag,
     "same_answer": same_answer, "check_answer": check_answer, "is_expression_echo": is_expression_echo,
-    "is_hedged": is_hedged, "final_answer": final_answer, "answer_value": answer_value, "tail": tail, "last_line": last_line,
+    "is_hedged": is_hedged, "final_answer": final_answer, "answer_value": answer_value, "tail": tail,
+    "last_line": last_line,
     "repeated_ngram_share": repeated_ngram_share, "clip": clip,
 }
