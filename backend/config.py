@@ -257,6 +257,18 @@ class SweConfig:
     """Wall and CPU limit for one visible or hidden test run in the sandbox."""
     memory_mb: int = 512
     """Address-space limit for one test run."""
+    levels: str = "0,1,2,3,4"
+    """Task levels in play: 0 one-shot edit of the one file shown, 1 one-shot edit that must
+    find its file among the repository's modules, 2-4 multi-turn tool episodes (one bug, two
+    bugs in a file, bugs in two files)."""
+    test_mix: str = "0:4,1:3,2:1,3:1,4:1"
+    """level:weight shares of the held-out sets (validation and test), so a report is a fixed mix."""
+    level_heldout_fraction: float = 0.5
+    """Share of one-shot mutants held out (by a hash of the mutant: all its tasks on one side)."""
+    seeds_per_mutant: int = 3
+    """One-shot tasks per mutant and level (seeds vary the slice and the failures shown)."""
+    leak_canaries: bool = True
+    """Mix leak canaries (the fix planted in a history file in the prompt) into level-0 training."""
 
 
 @dataclass
