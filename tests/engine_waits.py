@@ -157,15 +157,20 @@ def _stderr_tail(proc: subprocess.Popen, chars: int = 3000) -> str:
     return (err.decode(errors="replace") if isinstance(err, bytes) else err)[-chars:]
 
 
+def _with_cpu(proc: subprocess.Popen | None, progress: Progress | None) -> Progress | None:
+    """The process's CPU time joined with `progress` (either may be missing)."""
+    sources = [s for s in (cpu(proc) if proc is not None else None, progress) if s is not None]
+    return either(*sources) if sources else None
+
+
 def wait_for(what: str, condition: Callable[[], T], proc: subprocess.Popen | None = None,
              poll_s: float = 0.05, progress: Progress | None = None, stall_s: float = STALL_S,
              ceiling_s: float = CEILING_S, clock: Callable[[], float] = time.monotonic,
              sleep: Callable[[float], None] = time.sleep) -> T:
     """Poll `condition` until it returns something truthy, and return that. Raises `EngineGone`
     (naming `what`, the engine's exit status and its stderr) when `proc` exits first, and
-    `Stalled` by the `Watch` rule over `progress` (by default the CPU time of `proc`)."""
-    if progress is None and proc is not None:
-        progress = cpu(proc)
+    `Stalled` by the `Watch` rule over the CPU time of `proc` and any other `progress`."""
+    progress = _with_cpu(proc, progress)
     watch = Watch(what, progress, stall_s, ceiling_s, clock)
     while True:
         got = condition()
@@ -196,10 +201,10 @@ def _kill_tree(proc: subprocess.Popen) -> None:
 
 def communicate(proc: subprocess.Popen, what: str | None = None, progress: Progress | None = None,
                 poll_s: float = 0.5, stall_s: float = STALL_S, ceiling_s: float = CEILING_S) -> tuple:
-    """`proc.communicate()` for as long as the process progresses (by default: its CPU time);
-    returns (stdout, stderr). On a stall it kills the process and its children and raises
-    `Stalled` with the end of their stderr."""
-    watch = Watch(what or f"{' '.join(map(str, proc.args))[:200]} to exit", progress or cpu(proc), stall_s,
+    """`proc.communicate()` for as long as the process progresses (its CPU time, or any other
+    `progress`); returns (stdout, stderr). On a stall it kills the process and its children and
+    raises `Stalled` with the end of their stderr."""
+    watch = Watch(what or f"{' '.join(map(str, proc.args))[:200]} to exit", _with_cpu(proc, progress), stall_s,
                   ceiling_s)
     while True:
         try:
@@ -216,7 +221,8 @@ def communicate(proc: subprocess.Popen, what: str | None = None, progress: Progr
 
 def run_process(cmd: list, what: str | None = None, progress: Progress | None = None,
                 **popen) -> subprocess.CompletedProcess:
-    """`subprocess.run(cmd, capture_output=True, text=True)` under the stall rule of `communicate`."""
+    """`subprocess.run(cmd, capture_output=True, text=True)` under the stall rule of `communicate`
+    (the process's CPU time, and `progress` if given: the run it writes)."""
     proc = subprocess.Popen(list(map(str, cmd)), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **popen)
     out, err = communicate(proc, what, progress)
     return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)

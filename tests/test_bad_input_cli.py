@@ -27,12 +27,12 @@ from backend.evolve import interventions as iv
 from synthetic_run import build_run
 from backend.harness.loader import default_harness_path
 from backend.store.schema import TABLES
+from engine_waits import communicate, run_process
 from evotui.cli import SHELL_BUSY_S
 
 
-def evotui(*args, timeout: float = 120) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "evotui", *map(str, args)], capture_output=True, text=True,
-                          timeout=timeout)
+def evotui(*args) -> subprocess.CompletedProcess:
+    return run_process([sys.executable, "-m", "evotui", *args])
 
 
 def one_line_error(p: subprocess.CompletedProcess, *needles: str) -> str:
@@ -143,10 +143,10 @@ def test_locked_database_waits_then_fails_clearly_or_succeeds(tmp_path):
     shells = [subprocess.Popen([sys.executable, "-m", "evotui", *args], stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE, text=True)
               for args in (["approve", str(long_run), "1"], ["pause", str(short_run)])]
-    (out_long, err_long), (out_short, err_short) = [s.communicate(timeout=120) for s in shells]
+    (out_long, err_long), (out_short, err_short) = [communicate(s) for s in shells]
     holders[0].kill()  # an exclusive transaction that never commits: nothing of it is kept
     for h in holders:
-        h.wait(timeout=60)
+        communicate(h)
     one_line_error(subprocess.CompletedProcess([], shells[0].returncode, out_long, err_long),
                    "is locked by another process")
     assert shells[1].returncode == 0 and "command 1 queued: pause" in out_short, err_short
@@ -197,7 +197,7 @@ def test_model_path_that_is_not_a_model(tmp_path, model, needle):
         model = tmp_path / "empty-model"
         model.mkdir()
     one_line_error(evotui("run", "--headless", "--steps", "1", "--run-dir", tmp_path / "r", "--set",
-                          f"model.name={model}", timeout=300), needle)
+                          f"model.name={model}"), needle)
     assert not (tmp_path / "r").exists()
 
 
@@ -213,7 +213,7 @@ def test_unreachable_llm_endpoint_fails_at_start_up(tmp_path):
     failed proposals: test_evolve_llm)."""
     url = f"http://127.0.0.1:{_closed_port()}/v1"
     llm = ["--set", "evolve.proposer=llm", "--set", f"evolve.llm.base_url={url}", "--set", "evolve.llm.model=m"]
-    one_line_error(evotui("run", "--headless", "--steps", "1", "--run-dir", tmp_path / "r", *llm, timeout=300),
+    one_line_error(evotui("run", "--headless", "--steps", "1", "--run-dir", tmp_path / "r", *llm),
                    f"cannot reach the LLM endpoint {url}", "evolve.proposer=offline")
     assert not (tmp_path / "r").exists()
     one_line_error(evotui("run", "--headless", "--run-dir", tmp_path / "r", "--set", "evolve.proposer=llm",
@@ -270,7 +270,7 @@ def fresh_cli(*args) -> tuple[subprocess.CompletedProcess, bool]:
     """`evotui ARGS` in a fresh interpreter; also whether torch was imported by the time it returned."""
     code = ("import sys\nfrom evotui.cli import main\ntry:\n    rc = main(sys.argv[1:])\nfinally:\n"
             "    print('TORCH-IMPORTED', 'torch' in sys.modules)\nsys.exit(rc)")
-    p = subprocess.run([sys.executable, "-c", code, *map(str, args)], capture_output=True, text=True, timeout=120)
+    p = run_process([sys.executable, "-c", code, *args])
     assert "TORCH-IMPORTED" in p.stdout, (p.stdout, p.stderr)
     return p, "TORCH-IMPORTED True" in p.stdout
 

@@ -169,14 +169,15 @@ def test_each_runs_report_goes_in_its_own_folder(tmp_path):
 def test_headless_run_prints_evaluations_rounds_and_the_summary(tmp_path, tiny_overrides):
     """A real tiny run, piped: each evaluation's and the round's outcome lines reach stdout as
     they happen (not only the database), then the summary with the next commands."""
-    import subprocess
     import sys
+
+    from engine_waits import run_files, run_process
 
     run = tmp_path / "run"
     sets = [x for o in tiny_overrides + ["evolve.every=1", "evolve.candidates=1", "evolve.probe_tasks=1",
                                          "eval.every=1"] for x in ("--set", o)]
-    p = subprocess.run([sys.executable, "-m", "evotui", "run", "--headless", "--steps", "1", "--run-dir", str(run),
-                        *sets], capture_output=True, text=True, timeout=3600)  # a hang guard only
+    p = run_process([sys.executable, "-m", "evotui", "run", "--headless", "--steps", "1", "--run-dir", str(run),
+                     *sets], "the run to end", run_files(run))
     assert p.returncode == 0, p.stderr[-2000:]
     out = p.stdout.splitlines()
     first = [i for i, x in enumerate(out) if x.startswith(("validation accuracy at", "test accuracy at",

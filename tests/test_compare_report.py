@@ -9,7 +9,8 @@ import signal
 import sqlite3
 import subprocess
 import sys
-import time
+
+from engine_waits import communicate, either, run_files, run_process, wait_for
 
 
 def test_compare_then_report(tmp_path, tiny_overrides):
@@ -29,8 +30,9 @@ def test_compare_then_report(tmp_path, tiny_overrides):
     proc = subprocess.Popen([sys.executable, "-m", "evotui", "compare", "--steps", "2", "--seeds", "0", "--out",
                              str(out), "--jobs", "2", "--quiet", "--arms", ",".join(first), "--profile",
                              "cpu", *sets], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    _kill_when_running(out / "static-s0")
-    stdout, stderr = proc.communicate(timeout=1200)
+    _kill_when_running(proc, out / "static-s0")
+    stdout, stderr = communicate(proc, "the parallel compare to end",
+                                 either(*(run_files(out / f"{a}-s0") for a in first)))
     assert proc.returncode == 1, stderr[-3000:]
     assert "profile: cpu" in stdout
     rows = {r["arm"]: r for r in json.loads((out / "compare.json").read_text())}
@@ -54,8 +56,8 @@ def test_compare_then_report(tmp_path, tiny_overrides):
     # finishes, the finished arms are kept, not re-run; static-expert, the one arm not run yet,
     # starts now (with this call's profile) and merges into compare.json and the report
     steps_before = {a: _steps(out / f"{a}-s0") for a in first[1:]}
-    p = subprocess.run([sys.executable, "-m", "evotui", "compare", "--steps", "2", "--seeds", "0", "--out", str(out),
-                        *sets], capture_output=True, text=True, timeout=900)
+    p = run_process([sys.executable, "-m", "evotui", "compare", "--steps", "2", "--seeds", "0", "--out", str(out),
+                     *sets], "the sequential compare to end")
     assert p.returncode == 0, p.stderr[-3000:]
     assert {a: _steps(out / f"{a}-s0") for a in steps_before} == steps_before
     assert _steps(out / "static-s0") == (2, 2)  # resumed after the kill, no step twice
@@ -95,16 +97,14 @@ def test_compare_then_report(tmp_path, tiny_overrides):
     assert "planted trap" in blocked and "answer_copied_from_prompt" in blocked
     assert "arm" in p.stdout and "report:" in p.stdout
     # report also works on its own, on the run folders
-    q = subprocess.run([sys.executable, "-m", "evotui", "report", str(out), "--out", str(tmp_path / "r2")],
-                       capture_output=True, text=True, timeout=300)
+    q = run_process([sys.executable, "-m", "evotui", "report", str(out), "--out", str(tmp_path / "r2")])
     assert q.returncode == 0, q.stderr
     assert (tmp_path / "r2" / "report.md").exists()
 
 
-def _kill_when_running(run_dir) -> None:
+def _kill_when_running(compare: subprocess.Popen, run_dir) -> None:
     """SIGKILL an arm's engine as soon as its run row shows it running."""
-    deadline = time.time() + 900
-    while time.time() < deadline:
+    def running_pid():
         try:
             db = sqlite3.connect(f"file:{run_dir / 'run.db'}?mode=ro", uri=True, timeout=1)
             try:
@@ -112,12 +112,11 @@ def _kill_when_running(run_dir) -> None:
             finally:
                 db.close()
         except (sqlite3.Error, TypeError):
-            pid, status = None, None
-        if pid and status == "running":
-            os.kill(pid, signal.SIGKILL)
-            return
-        time.sleep(0.05)
-    raise AssertionError("the static arm never started running")
+            return None
+        return pid if status == "running" else None
+
+    pid = wait_for("the static arm to run", running_pid, compare, progress=run_files(run_dir))
+    os.kill(pid, signal.SIGKILL)
 
 
 def _config(run_dir):
@@ -147,5 +146,5 @@ def _steps(run_dir):
 
 
 def test_report_rejects_non_run(tmp_path):
-    p = subprocess.run([sys.executable, "-m", "evotui", "report", str(tmp_path)], capture_output=True, text=True)
+    p = run_process([sys.executable, "-m", "evotui", "report", str(tmp_path)])
     assert p.returncode == 2 and "not an evotui run" in p.stderr

@@ -9,9 +9,10 @@ import signal
 import sqlite3
 import subprocess
 import sys
-import time
 
 import pytest
+
+from engine_waits import communicate, either, run_files, wait_for
 
 
 def _committed(run_dir) -> int:
@@ -28,11 +29,8 @@ def _committed(run_dir) -> int:
 def _signal_once_training(proc, run_dirs) -> None:
     """SIGTERM to compare once every run it started has committed a step (so each is in its loop:
     before it, a run leaves on SIGTERM like on Ctrl-C, tested in tests/test_runs.py)."""
-    deadline = time.time() + 600
-    while min(map(_committed, run_dirs)) < 1:
-        assert proc.poll() is None, proc.communicate()[1][-3000:]
-        assert time.time() < deadline, "the runs never committed a step"
-        time.sleep(0.05)
+    wait_for("every run of the grid to commit a step", lambda: min(map(_committed, run_dirs)) >= 1, proc,
+             progress=either(*map(run_files, run_dirs)))
     proc.send_signal(signal.SIGTERM)
 
 
@@ -53,7 +51,7 @@ def test_sigterm_stops_the_grid_and_the_same_command_resumes(tmp_path, tiny_over
            "--jobs", str(jobs), "--out", str(out), "--profile", "cpu", *sets]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     _signal_once_training(proc, [out / f"static-s{k}" for k in range(running)])
-    _, stderr = proc.communicate(timeout=600)
+    _, stderr = communicate(proc, "compare to stop the grid")
     assert proc.returncode == 1, stderr[-3000:]
     assert "the same command again resumes them" in stderr
     rows = json.loads((out / "compare.json").read_text())

@@ -7,6 +7,7 @@ import sys
 import textwrap
 
 from backend.store import Store, integrity_ok
+from engine_waits import communicate, files, run_process
 
 WRITER = textwrap.dedent("""
     import sys
@@ -45,12 +46,12 @@ def test_commands_survive_full_speed_writes(tmp_path):
                            stderr=subprocess.PIPE, text=True)
     shell_errors = []
     for _ in range(15):
-        p = subprocess.run([sys.executable, "-m", "evotui", "approve", str(tmp_path), "1"], capture_output=True,
-                           text=True, timeout=120)
+        p = run_process([sys.executable, "-m", "evotui", "approve", str(tmp_path), "1"])
         if p.returncode != 0:
             shell_errors.append(p.stderr)
-    out_w, err_w = writer.communicate(timeout=600)
-    out_t, err_t = tui.communicate(timeout=600)
+    written = files(db, db.parent / "run.db-wal")
+    out_w, err_w = communicate(writer, "the writer to commit its steps", written)
+    out_t, err_t = communicate(tui, "the TUI to send its commands", written)
     assert "writer done" in out_w, err_w
     assert "tui done" in out_t, err_t
     assert not shell_errors

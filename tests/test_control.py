@@ -23,8 +23,10 @@ from backend.harness.loader import Harness
 from backend.loop import Engine
 from backend.policy.generate import GenerationInterrupted
 from backend.policy.interrupt import between_layers
+from backend.progress import StepProgress
 from backend.store import Store
 from backend.types import Generation
+from engine_waits import in_process, wait_for
 from synthetic_run import add_eval, build_run, outcomes
 
 BATCH_S = 0.05  # one fake generation batch
@@ -65,6 +67,8 @@ def engine(tmp_path):
     eng.cfg = RunConfig(steps=3)
     eng.cfg.evolve.enabled = False
     eng.control = Control(store)
+    eng.progress = StepProgress(eng.cfg.steps, quiet=True, report=eng.control.report)  # as Engine.__init__
+    eng.control.on_activity = eng.progress.activity
     eng.harness_version = store.run()["harness_version"]
     eng.harness = Harness.from_code(store.get("harness_versions", eng.harness_version)["code"])
     eng.generator = SlowGenerator()
@@ -80,7 +84,8 @@ def _slow_step(eng, step, progress):
     progress.phase("generate")
     for _ in range(BATCHES):
         eng.samples += eng.generate_fn([[1, 2, 3]], 8, 1.0, 1.0)
-    return {"step": step}
+    return {"step": step, "reward_mean": 0.0, "verdict_acc": 0.0, "agreement": 1.0, "dead_group_frac": 0.0,
+            "loss": 0.0, "total_ms": 0.0}  # what the terminal's step line shows
 
 
 def _later(seconds: float, fn) -> threading.Thread:
@@ -132,24 +137,28 @@ def test_stop_while_paused_stops_and_a_resumed_run_is_not_left_paused(engine):
 def test_pause_waits_mid_step_and_resume_goes_on(engine):
     seen = {}
 
-    def watch():
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            s = Store.open(engine.store.path, readonly=True)
-            run = s.run()
-            s.close()
-            if run["status"] == "paused":
-                seen["paused_at"], seen["batches"], seen["activity"] = time.monotonic(), engine.generator.batches, \
-                    run["activity"]
-                return
-            time.sleep(0.05)
+    done = threading.Event()
+
+    def paused():
+        s = Store.open(engine.store.path, readonly=True)
+        run = s.run()
+        s.close()
+        return done.is_set() or (run["status"] == "paused" and run)
+
+    def watch():  # the engine runs in this process: its other threads' CPU is its progress
+        run = wait_for("the run to show paused", paused, progress=in_process())
+        if run is not True:
+            seen["paused_at"], seen["batches"], seen["activity"] = time.monotonic(), engine.generator.batches, \
+                run["activity"]
 
     sent = {"at": None}
     _later(0.3, lambda: sent.update(at=_send(engine.store.path, "pause")))
     watcher = _later(0.0, watch)
     _later(1.0, lambda: _send(engine.store.path, "resume"))
     out = engine.run()
+    done.set()
     watcher.join()
+    assert seen, "the run never showed paused"
     assert seen["paused_at"] - sent["at"] < BOUND_S and seen["activity"] == "paused"
     assert seen["batches"] < BATCHES  # paused inside the step ...
     assert out == {"status": "finished"} and engine.generator.batches == BATCHES  # ... which then finished

@@ -17,6 +17,7 @@ from backend import runs
 from backend.ddp.launch import JOIN_S
 from backend.ddp.leader import Leader
 from backend.store import Store
+from engine_waits import CEILING_S, Stalled, either, in_process, run_files, scalar, wait_for
 from test_distributed import _cfg
 
 EXTRA = ("train.tasks_per_step=2", "train.group_size=2", "train.max_new_tokens_cap=4", "eval.n_val=2",
@@ -67,17 +68,20 @@ def test_a_stop_inside_the_update_ends_every_rank_with_the_last_step_saved(tiny_
     assert s["status"] == "finished" and not multiprocessing.active_children()
 
 
-@pytest.mark.timeout(120)  # before the fix the pause was waited out inside the update: forever
+@pytest.mark.timeout(CEILING_S)  # a safety net: before the fix the pause was waited out inside the update
 def test_a_pause_inside_the_update_waits_at_the_next_step_boundary(tiny_model, spread_harness, monkeypatch):
     """A pause met inside rank 0's update is not waited out there (rank 1 would wait in the collective,
     which has a timeout): the update is taken on every rank, the step committed, and the run waits
     at the boundary, where the operator's stop then ends it."""
     seen = _stop_at_update(monkeypatch, 1, "pause")
     run = runs.runs_root() / "ddp-pause"
-    operator = threading.Thread(target=_stop_once_paused, args=(run, seen), daemon=True)
+    ended = threading.Event()
+    operator = threading.Thread(target=_stop_once_paused, args=(run, seen, ended), daemon=True)
     operator.start()
     _, s = _run(tiny_model, spread_harness, 3, run)
-    operator.join(5)
+    ended.set()
+    operator.join()
+    assert "stalled" not in seen, seen["stalled"]
     assert s["status"] == "stopped" and seen["calls"] == 1 and not multiprocessing.active_children()
     assert seen["paused_after_step"] == 1  # the pause took effect at the boundary, after the update
     store = Store.open(run, create=False)
@@ -87,21 +91,23 @@ def test_a_pause_inside_the_update_waits_at_the_next_step_boundary(tiny_model, s
         store.close()
 
 
-def _stop_once_paused(run, seen: dict, limit_s: float = 100.0) -> None:
-    """The operator: once the run shows paused, send a stop (through the run's own store)."""
-    deadline = time.monotonic() + limit_s
-    while time.monotonic() < deadline:
-        time.sleep(0.05)
-        if not (run / "run.db").exists():
-            continue
-        store = Store.open(run, create=False)
-        try:
-            if store.run().get("paused"):
-                seen["paused_after_step"] = store.last_step()
-                store.send_command("stop", {})
-                return
-        finally:
-            store.close()
+def _stop_once_paused(run, seen: dict, ended: threading.Event) -> None:
+    """The operator: once the run shows paused, send a stop (through the run's own store). Waits
+    while the engine (in this process, rank 1 its child) progresses; on a stall it sends the stop
+    anyway, so the run ends and the test reports the stall."""
+    try:
+        wait_for("the run to show paused", lambda: ended.is_set() or scalar(run, "SELECT paused FROM runs"),
+                 progress=either(in_process(), run_files(run)))
+    except Stalled as e:
+        seen["stalled"] = str(e)
+    if ended.is_set():
+        return
+    store = Store.open(run, create=False)
+    try:
+        seen["paused_after_step"] = store.last_step()
+        store.send_command("stop", {})
+    finally:
+        store.close()
 
 
 def test_inside_stop_only_a_pause_is_left_for_later_and_a_stop_raises(tmp_path):

@@ -67,7 +67,7 @@ def test_without_a_progress_source_only_the_ceiling_applies():
 
 def test_an_exited_engine_is_reported_at_once_unless_it_got_there():
     class Exited:
-        returncode, stderr = 3, None
+        returncode, stderr, pid = 3, None, os.getpid()
 
         def poll(self):
             return 3

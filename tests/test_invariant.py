@@ -30,6 +30,7 @@ import pytest
 from backend.store import Store
 
 from conftest import MODEL_CACHE, TINY, varying_reward_harness
+from engine_waits import communicate, run_files
 
 pytestmark = pytest.mark.slow  # three real runs side by side: about a minute on 2 cores
 
@@ -60,7 +61,7 @@ def runs(tmp_path_factory) -> dict[str, Path]:
                                         "3", "--run-dir", str(tmp / mode), *sets, *extra],
                                        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
     for mode, p in procs.items():
-        _, err = p.communicate(timeout=900)
+        _, err = communicate(p, f"the {mode} run", run_files(tmp / mode))
         assert p.returncode == 0, f"{mode}: {err[-3000:]}"
     return {mode: tmp / mode for mode in MODES}
 

@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from backend.store import Store, integrity_ok
+from engine_waits import run_process
 
 
 @pytest.fixture
@@ -35,9 +36,8 @@ def test_disk_full_stops_cleanly(small_disk, tiny_overrides, tmp_path):
     run = small_disk / "run"
     sets = [x for o in tiny_overrides for x in ("--set", o)] + ["--set", f"harness='{harness}'"]
     # LoRA checkpoints (~4 MB each at r=16) do not fit in 3 MB: the first checkpoint write fills the disk
-    p = subprocess.run([sys.executable, "-m", "evotui", "run", "--headless", "--quiet", "--steps", "3",
-                        "--run-dir", str(run), *sets, "--set", "evolve.enabled=false"],
-                       capture_output=True, text=True, timeout=600)
+    p = run_process([sys.executable, "-m", "evotui", "run", "--headless", "--quiet", "--steps", "3",
+                     "--run-dir", str(run), *sets, "--set", "evolve.enabled=false"])
     assert p.returncode == 3, p.stderr[-3000:]
     # the free-space check before each checkpoint (backend/disk.py) stops it before the write; a
     # write that still fills the disk stops it as "disk full": either is a clean stop

@@ -21,6 +21,7 @@ from backend.store import Store
 from evotui.app import EvoApp
 from evotui.engine_process import EngineProbe, engine_health, rss_memory
 from evotui.launch import open_tui, start_and_open
+from engine_waits import communicate
 from tui_fixtures import build_run, press, settle
 
 TESTS = Path(__file__).resolve().parent
@@ -97,7 +98,8 @@ def test_start_and_open_asks_on_quit(tmp_path, monkeypatch, choice, stopped):
         assert start_and_open(run_dir, ["--steps", "3"]) == 0
         assert (run_dir / "engine.log").exists() and not engine_process.startup_log(run_dir).exists()
         if stopped:
-            assert procs[0].wait(timeout=60) == 0  # the engine acknowledged `stop` and left
+            communicate(procs[0], "the stand-in engine to leave on stop")
+            assert procs[0].returncode == 0  # the engine acknowledged `stop` and left
         else:
             assert procs[0].poll() is None  # still running in its own session
     finally:

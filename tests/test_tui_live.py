@@ -6,11 +6,11 @@ from __future__ import annotations
 import asyncio
 import subprocess
 import sys
-import time
 
 from textual.widgets import DataTable
 
 from backend.store import Store
+from engine_waits import Watch, communicate, cpu, either, run_files, wait_for
 from tui_fixtures import poll, press, settle
 
 SCREENS = "1234567"
@@ -23,10 +23,8 @@ def test_tui_follows_a_live_real_run(tmp_path, tiny_overrides):
                              "--run-dir", str(run_dir), *sets, "--set", "evolve.every=2",
                              "--set", "evolve.candidates=1", "--set", "evolve.probe_tasks=1"],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    deadline = time.time() + 300
-    while not (run_dir / "run.db").exists() and time.time() < deadline:
-        time.sleep(0.2)
-    assert (run_dir / "run.db").exists(), proc.stderr.read() if proc.poll() is not None else "no run"
+    wait_for("the run's database", lambda: (run_dir / "run.db").exists(), proc, poll_s=0.2)
+    written = run_files(run_dir)
 
     async def go():
         from evotui.app import EvoApp
@@ -36,10 +34,12 @@ def test_tui_follows_a_live_real_run(tmp_path, tiny_overrides):
             await settle(pilot)
             # the engine is still working: steps arrive while the TUI is open
             seen_steps = set()
-            for _ in range(600):
+            watch = Watch("the TUI to show the run finished", either(cpu(proc), written))
+            while True:
                 seen_steps.add(len(app.state.steps))
-                if app.state.run and app.state.run.get("status") == "finished":
-                    break
+                if app.state.run and app.state.run.get("status") == "finished" or proc.poll() not in (None, 0):
+                    break  # (an engine that failed fails the asserts below)
+                watch.check()
                 await pilot.pause(0.5)
             await poll(pilot)
             assert len(seen_steps) >= 2  # the step count changed while we watched
@@ -51,6 +51,7 @@ def test_tui_follows_a_live_real_run(tmp_path, tiny_overrides):
             rows = app.screen.query_one(DataTable).rows
             assert len(rows) == 3 * 4  # every rollout of the run
     asyncio.run(go())
-    assert proc.wait(timeout=120) == 0
+    _, err = communicate(proc, "the engine to exit", written)
+    assert proc.returncode == 0, err[-3000:]
     s = Store.open(run_dir, readonly=True)
     assert s.count("commands") == 0  # attaching never writes
