@@ -244,9 +244,9 @@ class SweConfig:
     max_episode_tokens: int = 2048
     """Cap on everything after the prompt (policy and tool tokens): finish=tokens."""
     n_tasks: int = 0
-    """0 = all generated tasks."""
+    """Cap on the multi-turn tasks (levels 2-4); 0 = all generated tasks."""
     heldout_fraction: float = 0.25
-    """Share of tasks held out, chosen by a hash of the task id (never mixes)."""
+    """Share of multi-turn tasks held out, chosen by a hash of the task id (never mixes)."""
     max_tool_chars: int = 2000
     """Tool output longer than this is cut (the agent can read line ranges)."""
     min_turn_tokens: int = 16

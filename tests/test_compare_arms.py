@@ -73,7 +73,7 @@ def test_arms_that_cannot_run_are_refused(tmp_path):
     with pytest.raises(UsageError, match="add coevolve"):
         compare.check_arms(RunConfig(), ["static", "control"], [0], tmp_path)
     with pytest.raises(UsageError, match="expert harness"):
-        compare.check_arms(RunConfig(domain="swe"), ["static-expert"], [0], tmp_path)
+        compare.check_arms(RunConfig(domain="math,code"), ["static-expert"], [0], tmp_path)
     compare.check_arms(RunConfig(), ["coevolve", "control"], [0], tmp_path)
 
 

@@ -5,8 +5,9 @@ Five arms from one config and one seed set (`--arms` picks some):
 - static:          the default harness, evolution off
 - static-expert:   the domain's shipped expert harness (harness/defaults/math_expert.py:
                    reward = the evaluator's own check; code_expert.py: partial
-                   credit by hidden cases passed and a syntax term; both drop
-                   dead groups), evolution off: what a careful engineer writes by hand
+                   credit by hidden cases passed and a syntax term; swe_expert.py:
+                   resolve plus edit-format, localisation and tests-passed shaping;
+                   all drop dead groups), evolution off: what a careful engineer writes by hand
 - coevolve:        the default harness, offline proposer, auto-promote
 - coevolve-expert: the expert harness, co-evolved like `coevolve`
 - control:         static harness, but it spends the coevolve arm's extra
@@ -38,7 +39,8 @@ from backend.harness.loader import default_harness_path
 
 ARMS = ("static", "static-expert", "coevolve", "coevolve-expert", "control")
 EVOLVING = ("coevolve", "coevolve-expert")
-EXPERT_HARNESSES = {"math": default_harness_path("math_expert"), "code": default_harness_path("code_expert")}
+EXPERT_HARNESSES = {"math": default_harness_path("math_expert"), "code": default_harness_path("code_expert"),
+                    "swe": default_harness_path("swe_expert")}
 """The hand-written expert harness of each domain that has one (the `-expert` arms)."""
 
 

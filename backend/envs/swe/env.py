@@ -194,6 +194,7 @@ class SweEnv:
             for i, r, v in zip(multi_idx, runs, verdicts):
                 ep = r.episode()
                 ep.verdict, ep.obs["tests"] = v, self._tests_obs(v)
+                ep.obs["right_file"] = self._right_file(r.task, ep.obs)
                 out[i] = ep
         return out
 
@@ -252,6 +253,11 @@ class SweEnv:
             out.append(Verdict(ok, 1.0 if ok else 0.0, run.status, s))
         return out
 
+    def _right_file(self, task: Task, ev: dict) -> bool:
+        """Localisation in a multi-turn episode: an applied edit touched a file with a bug."""
+        bugs = {m["path"] for m in self._recs[task.id]["mutations"]}
+        return any(e.get("ok") and e.get("path") in bugs for e in ev.get("edits") or [])
+
     @staticmethod
     def _tests_obs(v: Verdict) -> dict:
         d = v.detail
@@ -299,6 +305,7 @@ class SweEnv:
                 ev = oneshot.facts(shot, edit, status, err)
             else:
                 ev = dict(self.replay(task, completion).ev)
+                ev["right_file"] = self._right_file(task, ev)
         except Exception as e:
             ev = {"observe_error": f"{type(e).__name__}: {e}"[:300]}
         ev["tests"] = self._tests_obs(verdict)
