@@ -60,17 +60,20 @@ class Watch:
     stall_s: float = STALL_S
     ceiling_s: float = CEILING_S
     clock: Callable[[], float] = time.monotonic
+    sample_s: float = 1.0
+    """How often the source is asked (a process tree's CPU time walks /proc): between samples a
+    check only compares clocks."""
     seen: str | None = field(init=False, default=None)
 
     def __post_init__(self) -> None:
-        self.started = self.moved = self.clock()
+        self.started = self.moved = self.sampled = self.clock()
         if self.progress is not None:
             self.seen = self.progress()
 
     def check(self) -> None:
         now = self.clock()
-        if self.progress is not None:
-            seen = self.progress()
+        if self.progress is not None and now - self.sampled >= self.sample_s:
+            self.sampled, seen = now, self.progress()
             if seen != self.seen:
                 self.seen, self.moved = seen, now
             elif now - self.moved > self.stall_s:

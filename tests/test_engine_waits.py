@@ -92,3 +92,16 @@ def test_the_real_sources_change_with_cpu_work_and_writes(tmp_path):
     log.write_text("step 1\n")
     assert "run.log 7 B" in seen()
     assert "gone" in cpu(2**22 + 12345)()
+
+
+def test_the_source_is_asked_at_most_once_a_sample_however_fast_the_poll():
+    t, asked = FakeTime(), []
+
+    def source() -> str:
+        asked.append(t.now)
+        return "same"
+
+    with pytest.raises(Stalled):
+        wait_for("a fast poll", lambda: False, poll_s=0.05, progress=source, stall_s=10.0, clock=t.clock,
+                 sleep=t.sleep)
+    assert 10 <= len(asked) <= 12 and all(b - a >= 1.0 - 1e-9 for a, b in zip(asked, asked[1:]))
