@@ -32,39 +32,50 @@ class EditError(ValueError):
     """The edit cannot be made; the message says why in one line."""
 
 
-def _parse(code: str, what: str = "harness") -> ast.Module:
+@dataclass(frozen=True)
+class _Index:
+    """One parse of a file: each top-level statement with the name it defines (None: it defines
+    none), and the (first, last) lines of each named one, 1-based and inclusive."""
+
+    stmts: tuple[tuple[str | None, ast.stmt], ...]
+    spans: dict[str, tuple[int, int]]
+
+
+@lru_cache(maxsize=256)  # a round reads the same parent for every draw and screen
+def _index(code: str, what: str = "harness") -> _Index:
+    """Parse `code` once (read only: cached); an EditError when it does not parse. The one place
+    that says which statement defines which name (a function, or one assignment to a name)."""
     try:
-        return ast.parse(code)
+        body = ast.parse(code).body
     except SyntaxError as e:
         raise EditError(f"{what} does not parse: line {e.lineno}: {e.msg}") from None
     except (ValueError, RecursionError, MemoryError) as e:  # nesting too deep for the parser, and the like
         raise EditError(f"{what} does not parse: {type(e).__name__}: {str(e)[:100]}") from None
-
-
-def _stmt_name(stmt: ast.stmt) -> str | None:
-    if isinstance(stmt, ast.FunctionDef):
-        return stmt.name
-    if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
-        return stmt.targets[0].id
-    if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name):
-        return stmt.target.id
-    return None
+    stmts: list[tuple[str | None, ast.stmt]] = []
+    spans: dict[str, tuple[int, int]] = {}
+    for stmt in body:
+        name = None
+        if isinstance(stmt, ast.FunctionDef):
+            name = stmt.name
+        elif isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
+            name = stmt.targets[0].id
+        elif isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name):
+            name = stmt.target.id
+        stmts.append((name, stmt))
+        if name:
+            first = min([stmt.lineno] + [d.lineno for d in getattr(stmt, "decorator_list", [])])
+            spans[name] = (first, stmt.end_lineno or stmt.lineno)
+    return _Index(tuple(stmts), spans)
 
 
 def top_level(code: str) -> dict[str, tuple[int, int]]:
     """Top-level names -> (first line, last line), 1-based and inclusive."""
-    out: dict[str, tuple[int, int]] = {}
-    for stmt in _parse(code).body:
-        name = _stmt_name(stmt)
-        if name:
-            first = min([stmt.lineno] + [d.lineno for d in getattr(stmt, "decorator_list", [])])
-            out[name] = (first, stmt.end_lineno or stmt.lineno)
-    return out
+    return dict(_index(code).spans)
 
 
 def definition(code: str, name: str) -> str | None:
     """The source of one top-level definition, or None."""
-    span = top_level(code).get(name)
+    span = _index(code).spans.get(name)
     if not span:
         return None
     return "\n".join(code.splitlines()[span[0] - 1:span[1]])
@@ -72,8 +83,7 @@ def definition(code: str, name: str) -> str | None:
 
 def _one_definition(source: str, name: str | None) -> str:
     """Check that `source` defines exactly one top-level name; return it."""
-    tree = _parse(source, "new definition")
-    names = [_stmt_name(s) for s in tree.body if not isinstance(s, ast.Expr)]
+    names = [n for n, s in _index(source, "new definition").stmts if not isinstance(s, ast.Expr)]
     if len(names) != 1 or names[0] is None:
         raise EditError(f"new definition must be exactly one assignment or function, got {len(names)} statements")
     if name and names[0] != name:
@@ -84,7 +94,7 @@ def _one_definition(source: str, name: str | None) -> str:
 def replace_name(code: str, name: str, source: str) -> str:
     """Replace the definition of `name` with `source` (one definition of the same name)."""
     _one_definition(source, name)
-    span = top_level(code).get(name)
+    span = _index(code).spans.get(name)
     if not span:
         raise EditError(f"harness has no top-level '{name}' to replace")
     lines = code.splitlines()
@@ -95,14 +105,14 @@ def replace_name(code: str, name: str, source: str) -> str:
 def add_definition(code: str, source: str) -> str:
     """Append a new top-level definition at the end of the file."""
     name = _one_definition(source, None)
-    if name in top_level(code):
+    if name in _index(code).spans:
         raise EditError(f"harness already defines '{name}'")
     return code.rstrip("\n") + "\n\n\n" + source.strip("\n") + "\n"
 
 
 def remove_name(code: str, name: str) -> str:
     """Delete one top-level definition (and the blank lines it leaves)."""
-    span = top_level(code).get(name)
+    span = _index(code).spans.get(name)
     if not span:
         raise EditError(f"harness has no top-level '{name}' to remove")
     lines = code.splitlines()
@@ -116,7 +126,7 @@ def set_definition(code: str, name: str, source: str) -> str:
     """Replace `name` if it exists, else add it; empty `source` removes it."""
     if not source.strip():
         return remove_name(code, name)
-    if name in top_level(code):
+    if name in _index(code).spans:
         return replace_name(code, name, source)
     _one_definition(source, name)
     return add_definition(code, source)
@@ -124,8 +134,8 @@ def set_definition(code: str, name: str, source: str) -> str:
 
 def constant(code: str, name: str) -> Any:
     """The literal value of a top-level constant, or None when it is not a literal."""
-    for stmt in _parse(code).body:
-        if _stmt_name(stmt) == name and isinstance(stmt, (ast.Assign, ast.AnnAssign)) and stmt.value:
+    for stmt_name, stmt in _index(code).stmts:
+        if stmt_name == name and isinstance(stmt, (ast.Assign, ast.AnnAssign)) and stmt.value:
             try:
                 return ast.literal_eval(stmt.value)
             except ValueError:
@@ -177,8 +187,7 @@ def _statements(code: str) -> dict[str, tuple[str, ...]]:
     # every statement counts, not only the last definition of a name: a second `def` of an
     # earlier name is a change of that name
     out: dict[str, tuple[str, ...]] = {}
-    for s in _parse(code).body:
-        name = _stmt_name(s)
+    for name, s in _index(code).stmts:
         if not name and isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant):
             continue  # docstrings don't count
         key = name or ast.unparse(s).splitlines()[0][:60]  # imports, by text

@@ -23,7 +23,9 @@ refused draw (the churn rules) takes no slot.
 from __future__ import annotations
 
 import random
-from typing import TYPE_CHECKING, Any, Callable, Iterable
+import dataclasses
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Callable
 
 from backend.types import JSON
 
@@ -47,56 +49,79 @@ EXPLORE, RECORD, RELEVANCE = 0.3, 0.2, 0.5
 """Weights of a knob's score: less-tried first, its record of passes, its match to the failure table."""
 
 
+Option = Template | JSON | tuple[space.Knob, space.Steps]
+"""What a round may draw from: a snippet, a skill card, or a knob with its record of moves."""
+
+
 def knob_score(knob: space.Knob, by_label: JSON, steps: space.Steps) -> float:
     """How much a knob is worth trying now (always above 0)."""
     relevance = min(1.0, float(sum(by_label.get(lbl, {}).get("share", 0.0) for lbl in knob.targets)))
     return RELEVANCE * relevance + EXPLORE / (1 + steps.tried) + RECORD * (steps.good + 1) / (steps.tried + 2)
 
 
+def knob_args(ctx: EvolveContext) -> tuple[str, str, int, list[str]]:
+    """`space.knobs`'s arguments for this run: the active harness, its domain, the token cap and datasets."""
+    return ctx.harness.code, ctx.harness.domain, ctx.cfg.train.max_new_tokens_cap, ctx.cfg.math.datasets
+
+
 def run_knobs(ctx: EvolveContext) -> list[space.Knob]:
     """Every knob of the active harness, at this run's token cap and datasets."""
-    return space.knobs(ctx.harness.code, ctx.harness.domain, ctx.cfg.train.max_new_tokens_cap, ctx.cfg.math.datasets)
+    return space.knobs(*knob_args(ctx))
 
 
-def judgeable_knobs(ctx: EvolveContext, trials: bool) -> tuple[list[space.Knob], list[space.Knob]]:
+def split_knobs(ks: list[space.Knob], trials: bool) -> tuple[list[space.Knob], list[space.Knob]]:
     """(knobs this run's gate can judge, knobs left out because only a trial could judge them and
-    the round cannot run one: `trials` False, see `schedule.judgeable_by_trial`). Both proposers
-    offer only the first."""
-    ks = space.knobs(ctx.harness.code, ctx.harness.domain, ctx.cfg.train.max_new_tokens_cap, ctx.cfg.math.datasets)
+    the round cannot run one: `trials` False, see `schedule.judgeable_by_trial`)."""
     return [k for k in ks if trials or not k.needs_trial], [k for k in ks if k.needs_trial and not trials]
 
 
-def options(ctx: EvolveContext, table: list[JSON], metrics: JSON, trials: bool) -> list[tuple[float, str, object]]:
+def judgeable_knobs(ctx: EvolveContext, trials: bool) -> tuple[list[space.Knob], list[space.Knob]]:
+    """`split_knobs` of this run's knobs. Both proposers offer only the first."""
+    return split_knobs(run_knobs(ctx), trials)
+
+
+def options(ctx: EvolveContext, table: list[JSON], metrics: JSON, trials: bool) -> list[tuple[float, str, Option]]:
     """(score, key, option) for every snippet, skill and knob that fits this round, best first
     (`trials`: whether knobs only a trial can judge may be offered)."""
+    return rank(ctx, table, metrics, judgeable_knobs(ctx, trials)[0], sk.for_round(ctx, table, k=4))
+
+
+def rank(ctx: EvolveContext, table: list[JSON], metrics: JSON, knobs: list[space.Knob],
+         cards: list[JSON]) -> list[tuple[float, str, Option]]:
+    """`options` from the knobs and skill cards this round may offer."""
     by_label = {e["label"]: e for e in table}
     domain = ctx.harness.domain
-    opts: list[tuple[float, str, object]] = [(t.score(by_label, metrics), t.id, t) for t in TEMPLATES
+    opts: list[tuple[float, str, Option]] = [(t.score(by_label, metrics), t.id, t) for t in TEMPLATES
                                              if domain in t.domains]
     made_by = {key: score for score, key, _ in opts}
     # a skill ranks at least as high as the snippet it was made from, and above it: the same
     # change, with a record of having helped (and its card counts the use)
     opts += [(max(1.5 * sum(by_label.get(lbl, {}).get("share", 0.0) for lbl in c["trigger"].get("labels", [])),
                   made_by.get(c["change"].get("template") or "", 0.0) + SKILL_BONUS),
-              "skill:" + c["name"], c) for c in sk.for_round(ctx, table, k=4)]
+              "skill:" + c["name"], c) for c in cards]
     history = ctx.store.move_history()
-    for knob in judgeable_knobs(ctx, trials)[0]:
+    for knob in knobs:
         steps = space.Steps.of(knob, history.get(knob.name, []))
         opts.append((knob_score(knob, by_label, steps), space.PREFIX + knob.name, (knob, steps)))
     return sorted([o for o in opts if o[0] > 0], key=lambda o: (-o[0], o[1]))
 
 
-def _from_template(t: Template, parent: population.Member, rng: random.Random, ctx: EvolveContext) -> Candidate | None:
-    made = t.make(parent.code, rng, {"max_new_tokens_cap": ctx.cfg.train.max_new_tokens_cap})
+@dataclass(frozen=True)
+class Draft:
+    """One draw of an option before it is rendered on a parent: the change and its params."""
+
+    change: Edit | space.Move
+    params: dict[str, Any]
+
+
+def _template_draft(t: Template, made: tuple[Edit, JSON] | None) -> Draft | None:
     if made is None:
         return None
     edit, params = made
-    return Candidate(title=t.title, code=edit.apply(parent.code), parent_version=parent.version,
-                     parent_code=parent.code, proposer="offline", target=t.target, hypothesis=t.hypothesis,
-                     expected=t.expected, params=dict(params, template=t.id, op=edit.op, name=edit.name))
+    return Draft(edit, dict(params, template=t.id, op=edit.op, name=edit.name))
 
 
-def _from_skill(card: JSON, parent: population.Member, rng: random.Random, attempt: int) -> Candidate | None:
+def _skill_draft(card: JSON, rng: random.Random, attempt: int) -> Draft | None:
     ch = card["change"]
     source, extra = ch.get("source", ""), dict[str, Any]()
     if attempt > 0 and source:  # the card as it is was tried: mutate one of its numbers
@@ -104,58 +129,85 @@ def _from_skill(card: JSON, parent: population.Member, rng: random.Random, attem
         if mutated is None:
             return None
         source, extra = mutated
-    code = Edit(ch["op"], ch["name"], source).apply(parent.code)
-    return Candidate(title=f"Skill: {ch.get('title') or card['name']}", code=code, parent_version=parent.version,
-                     parent_code=parent.code, proposer="offline", kind=ch.get("kind", ""),
-                     target=(card["trigger"].get("labels") or [""])[0],
-                     hypothesis=ch.get("hypothesis") or f"Skill '{card['name']}' fixed this failure mode before.",
-                     expected=ch.get("expected", ""), skills=[card["name"]],
-                     params=dict(extra, template=ch.get("template"), op=ch["op"], name=ch["name"]))
+    return Draft(Edit(ch["op"], ch["name"], source), dict(extra, template=ch.get("template"), op=ch["op"],
+                                                            name=ch["name"]))
 
 
-def _from_move(move: space.Move, parent: population.Member, by_label: JSON) -> Candidate:
-    k = move.knob
-    target = max(k.targets, key=lambda lbl: by_label.get(lbl, {}).get("share", 0.0)) if k.targets else ""
-    return Candidate(title=move.title(), code=move.apply(parent.code), parent_version=parent.version,
-                     parent_code=parent.code, proposer="offline", kind=k.kind, target=target,
-                     hypothesis=k.hypothesis, expected=f"{', '.join(k.targets) or 'the targeted metric'} improves "
-                     f"({move.title()})", params=move.params())
+def _candidate(opt: Option, draft: Draft, code: str, parent: population.Member, by_label: JSON) -> Candidate:
+    """A rendered draft of option `opt` (a template, a skill card, or a (knob, steps) pair)."""
+    c = Candidate(title="", code=code, parent_version=parent.version, parent_code=parent.code, proposer="offline",
+                  params=draft.params)
+    if isinstance(draft.change, space.Move):
+        move, k = draft.change, draft.change.knob
+        target = max(k.targets, key=lambda lbl: by_label.get(lbl, {}).get("share", 0.0)) if k.targets else ""
+        return dataclasses.replace(
+            c, title=move.title(), kind=k.kind, target=target, hypothesis=k.hypothesis, params=move.params(),
+            expected=f"{', '.join(k.targets) or 'the targeted metric'} improves ({move.title()})")
+    if isinstance(opt, Template):
+        return dataclasses.replace(c, title=opt.title, target=opt.target, hypothesis=opt.hypothesis,
+                                   expected=opt.expected)
+    assert isinstance(opt, dict)  # a skill card
+    ch = opt["change"]
+    return dataclasses.replace(
+        c, title=f"Skill: {ch.get('title') or opt['name']}", kind=ch.get("kind", ""),
+        target=(opt["trigger"].get("labels") or [""])[0], expected=ch.get("expected", ""), skills=[opt["name"]],
+        hypothesis=ch.get("hypothesis") or f"Skill '{opt['name']}' fixed this failure mode before.")
 
 
-def _draws(key: str, opt: Any, parent: population.Member, rng: random.Random, ctx: EvolveContext,
-           table: list[JSON], metrics: JSON, by_label: JSON) -> Any:
-    """The candidates one option offers on one parent, in the order to try them."""
-    if key.startswith(space.PREFIX):
-        knob, steps = opt
-        for move in space.moves(parent.code, knob, steps, by_label, metrics):
-            yield _from_move(move, parent, by_label)
-        return
-    for attempt in range(DRAWS):
-        c = _from_skill(opt, parent, rng, attempt) if key.startswith("skill:") else _from_template(opt, parent, rng,
-                                                                                                  ctx)
-        if c is None:
-            return
-        yield c
+def _draft(opt: Option, moves: list[space.Move], attempt: int, rng: random.Random, made: Any) -> Draft | None:
+    """Draw `attempt` of `opt`: the knob's next move, a skill card (mutated after the first), or
+    what the template made (`made`, drawn by the caller)."""
+    if isinstance(opt, tuple):
+        return Draft(moves[attempt], {})
+    if isinstance(opt, Template):
+        return _template_draft(opt, made)
+    return _skill_draft(opt, rng, attempt)
 
 
 def propose(ctx: EvolveContext, table: list[JSON], metrics: JSON, n: int, exclude: set[str], trials: bool,
             screen: Callable[[Candidate], str | None] | None = None) -> list[Candidate]:
     """Up to `n` new candidates, each a single-factor edit of a frontier member. `trials`: whether
     moves only a trial can judge may be offered (`schedule.judgeable_by_trial`).
-    `screen(candidate)`: a reason to refuse it (the churn rules), or None; a refused draw takes no slot."""
+    `screen(candidate)`: a reason to refuse it (the churn rules), or None; a refused draw takes no slot.
+
+    The options are ranked first (`rank`); then each option is drawn on a parent in turn, and the
+    first draw that is new, changes the parent and passes the screen takes the slot."""
     rng = random.Random(f"{ctx.cfg.seed}:{ctx.step}")
     active = population.Member(ctx.harness_version, "active", ctx.harness.code, None, 0, 0, 0.0, 0.0, 0.0,
                                (ctx.harness_version,))
     parents = population.choose_parents(ctx.store, ctx.cfg.evolve.population, table, rng, n) or [active]
     by_label = {e["label"]: e for e in table}
+    knobs = split_knobs(space.knobs(*knob_args(ctx)), trials)[0]
+    ranked = rank(ctx, table, metrics, knobs, sk.for_round(ctx, table, k=4))
+    cap = {"max_new_tokens_cap": ctx.cfg.train.max_new_tokens_cap}
     seen = set(exclude)
     out: list[Candidate] = []
-    for score, key, opt in options(ctx, table, metrics, trials):
+    for score, _, opt in ranked:
         if len(out) >= n:
             break
         slot = parents[len(out) % len(parents)]
         for parent in [slot] + ([active] if slot.version != active.version else []):
-            c = _first_new(_draws(key, opt, parent, rng, ctx, table, metrics, by_label), parent, seen, screen)
+            c = None
+            try:
+                moves = list(space.moves(parent.code, opt[0], opt[1], by_label, metrics)) \
+                    if isinstance(opt, tuple) else []
+                for attempt in range(len(moves) if isinstance(opt, tuple) else DRAWS):
+                    made = opt.make(parent.code, rng, cap) if isinstance(opt, Template) else None
+                    draft = _draft(opt, moves, attempt, rng, made)
+                    if draft is None:
+                        break
+                    code = draft.change.apply(parent.code)
+                    if code in seen or code == parent.code:
+                        continue
+                    c = _candidate(opt, draft, code, parent, by_label)
+                    why = screen(c) if screen is not None else None
+                    if why is None:
+                        break
+                    c = None
+                    if isinstance(why, iv.Refusal) and why.whole_option:
+                        break  # the screen refuses every draw of this option (`interventions.Refusal`)
+            except EditError:
+                c = None  # the option does not fit this parent
             if c is not None:
                 c.params["match"] = round(score, 4)
                 if parent.version != active.version:
@@ -164,21 +216,3 @@ def propose(ctx: EvolveContext, table: list[JSON], metrics: JSON, n: int, exclud
                 out.append(c)
                 break
     return out
-
-
-def _first_new(draws: Iterable[Candidate], parent: population.Member, seen: set[str],
-               screen: Callable[[Candidate], str | None] | None) -> Candidate | None:
-    """The first draw that is new, changes the parent and passes the screen; none once the screen
-    refuses the whole option (`interventions.Refusal.whole_option`)."""
-    try:
-        for c in draws:
-            if c.code in seen or c.code == parent.code:
-                continue
-            why = screen(c) if screen is not None else None
-            if why is None:
-                return c
-            if isinstance(why, iv.Refusal) and why.whole_option:
-                return None
-    except EditError:
-        pass  # the option does not fit this parent
-    return None

@@ -40,6 +40,7 @@ A recorded intervention keeps the schedule's marks in its params (`second_look_o
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import Any, Callable, TYPE_CHECKING
 
 from backend.types import Intervention
@@ -314,15 +315,22 @@ class Rules:
                 if since <= cfg.cooldown_rounds:
                     self.cooling[key] = (len(fails), cfg.cooldown_rounds - since + 1)
         self.skipped: list[Skip] = []
+        self.waived: Callable[[Candidate], str | None] = functools.partial(self.reason, waive_cooldown=True)
+        """`reason` with the cooldown waived (the proposer's screen for slots left empty)."""
 
     def reason(self, c: Candidate, waive_cooldown: bool = False) -> str | None:
         """Why `c` must not be backtested (None: it may go on). Refusals are recorded once.
         `waive_cooldown`: for slots no other candidate would fill; a candidate that goes on only so
         is marked `waived`, so the round's screen lets it through too, and its cooldown refusal
         leaves `skipped`."""
-        names = self._names(c)
-        why = self._why(c, names, waived=waive_cooldown or c.waived)
-        key = self._key(c, names) if why or waive_cooldown else ""
+        names: list[str] = []  # the top-level names `c` changes; none for a broken proposal
+        if not c.error and c.code:
+            try:
+                names = changed_names(c.parent_code, c.code)
+            except EditError:
+                pass
+        key = self._key(c, names)
+        why = self._why(c, [change_of(c.code, name) for name in names], key, waived=waive_cooldown or c.waived)
         if why:
             entry = Skip(c.title, key, c.proposer, why)
             if entry not in self.skipped:
@@ -333,21 +341,9 @@ class Rules:
                                                             and e.reason.startswith("cooldown:"))]
         return why
 
-    def waived(self, c: Candidate) -> str | None:
-        """`reason` with the cooldown waived (the proposer's screen for slots left empty)."""
-        return self.reason(c, waive_cooldown=True)
-
-    @staticmethod
-    def _names(c: Candidate) -> list[str]:
-        """The top-level names `c` changes; none for a broken proposal (recording fails it)."""
-        if c.error or not c.code:
-            return []
-        try:
-            return changed_names(c.parent_code, c.code)
-        except EditError:
-            return []
-
-    def _why(self, c: Candidate, names: list[str], waived: bool = False) -> str | None:
+    def _why(self, c: Candidate, changes: list[tuple[str, str]], key: str, waived: bool = False) -> str | None:
+        """The first churn rule `c` breaks (`changes`: `change_of` each name it changes; `key`: its
+        change kind), or None."""
         if c.error or not c.code:
             return None  # a broken proposal is stored as failed; that is its own record
         norm = normalise(c.code)
@@ -357,11 +353,10 @@ class Rules:
             return f"same code as harness v{self.versions[norm]}"
         if norm in self.tried and not c.look_of:
             return f"same code as intervention #{self.tried[norm]}, already tried"
-        for name in names:
-            ch = change_of(c.code, name)
+        for ch in changes:
             if ch in self.promoted:
-                return f"the same change to {name} was promoted before (#{self.promoted[ch]})"
-        return self._retired(c) or self._cooling(c, names, waived)
+                return f"the same change to {ch[0]} was promoted before (#{self.promoted[ch]})"
+        return self._retired(c) or self._cooling(c, key, waived)
 
     def _retired(self, c: Candidate) -> str | None:
         # what the change itself brings back, against its own parent: a candidate built on an older
@@ -376,8 +371,7 @@ class Rules:
                                "names it", whole_option=True)
         return None
 
-    def _cooling(self, c: Candidate, names: list[str], waived: bool) -> str | None:
-        key = self._key(c, names)
+    def _cooling(self, c: Candidate, key: str, waived: bool) -> str | None:
         if key in self.cooling and not waived and not c.look_of:
             streak, left = self.cooling[key]
             return Refusal(f"cooldown: {key} failed or was inconclusive {streak} times in a row "
