@@ -15,8 +15,8 @@ from backend.tools.compare import probe_rollouts
 from backend.tools.report_search import search_facts, search_lines
 from synthetic_run import build_run, context, make_probe
 
-TABLE = [{"label": "no_answer_tag", "share": 0.9}, {"label": "dead_groups", "share": 0.6},
-         {"label": "truncated", "share": 0.1}]
+LABELS = ["no_answer_tag", "dead_groups", "truncated"]
+"""The round's failure labels, most common first."""
 
 
 @pytest.fixture
@@ -58,7 +58,7 @@ def _tree(store):
 
 def test_frontier_scores_members_and_keeps_their_lineage(store):
     v2, v3, v4 = _tree(store)
-    front = population.frontier(store, 4, TABLE)
+    front = population.frontier(store, 4, LABELS)
     assert [m.version for m in front] == [v4, v2, 1]  # the rolled-back v3 is out; active first
     active, m2, m1 = front
     assert active.active and active.ancestry == (v4, v2, 1)
@@ -68,18 +68,18 @@ def test_frontier_scores_members_and_keeps_their_lineage(store):
     assert m2.score > m1.score  # less explored, and its children left more of the top failures open
     for m in front:  # the lineage of every member explains it back to the root
         assert tuple(s["version"] for s in lineage(store, m.version)) == m.ancestry
-    assert [m.version for m in population.frontier(store, 2, TABLE)] == [v4, v2]
+    assert [m.version for m in population.frontier(store, 2, LABELS)] == [v4, v2]
     assert m2.to_dict()["ancestry"] == [v2, 1]
 
 
 def test_parents_are_the_active_version_first_then_drawn_by_score(store):
     v2, _, v4 = _tree(store)
-    parents = population.choose_parents(store, 4, TABLE, random.Random(0), 4)
+    parents = population.choose_parents(store, 4, LABELS, random.Random(0), 4)
     assert parents[0].version == v4 and len(parents) == 4
-    many = [p.version for seed in range(300) for p in population.choose_parents(store, 4, TABLE,
+    many = [p.version for seed in range(300) for p in population.choose_parents(store, 4, LABELS,
                                                                                 random.Random(seed), 2)[1:]]
     assert set(many) == {v4, v2, 1}
-    scores = {m.version: m.score for m in population.frontier(store, 4, TABLE)}
+    scores = {m.version: m.score for m in population.frontier(store, 4, LABELS)}
     # drawn in proportion to score: the most frequent is the best-scoring one
     assert max(set(many), key=many.count) == max(scores, key=scores.get)
 

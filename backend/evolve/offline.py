@@ -175,7 +175,8 @@ def propose(ctx: EvolveContext, table: list[JSON], metrics: JSON, n: int, exclud
     rng = random.Random(f"{ctx.cfg.seed}:{ctx.step}")
     active = population.Member(ctx.harness_version, "active", ctx.harness.code, None, 0, 0, 0.0, 0.0, 0.0,
                                (ctx.harness_version,))
-    parents = population.choose_parents(ctx.store, ctx.cfg.evolve.population, table, rng, n) or [active]
+    labels = [e["label"] for e in table]
+    parents = population.choose_parents(ctx.store, ctx.cfg.evolve.population, labels, rng, n) or [active]
     by_label = {e["label"]: e for e in table}
     knobs = split_knobs(space.knobs(*knob_args(ctx)), trials)[0]
     ranked = rank(ctx, table, metrics, knobs, sk.for_round(ctx, table, k=4))

@@ -1,9 +1,9 @@
 """The population: a small frontier of harness versions that proposals branch from.
 
-    >>> members = frontier(store, k=4, table=failure_table(store, steps))   # doctest: +SKIP
+    >>> members = frontier(store, k=4, labels=["no_answer_tag", "truncated"])   # doctest: +SKIP
     >>> [(m.version, m.status, round(m.score, 2)) for m in members]
     [(3, 'active', 2.1), (1, 'superseded', 0.9)]
-    >>> parents = choose_parents(store, 4, table, random.Random(0), n=4)    # doctest: +SKIP
+    >>> parents = choose_parents(store, 4, labels, random.Random(0), n=4)   # doctest: +SKIP
 
 Members are the active version and the best `k - 1` earlier ones that were
 promoted and superseded (rolled-back versions are out: the run decided
@@ -25,9 +25,8 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Sequence, TypedDict
 
-from backend.types import JSON
 
 
 if TYPE_CHECKING:
@@ -36,6 +35,21 @@ if TYPE_CHECKING:
 
 GOOD = ("passed", "approved", "promoted", "rolled_back")
 TOP_LABELS = 3
+
+
+class MemberRow(TypedDict):
+    """A member as reports and the TUI show it (`Member.to_dict`)."""
+
+    version: int
+    status: str
+    parent: int | None
+    children: int
+    passed: int
+    productivity: float
+    novelty: float
+    coverage: float
+    score: float
+    ancestry: list[int]
 
 
 @dataclass(frozen=True)
@@ -62,7 +76,7 @@ class Member:
     def score(self) -> float:
         return self.productivity + 0.5 * self.novelty + 0.5 * self.coverage + (1.0 if self.active else 0.0)
 
-    def to_dict(self) -> JSON:
+    def to_dict(self) -> MemberRow:
         return {"version": self.version, "status": self.status, "parent": self.parent, "children": self.children,
                 "passed": self.passed, "productivity": round(self.productivity, 3),
                 "novelty": round(self.novelty, 3), "coverage": round(self.coverage, 3),
@@ -80,12 +94,13 @@ def _ancestry(version: int, parents: dict[int, int | None]) -> tuple[int, ...]:
     return tuple(out)
 
 
-def members(store: Store, table: list[JSON]) -> list[Member]:
-    """Every live version (active and superseded) as a scored member, active first."""
+def members(store: Store, labels: Sequence[str]) -> list[Member]:
+    """Every live version (active and superseded) as a scored member, active first. `labels`: the
+    round's failure labels, most common first (coverage counts the first TOP_LABELS)."""
     versions = store.live_versions()
     parents = store.version_parents() if versions else {}
     kids = store.children_of([v["id"] for v in versions])
-    top = [e["label"] for e in table[:TOP_LABELS]]
+    top = list(labels[:TOP_LABELS])
     out = []
     for v in versions:
         ks = kids[v["id"]]
@@ -99,9 +114,9 @@ def members(store: Store, table: list[JSON]) -> list[Member]:
     return out
 
 
-def frontier(store: Store, k: int, table: list[JSON]) -> list[Member]:
+def frontier(store: Store, k: int, labels: Sequence[str]) -> list[Member]:
     """The active version and the `k - 1` best-scoring earlier ones (ties: the newer first)."""
-    everyone = members(store, table)
+    everyone = members(store, labels)
     active = [m for m in everyone if m.active]
     rest = sorted((m for m in everyone if not m.active), key=lambda m: (-m.score, -m.version))
     return (active + rest)[:max(1, k)]
@@ -109,13 +124,13 @@ def frontier(store: Store, k: int, table: list[JSON]) -> list[Member]:
 
 def frontier_now(store: Store, k: int) -> list[Member]:
     """The frontier as the newest round saw it (coverage against that round's failure table)."""
-    return frontier(store, k, store.latest_failure_table())
+    return frontier(store, k, [e["label"] for e in store.latest_failure_table()])
 
 
-def choose_parents(store: Store, k: int, table: list[JSON], rng: random.Random, n: int) -> list[Member]:
+def choose_parents(store: Store, k: int, labels: Sequence[str], rng: random.Random, n: int) -> list[Member]:
     """`n` parents for a round's slots: the active version first, the rest drawn from the
     frontier with probability proportional to score (a member may be drawn twice)."""
-    front = frontier(store, k, table)
+    front = frontier(store, k, labels)
     if not front:
         return []
     first = next((m for m in front if m.active), front[0])
