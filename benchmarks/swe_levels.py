@@ -7,9 +7,9 @@ answered by the model (greedy by default, as the run's held-out evaluation),
 judged by SweEnv (the edit applied to a copy of the repository, the hidden
 tests run in the sandbox). Prints resolved of n with a Wilson 95% interval and
 the shaping facts (well-formed edit, applied, right file, right line), then
-the same per mutation family. Generation stops once a row has written its
-first REPLACE marker (the env reads the first edit only; --full generates to
---max-new-tokens like the run does).
+the same per mutation family. Generation stops once a row's first edit is
+complete (a REPLACE marker, or a closed code block with a def: the env reads
+the first edit only; --full generates to --max-new-tokens like the run does).
 
     .venv/bin/python benchmarks/swe_levels.py --levels 0 --n 120
     .venv/bin/python benchmarks/swe_levels.py --from-json rows.json
@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import random
+import re
 import sys
 import time
 from collections import defaultdict
@@ -30,16 +31,23 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 FACTS = ("well_formed", "applied", "right_file", "right_line")
 
 
+def first_edit_done(text: str) -> bool:
+    """The first edit the env would read is complete: a REPLACE marker, or a closed code block of defs."""
+    if "SEARCH" in text and "REPLACE" in text.split("SEARCH", 1)[1]:
+        return True
+    m = re.search(r"```(?:python|py)?[ \t]*\n(.*?)```", text, re.S)
+    return bool(m and re.search(r"^\s*def \w+", m.group(1), re.M))
+
+
 def replace_stop(tok, width: int):
-    """Stop a row once its new text holds a REPLACE marker (its first edit is complete)."""
+    """Stop a row once its first edit is complete (what the env reads stays the same)."""
     import torch
     from transformers import StoppingCriteria
 
     class ReplaceStop(StoppingCriteria):
         def __call__(self, input_ids, scores, **kw):
             texts = tok.batch_decode(input_ids[:, width:], skip_special_tokens=True)
-            return torch.tensor(["REPLACE" in t.split("SEARCH", 1)[-1] and "SEARCH" in t for t in texts],
-                                dtype=torch.bool)
+            return torch.tensor([first_edit_done(t) for t in texts], dtype=torch.bool)
 
     return ReplaceStop()
 
@@ -89,6 +97,7 @@ def measure(tasks, env, harness, lm, tok, args) -> list[dict]:
         texts = generate(lm, tok, [chat_ids(tok, harness.messages(t)) for t in part], args)
         for t, text, (v, obs) in zip(part, texts, env._judge_shots(part, texts)):
             rows.append({"task_id": t.id, "level": t.meta["level"], "family": t.meta["family"],
+                         "variant": t.meta["variant"],
                          "correct": bool(v.correct), "status": v.status, "completion": text,
                          **{f: bool(obs.get(f)) for f in FACTS}})
         print(f"  {sum(r['correct'] for r in rows)} of {len(rows)} resolved so far", file=sys.stderr, flush=True)
@@ -104,6 +113,9 @@ def print_tables(rows: list[dict], split: str) -> None:
     for r in rows:
         r["group"] = f"L{r['level']} {r['family']}"
     print("\n".join(table("by family", rows)))
+    for r in rows:
+        r["group"] = f"L{r['level']} {r.get('variant', '?')}"
+    print("\n".join(table("by prompt variant", rows)))
 
 
 def main(argv=None) -> None:
@@ -116,8 +128,8 @@ def main(argv=None) -> None:
     ap.add_argument("--from-json", nargs="*", default=[], help="print the tables of saved --json rows (no model)")
     ap.add_argument("--harness", default="swe_expert", help="default harness whose PROMPT is used")
     ap.add_argument("--temperature", type=float, default=0.0, help="0: greedy (the run's held-out evaluation)")
-    ap.add_argument("--max-new-tokens", type=int, default=160)
-    ap.add_argument("--full", action="store_true", help="do not stop rows at their first REPLACE marker")
+    ap.add_argument("--max-new-tokens", type=int, default=192, help="the expert harness's max_new_tokens")
+    ap.add_argument("--full", action="store_true", help="do not stop rows at their first complete edit")
     ap.add_argument("--batch", type=int, default=8)
     ap.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: torch's default)")
     ap.add_argument("--model", default="", help="model name or path (default: the embedded SmolLM2-135M-Instruct)")
@@ -150,7 +162,7 @@ def main(argv=None) -> None:
     print_tables(all_rows, args.split)
     mode = "greedy" if args.temperature <= 0 else f"temperature {args.temperature}"
     print(f"\n{mode}, max_new_tokens {args.max_new_tokens}, harness {args.harness}, "
-          f"{'full' if args.full else 'stop at the first REPLACE'}, {time.time() - t0:.0f} s")
+          f"{'full' if args.full else 'stop at the first complete edit'}, {time.time() - t0:.0f} s")
     if args.json:
         Path(args.json).write_text(json.dumps(all_rows, indent=1))
 

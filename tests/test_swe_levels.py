@@ -44,6 +44,8 @@ def fix_of(shot: levels.Shot, path: bool = True) -> str:
     (block("    return a", "    return b"), "ok", None),
     ("```edit\nFile: `pkg/m.py`\n<<<<<<< SEARCH\nx\n=======\ny\n>>>>>>> REPLACE\n```", "ok", "pkg/m.py"),
     ("replace line 3 with:        return b", "ok", None),
+    ("Fixed:\n```python\ndef g(a, b):\n    return a\n```", "ok", None),
+    ("```python\nprint(1)\n```", "no_edit", None),
     ("<<<<<<< SEARCH\n    return a\n>>>>>>> REPLACE", "malformed", None),
     (block("", "    return b"), "malformed", None),
     ("The bug is in f, change < to <=.", "no_edit", None),
@@ -68,6 +70,10 @@ def test_apply_edit_exact_loose_ambiguous_and_wrong_files():
     assert st == "not_applied" and "not in the file" in err
     new, st, _ = apply_edit(files, parse_edit("replace line 3 with: return b"), "pkg/m.py", ["pkg/m.py"])
     assert st == "applied" and new["pkg/m.py"].splitlines()[2] == "        return b"
+    rewrite = parse_edit("```python\n  def g(a, b):\n      if a <= b:\n          return b\n```")
+    new, st, _ = apply_edit(files, rewrite, None, ["pkg/m.py"])  # the file is the one defining g
+    assert st == "applied" and new["pkg/m.py"] == SRC.replace("    if a < b:\n        return b", "    if a <= b:\n        return b")
+    assert apply_edit(files, parse_edit("```python\ndef h(:\n```"), "pkg/m.py", ["pkg/m.py"])[1] == "not_applied"
     assert apply_edit(files, parse_edit(block("x", "y", "pkg/other.py")), "pkg/m.py", ["pkg/m.py"])[1] == "unknown_file"
     assert apply_edit(files, parse_edit(block("x", "y")), None, ["pkg/m.py"])[1] == "no_file"
     assert apply_edit(files, parse_edit(block("def g(a, b):", "def g(a, b):")), "pkg/m.py", ["pkg/m.py"])[1] \

@@ -106,7 +106,8 @@ class SweEnv:
     def _shot_task(self, shot: levels.Shot) -> Task:
         readme = repos.repo_files(shot.repo).get("README.md", "").splitlines()
         about = next((ln.strip() for ln in readme if ln.strip() and not ln.startswith("#")), "")
-        meta = {"repo": shot.repo, "level": shot.level, "family": shot.mutation.kind, "n_bugs": 1,
+        meta = {"repo": shot.repo, "level": shot.level, "family": shot.mutation.kind,
+                "variant": levels.variant(shot), "n_bugs": 1,
                 "n_files": 1, "files_shown": len([p for p in shot.shown if p.endswith(".py")])}
         return Task(shot.id, "swe", oneshot.question(shot, about), None, meta)
 

@@ -11,8 +11,9 @@ backend/data/swe/levels.json with the data hash (regenerated in memory when
 the repositories change). Tasks are then built at run time, deterministic from
 (repo, mutation, level, seed):
 
-    level 0  the mutated file (seed 1: only the function around the bug) and
-             the failing test output; the edit may omit its file
+    level 0  the failing test output and, by seed: (0) the function around
+             the bug with the buggy line pointed out, (1) that function, (2) the
+             whole mutated file; the edit may omit its file
     level 1  every package module of the repository, in a seeded order: the
              edit must name the file it changes (localisation)
 
@@ -53,6 +54,8 @@ class Shot:
     shown: dict[str, str]
     """{path: text} shown in the prompt (a slice is shown whole here, cut in `slice_of`)."""
     slice_of: tuple[int, int] | None = None
+    hint: bool = False
+    """The prompt points at the buggy line (level 0, seed 0: fix a line you are shown)."""
     planted: str | None = None
     """The leak canary's history file (a path in `shown`), or None."""
     files: dict[str, str] = field(default_factory=dict)
@@ -124,7 +127,7 @@ def build(rec: dict, level: int, seed: int, canary: bool = False) -> Shot:
     failures = rec["failures"] if seed % 3 == 2 else rec["failures"][:1]
     if level == 0:
         shown = {m.path: visible[m.path]}
-        span = _function_span(visible[m.path], m.line) if seed % 3 == 1 else None
+        span = _function_span(visible[m.path], m.line) if seed % 3 != 2 else None
     else:
         paths = repos.source_files(visible)
         rng.shuffle(paths)
@@ -135,7 +138,15 @@ def build(rec: dict, level: int, seed: int, canary: bool = False) -> Shot:
         shown[planted] = _history(m, visible)
     kind = "canary" if canary else f"L{level}"
     return Shot(f"swe/{kind}/{rec['repo']}/{key}-s{seed}", rec["repo"], level, seed, key, m,
-                failures, shown, span, planted, {**visible, **({planted: shown[planted]} if planted else {})})
+                failures, shown, span, level == 0 and seed % 3 == 0, planted,
+                {**visible, **({planted: shown[planted]} if planted else {})})
+
+
+def variant(shot: Shot) -> str:
+    """What the prompt shows: hinted line, function, file, or (level 1) repo."""
+    if shot.level == 1:
+        return "repo"
+    return "hint" if shot.hint else "function" if shot.slice_of else "file"
 
 
 def is_canary_mutant(key: str) -> bool:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from ..base import Episode
 from . import repos
-from .edit import Edit, apply_edit, parse_edit
+from .edit import Edit, apply_edit, defs, parse_edit
 from .levels import Shot
 
 EDIT_DOC = """Answer with exactly one edit in this format (copy the line(s) to change exactly):
@@ -23,7 +23,8 @@ EDIT_DOC = """Answer with exactly one edit in this format (copy the line(s) to c
 =======
 <the fixed line(s)>
 >>>>>>> REPLACE
-```"""
+```
+or rewrite the whole function that has the bug, fixed, in one ```python block."""
 
 
 def _show(path: str, text: str, span: tuple[int, int] | None) -> str:
@@ -40,7 +41,10 @@ def question(shot: Shot, about: str) -> str:
     lines.append("")
     for path, text in shot.shown.items():
         lines += [_show(path, text, shot.slice_of if path == shot.mutation.path else None), ""]
-    where = ("Find the bug in this code" if shot.level == 0 else
+    if shot.hint:
+        bug = shot.files[shot.mutation.path].splitlines()[shot.mutation.line - 1]
+        lines += [f"The bug is on line {shot.mutation.line} of {shot.mutation.path}:", f"```python\n{bug}\n```", ""]
+    where = ("Fix the bug in this code" if shot.level == 0 else
              "Find the file with the bug and fix it; the edit must name its file")
     lines += [f"{where} (never change the tests).", ""]
     path = shot.mutation.path if shot.level == 0 else "<path of the file to change>"
@@ -64,13 +68,18 @@ def facts(shot: Shot, edit: Edit, status: str, err: str | None) -> dict:
     path = edit.path or (shot.mutation.path if shot.level == 0 else None)
     m = shot.mutation
     bug_line = shot.files[m.path].splitlines()[m.line - 1].strip()
-    touched = edit.line == m.line if edit.line is not None else bug_line in [
-        ln.strip() for ln in edit.search.splitlines()]
+    if edit.kind == "functions":
+        span = {n: (a, b) for n, (a, b, _c) in defs(shot.files[m.path]).items()}
+        touched = any(span.get(n, (0, -1))[0] <= m.line <= span.get(n, (0, -1))[1] for n in defs(edit.replace))
+    elif edit.kind == "line":
+        touched = edit.line == m.line
+    else:
+        touched = bug_line in [ln.strip() for ln in edit.search.splitlines()]
     notes = [t for p, t in shot.shown.items() if not p.endswith(".py")]
     new_lines = [ln.strip() for ln in edit.replace.splitlines() if len(ln.strip()) >= 4]
     copies = bool(new_lines) and any(all(ln in t for ln in new_lines) for t in notes)
     return {
-        "level": shot.level, "edit_format": edit.status, "edit_status": status, "edit_error": err,
+        "level": shot.level, "edit_format": edit.status, "edit_kind": edit.kind, "edit_status": status, "edit_error": err,
         "well_formed": edit.ok, "applied": status == "applied", "edit_path": path,
         "right_file": bool(edit.ok and path == m.path), "right_line": bool(edit.ok and path == m.path and touched),
         "files_shown": len([p for p in shot.shown if p.endswith(".py")]),

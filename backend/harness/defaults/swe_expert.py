@@ -33,7 +33,7 @@ PROMPT = {
     "template": "{question}",
 }
 
-SAMPLING = {"temperature": 1.0, "top_p": 1.0, "max_new_tokens": 160}
+SAMPLING = {"temperature": 1.0, "top_p": 1.0, "max_new_tokens": 192}
 
 REWARD_WEIGHTS = {"resolved": 1.0, "edit_format": 0.1, "localised": 0.2, "tests_passed": 0.2}
 
