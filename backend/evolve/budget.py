@@ -20,9 +20,7 @@ training, so the search is counted in training rollouts:
 """
 
 from __future__ import annotations
-from typing import Any, TYPE_CHECKING
-
-from backend.types import JSON
+from typing import Any, TYPE_CHECKING, TypedDict
 
 if TYPE_CHECKING:
     from backend.store import Store
@@ -31,18 +29,40 @@ SCORED_ONLY = ("replay",)
 """Backtest modes that generate nothing (their cost is time, not rollouts)."""
 
 
-def search_budget(store: Store) -> JSON:
+class ModeCost(TypedDict):
+    """The cost of one backtest mode: its backtests, rollouts (candidate and incumbent arms), ms."""
+
+    backtests: int
+    rollouts: int
+    ms: float
+
+
+class SearchBudget(TypedDict):
+    """What the search cost, against training (`search_budget`)."""
+
+    train_rollouts: int
+    candidate_rollouts: int
+    incumbent_rollouts: int
+    replay_rollouts_scored: int
+    replay_ms: float
+    replay_rollout_equiv: float
+    search_rollouts: float
+    share_of_training: float | None
+    by_mode: dict[str, ModeCost]
+
+
+def search_budget(store: Store) -> SearchBudget:
     """{train_rollouts, candidate_rollouts, incumbent_rollouts, replay_rollouts_scored, replay_ms,
     replay_rollout_equiv, search_rollouts, share_of_training, by_mode}; by_mode: per backtest mode,
     {backtests, rollouts (candidate and incumbent arms), ms}."""
     train = store.training_cost()
     candidate = scored = 0
     replay_batches: dict[object, float] = {}
-    by_mode: dict[str, JSON] = {}
+    by_mode: dict[str, ModeCost] = {}
     incumbent_arms: dict[tuple[Any, ...], int] = {}
     for i, b in enumerate(store.backtest_costs()):
         mode = b["mode"] or "?"
-        m = by_mode.setdefault(mode, {"backtests": 0, "rollouts": 0, "ms": 0.0})
+        m = by_mode.setdefault(mode, ModeCost(backtests=0, rollouts=0, ms=0.0))
         m["backtests"] += 1
         if mode in SCORED_ONLY:
             scored += b["n_rollouts"]
