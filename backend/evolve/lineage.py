@@ -10,7 +10,7 @@ promoted it and why, or why it was rolled back).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from backend.store import loads
 from backend.types import JSON
@@ -20,10 +20,27 @@ if TYPE_CHECKING:
     from backend.store import Store
 
 TOP = 5
+"""Failure-table rows a step keeps from the round that motivated it."""
 
 
-def _step(store: Store, v: JSON) -> JSON:
-    out = {"version": v["id"], "parent": v["parent"], "status": v["status"], "created_at": v["created_at"],
+class LineageStep(TypedDict):
+    """One version of the chain: the version row, and (for a version an intervention made) that
+    intervention, the round's diagnosis, its latest backtest and the decision, as reports show them."""
+
+    version: int
+    parent: int | None
+    status: str
+    created_at: Any
+    sha: str
+    note: str
+    intervention: dict[str, object] | None
+    diagnosis: dict[str, object] | None
+    backtest: dict[str, object] | None
+    decision: dict[str, object] | None
+
+
+def _step(store: Store, v: JSON) -> LineageStep:
+    out: LineageStep = {"version": v["id"], "parent": v["parent"], "status": v["status"], "created_at": v["created_at"],
            "sha": v["sha"], "note": v["note"], "intervention": None, "diagnosis": None, "backtest": None,
            "decision": None}
     iid = v.get("intervention_id")
@@ -47,7 +64,7 @@ def _step(store: Store, v: JSON) -> JSON:
     return out
 
 
-def lineage(store: Store, harness_version: int) -> list[JSON]:
+def lineage(store: Store, harness_version: int) -> list[LineageStep]:
     """Steps from `harness_version` back to the root version, newest first."""
     out, seen = [], set()
     vid = harness_version
