@@ -35,7 +35,7 @@ import math
 import random
 from dataclasses import asdict, dataclass, field
 from statistics import NormalDist, fmean
-from typing import Any
+from typing import Any, Mapping, TypedDict, TypeVar
 
 from backend.types import JSON
 
@@ -174,13 +174,28 @@ def per_unit(rows: list[JSON], key: str, unit: str = "task_id") -> dict[Any, flo
     return {u: fmean(v) for u, v in acc.items()}
 
 
-def pair_up(old: JSON, new: JSON) -> tuple[list[Any], list[Any]]:
+V = TypeVar("V")
+
+
+def pair_up(old: Mapping[Any, V], new: Mapping[Any, V]) -> tuple[list[V], list[V]]:
     """Values of the units both arms have, in a stable order (unit keys sorted as text)."""
     keys = sorted(set(old) & set(new), key=str)
     return [old[k] for k in keys], [new[k] for k in keys]
 
 
 # ---------------------------------------------------------------- the decision rule
+
+
+class DecisionColumns(TypedDict):
+    """The backtests columns a decision fills (`Decision.row`)."""
+
+    metric: str
+    effect: float
+    ci_low: float
+    ci_high: float
+    p_value: float
+    n: int
+    underpowered: int
 
 
 @dataclass(frozen=True)
@@ -202,7 +217,7 @@ class Decision:
     """Smallest true gain this sample detects with power 0.8 (min_gain plus the noise margin)."""
     harm: Effect | None = None
 
-    def row(self) -> JSON:
+    def row(self) -> DecisionColumns:
         """The backtests columns this decision fills (see schema m003_gate)."""
         return {"metric": self.metric, "effect": self.effect, "ci_low": self.ci_low, "ci_high": self.ci_high,
                 "p_value": self.p_value, "n": self.n, "underpowered": int(self.underpowered)}
