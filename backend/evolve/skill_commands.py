@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from backend.store import Store
 from backend.types import JSON
@@ -52,7 +52,26 @@ def _cards(store_or_path: Any) -> list[JSON]:
         return sk.cards(store)
 
 
-def skills_list(store_or_path: Any) -> list[JSON]:
+class SkillSummary(TypedDict):
+    """One card as `evotui skills list` shows it."""
+
+    name: str
+    domain: str
+    labels: list[str]
+    change: str
+    title: str
+    uses: int
+    helped: int
+
+
+class Imported(TypedDict):
+    """One card an import wrote: its name and what happened (`skills.upsert`'s action)."""
+
+    name: str
+    action: str
+
+
+def skills_list(store_or_path: Any) -> list[SkillSummary]:
     """One summary row per card: name, domain, trigger labels, change, uses, helped."""
     return [{"name": c["name"], "domain": c.get("domain", ""), "labels": c["trigger"].get("labels", []),
              "change": f"{c['change'].get('op')} {c['change'].get('name')}",
@@ -80,7 +99,7 @@ def export_skills(store_or_path: Any, dest: Any) -> list[str]:
     return [str(dest)]
 
 
-def import_skills(store_or_path: Any, src: Any) -> list[JSON]:
+def import_skills(store_or_path: Any, src: Any) -> list[Imported]:
     """Import cards from a library file, a card file or a folder into a run."""
     with _store(store_or_path, readonly=False) as store:
         return [{"name": n, "action": a} for n, a in sk.import_skills(store, src)]
