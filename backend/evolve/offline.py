@@ -25,7 +25,7 @@ from __future__ import annotations
 import random
 import dataclasses
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from backend.types import JSON
 
@@ -53,9 +53,9 @@ Option = Template | JSON | tuple[space.Knob, space.Steps]
 """What a round may draw from: a snippet, a skill card, or a knob with its record of moves."""
 
 
-def knob_score(knob: space.Knob, by_label: JSON, steps: space.Steps) -> float:
-    """How much a knob is worth trying now (always above 0)."""
-    relevance = min(1.0, float(sum(by_label.get(lbl, {}).get("share", 0.0) for lbl in knob.targets)))
+def knob_score(knob: space.Knob, shares: Mapping[str, float], steps: space.Steps) -> float:
+    """How much a knob is worth trying now (always above 0); `shares`: {failure label: its share}."""
+    relevance = min(1.0, float(sum(shares.get(lbl, 0.0) for lbl in knob.targets)))
     return RELEVANCE * relevance + EXPLORE / (1 + steps.tried) + RECORD * (steps.good + 1) / (steps.tried + 2)
 
 
@@ -100,9 +100,10 @@ def rank(ctx: EvolveContext, table: list[JSON], metrics: JSON, knobs: list[space
                   made_by.get(c["change"].get("template") or "", 0.0) + SKILL_BONUS),
               "skill:" + c["name"], c) for c in cards]
     history = ctx.store.move_history()
+    shares = {e["label"]: e.get("share", 0.0) for e in table}
     for knob in knobs:
         steps = space.Steps.of(knob, history.get(knob.name, []))
-        opts.append((knob_score(knob, by_label, steps), space.PREFIX + knob.name, (knob, steps)))
+        opts.append((knob_score(knob, shares, steps), space.PREFIX + knob.name, (knob, steps)))
     return sorted([o for o in opts if o[0] > 0], key=lambda o: (-o[0], o[1]))
 
 
