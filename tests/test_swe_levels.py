@@ -72,7 +72,8 @@ def test_apply_edit_exact_loose_ambiguous_and_wrong_files():
     assert st == "applied" and new["pkg/m.py"].splitlines()[2] == "        return b"
     rewrite = parse_edit("```python\n  def g(a, b):\n      if a <= b:\n          return b\n```")
     new, st, _ = apply_edit(files, rewrite, None, ["pkg/m.py"])  # the file is the one defining g
-    assert st == "applied" and new["pkg/m.py"] == SRC.replace("    if a < b:\n        return b", "    if a <= b:\n        return b")
+    fixed = SRC.replace("    if a < b:\n        return b", "    if a <= b:\n        return b")
+    assert st == "applied" and new["pkg/m.py"] == fixed
     assert apply_edit(files, parse_edit("```python\ndef h(:\n```"), "pkg/m.py", ["pkg/m.py"])[1] == "not_applied"
     assert apply_edit(files, parse_edit(block("x", "y", "pkg/other.py")), "pkg/m.py", ["pkg/m.py"])[1] == "unknown_file"
     assert apply_edit(files, parse_edit(block("x", "y")), None, ["pkg/m.py"])[1] == "no_file"

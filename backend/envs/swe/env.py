@@ -236,7 +236,7 @@ class SweEnv:
                 v = None
                 pending.append((len(out), t, files))
             out.append((v, obs))
-        for (k, t, files), v in zip(pending, self._judge([(t, f) for _, t, f in pending])):
+        for (k, _task, _files), v in zip(pending, self._judge([(t, f) for _, t, f in pending])):
             out[k][1]["tests"] = self._tests_obs(v)
             out[k] = (v, out[k][1])
         return out

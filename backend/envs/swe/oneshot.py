@@ -79,7 +79,8 @@ def facts(shot: Shot, edit: Edit, status: str, err: str | None) -> dict:
     new_lines = [ln.strip() for ln in edit.replace.splitlines() if len(ln.strip()) >= 4]
     copies = bool(new_lines) and any(all(ln in t for ln in new_lines) for t in notes)
     return {
-        "level": shot.level, "edit_format": edit.status, "edit_kind": edit.kind, "edit_status": status, "edit_error": err,
+        "level": shot.level, "edit_format": edit.status, "edit_kind": edit.kind, "edit_status": status,
+        "edit_error": err,
         "well_formed": edit.ok, "applied": status == "applied", "edit_path": path,
         "right_file": bool(edit.ok and path == m.path), "right_line": bool(edit.ok and path == m.path and touched),
         "files_shown": len([p for p in shot.shown if p.endswith(".py")]),

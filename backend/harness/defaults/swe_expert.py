@@ -126,7 +126,8 @@ def diagnose_unresolved(r):
     t = tests(r)
     if t.get("total") and t.get("status") != "passed":
         first = (t.get("failures") or ["?"])[0]
-        return f"hidden tests {t.get('status')}: {t.get('failed', 0) + t.get('errors', 0)} of {t.get('total')}; {first}"[:300]
+        bad = t.get("failed", 0) + t.get("errors", 0)
+        return f"hidden tests {t.get('status')}: {bad} of {t.get('total')}; {first}"[:300]
 
 
 def diagnose_truncated(r):
