@@ -27,7 +27,7 @@ import json
 import re
 import statistics
 from collections import Counter
-from typing import Any, Sequence, TYPE_CHECKING
+from typing import Any, Sequence, TYPE_CHECKING, TypedDict
 
 from backend.harness.semantics import stored_groups
 from backend.types import JSON
@@ -43,6 +43,40 @@ if TYPE_CHECKING:
 UNLABELED = "(unlabeled)"
 DEAD = "dead_groups"
 EXAMPLES = 5
+
+
+class FailureRow(TypedDict):
+    """One failure label of a round's window (`failure_table`), as the `rounds` row keeps it."""
+
+    label: str
+    count: int
+    validity: int
+    """1 when the label flags a reward the evaluator would not give (a validity label)."""
+    examples: list[int]
+    """Up to EXAMPLES rollout ids."""
+    share: float
+    """Of all rollouts in the window."""
+    trend: float
+    """Share in the later half of the window minus the earlier half (positive: growing)."""
+    correct_share: float
+    """How often the evaluator still said correct."""
+
+
+class RoundMetrics(TypedDict, total=False):
+    """A round window's metrics (`round_metrics`); None where the window has too little to say."""
+
+    steps: list[int]
+    n_rollouts: int
+    n_groups: int
+    dead_group_frac: float | None
+    accuracy: float | None
+    reward_auc: float | None
+    divergence: float | None
+    agreement: float | None
+    length_drift: float | None
+    entropy_drift: float | None
+    mean_completion_tokens: float | None
+    entropy: float | None
 
 
 def _window_rows(store: Store, steps: range) -> list[JSON]:
@@ -66,7 +100,7 @@ def dead_groups(rows: list[JSON], key: str = "reward") -> list[tuple[Any, ...]]:
     return [g.key for g in stored_groups(rows, key) if g.dead]
 
 
-def failure_table(store: Store, steps: range) -> list[JSON]:
+def failure_table(store: Store, steps: range) -> list[FailureRow]:
     """Rows {label, count, share, trend, correct_share, validity, examples}, most frequent first.
 
     `share` is over all rollouts in the window; `trend` compares the later half
@@ -106,8 +140,9 @@ def failure_table(store: Store, steps: range) -> list[JSON]:
         share_early = sum(r["id"] in ids for r in early) / len(early)
         share_late = sum(r["id"] in ids for r in late) / len(late)
         correct = e.pop("correct")
-        out.append(dict(e, share=e["count"] / len(rows), trend=round(share_late - share_early, 4),
-                        correct_share=correct / e["count"]))
+        out.append(FailureRow(label=e["label"], count=e["count"], validity=e["validity"], examples=e["examples"],
+                              share=e["count"] / len(rows), trend=round(share_late - share_early, 4),
+                              correct_share=correct / e["count"]))
     out.sort(key=lambda e: (-e["count"], e["label"]))
     return out
 
@@ -143,13 +178,13 @@ def auc(scores: list[float], positive: list[bool]) -> float | None:
     return (rank_sum - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg)
 
 
-def round_metrics(store: Store, steps: range) -> JSON:
+def round_metrics(store: Store, steps: range) -> RoundMetrics:
     """Window metrics: dead-group fraction, reward-vs-evaluator divergence, drifts."""
     rows = _window_rows(store, steps)
     srows = store.window_steps(steps[0], steps[-1]) if len(steps) else []
     groups = {(r["step"], r["group_idx"]) for r in rows}
     a = auc([float(r["reward"] or 0) for r in rows], [bool(r["correct"]) for r in rows]) if rows else None
-    return {
+    return RoundMetrics({
         "steps": [steps[0], steps[-1]] if len(steps) else [],
         "n_rollouts": len(rows),
         "n_groups": len(groups),
@@ -163,7 +198,7 @@ def round_metrics(store: Store, steps: range) -> JSON:
         "entropy_drift": _half_drift([s.get("entropy") for s in srows]),
         "mean_completion_tokens": _mean([s.get("mean_completion_tokens") for s in srows]),
         "entropy": _mean([s.get("entropy") for s in srows]),
-    }
+    })
 
 
 def _mean(values: list[float | None]) -> float | None:

@@ -41,6 +41,7 @@ from backend.types import JSON
 
 from . import skills as sk
 from . import space
+from .diagnose import FailureRow, RoundMetrics
 from .edit import EditError, apply_unified_diff, set_definition
 from .interventions import Candidate, params
 from .offline import judgeable_knobs, run_knobs
@@ -68,7 +69,7 @@ TOP_LABELS = 3
 HISTORY = 12
 
 
-def _evidence(store: Store, table: list[JSON], rng: random.Random) -> list[JSON]:
+def _evidence(store: Store, table: list[FailureRow], rng: random.Random) -> list[JSON]:
     """Sampled rollouts of the top labels, each with every diagnosis it got."""
     picked = []
     for e in table[:TOP_LABELS]:
@@ -120,7 +121,7 @@ def _space(ctx: EvolveContext, trials: bool) -> list[JSON]:
     return out
 
 
-def build_messages(ctx: EvolveContext, table: list[JSON], metrics: JSON, cards: list[JSON], n: int,
+def build_messages(ctx: EvolveContext, table: list[FailureRow], metrics: RoundMetrics, cards: list[JSON], n: int,
                    trials: bool) -> list[JSON]:
     rows = [{k: e[k] for k in ("label", "count", "share", "trend", "correct_share")} for e in table[:10]]
     skills = [{"name": c["name"], "trigger": c["trigger"], "change": {k: c["change"].get(k) for k in
@@ -245,7 +246,7 @@ def check_endpoint(cfg: LLMProposerConfig) -> str | None:
     return None
 
 
-def propose(ctx: EvolveContext, table: list[JSON], metrics: JSON, n: int, exclude: set[str],
+def propose(ctx: EvolveContext, table: list[FailureRow], metrics: RoundMetrics, n: int, exclude: set[str],
             trials: bool) -> list[Candidate]:
     """Up to `n` candidates from one chat completion; failures come back as failed candidates.
     `trials`: whether the knobs only a trial can judge are shown (`schedule.judgeable_by_trial`)."""

@@ -25,7 +25,7 @@ from __future__ import annotations
 import random
 import dataclasses
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Mapping, cast
 
 from backend.types import JSON
 
@@ -33,6 +33,7 @@ from . import population
 from . import skills as sk
 from . import interventions as iv
 from . import space
+from .diagnose import FailureRow, RoundMetrics
 from .edit import Edit, EditError
 from .interventions import Candidate
 from .templates import TEMPLATES, Template, mutate_numbers
@@ -80,23 +81,25 @@ def judgeable_knobs(ctx: EvolveContext, trials: bool) -> tuple[list[space.Knob],
     return split_knobs(run_knobs(ctx), trials)
 
 
-def options(ctx: EvolveContext, table: list[JSON], metrics: JSON, trials: bool) -> list[tuple[float, str, Option]]:
+def options(ctx: EvolveContext, table: list[FailureRow], metrics: RoundMetrics,
+            trials: bool) -> list[tuple[float, str, Option]]:
     """(score, key, option) for every snippet, skill and knob that fits this round, best first
     (`trials`: whether knobs only a trial can judge may be offered)."""
     return rank(ctx, table, metrics, judgeable_knobs(ctx, trials)[0], sk.for_round(ctx, table, k=4))
 
 
-def rank(ctx: EvolveContext, table: list[JSON], metrics: JSON, knobs: list[space.Knob],
+def rank(ctx: EvolveContext, table: list[FailureRow], metrics: RoundMetrics, knobs: list[space.Knob],
          cards: list[JSON]) -> list[tuple[float, str, Option]]:
     """`options` from the knobs and skill cards this round may offer."""
     by_label = {e["label"]: e for e in table}
     domain = ctx.harness.domain
-    opts: list[tuple[float, str, Option]] = [(t.score(by_label, metrics), t.id, t) for t in TEMPLATES
+    opts: list[tuple[float, str, Option]] = [(t.score(by_label, cast(JSON, metrics)), t.id, t) for t in TEMPLATES
                                              if domain in t.domains]
     made_by = {key: score for score, key, _ in opts}
     # a skill ranks at least as high as the snippet it was made from, and above it: the same
     # change, with a record of having helped (and its card counts the use)
-    opts += [(max(1.5 * sum(by_label.get(lbl, {}).get("share", 0.0) for lbl in c["trigger"].get("labels", [])),
+    opts += [(max(1.5 * sum(by_label[lbl].get("share", 0.0) for lbl in c["trigger"].get("labels", [])
+                            if lbl in by_label),
                   made_by.get(c["change"].get("template") or "", 0.0) + SKILL_BONUS),
               "skill:" + c["name"], c) for c in cards]
     history = ctx.store.move_history()
@@ -165,7 +168,7 @@ def _draft(opt: Option, moves: list[space.Move], attempt: int, rng: random.Rando
     return _skill_draft(opt, rng, attempt)
 
 
-def propose(ctx: EvolveContext, table: list[JSON], metrics: JSON, n: int, exclude: set[str], trials: bool,
+def propose(ctx: EvolveContext, table: list[FailureRow], metrics: RoundMetrics, n: int, exclude: set[str], trials: bool,
             screen: Callable[[Candidate], str | None] | None = None) -> list[Candidate]:
     """Up to `n` new candidates, each a single-factor edit of a frontier member. `trials`: whether
     moves only a trial can judge may be offered (`schedule.judgeable_by_trial`).

@@ -16,6 +16,7 @@ from dataclasses import asdict, dataclass, field
 from enum import Enum
 from typing import Any
 
+from .diagnose import FailureRow, RoundMetrics
 from .interventions import Evidence
 
 
@@ -33,9 +34,9 @@ class Observation:
 
     step: int
     steps: range
-    table: list[dict[str, Any]]
+    table: list[FailureRow]
     """Failure-table entries, most frequent first (`diagnose.failure_table`)."""
-    metrics: dict[str, Any]
+    metrics: RoundMetrics
     round_id: int
 
 

@@ -24,6 +24,9 @@ from __future__ import annotations
 import dataclasses
 import time
 import traceback
+from typing import cast
+
+from backend.types import JSON
 
 from . import backtest, diagnose, promotion, schedule
 from . import interventions as iv
@@ -60,7 +63,8 @@ def observe(ctx: EvolveContext) -> Observation:
     """The window's failure table and metrics, recorded as the round's row."""
     steps = range(max(1, ctx.step - ctx.cfg.evolve.window + 1), ctx.step + 1)
     table, metrics = diagnose.failure_table(ctx.store, steps), diagnose.round_metrics(ctx.store, steps)
-    rid = ctx.store.add_round(ctx.step, ctx.harness_version, table, metrics)
+    # the store keeps both as JSON
+    rid = ctx.store.add_round(ctx.step, ctx.harness_version, cast(list[JSON], table), cast(JSON, metrics))
     return Observation(ctx.step, steps, table, metrics, rid)
 
 

@@ -39,6 +39,7 @@ from backend.types import JSON
 
 if TYPE_CHECKING:
     from .context import EvolveContext
+    from .diagnose import FailureRow
     from .stats import Effect
     from backend.store import Store
 
@@ -166,7 +167,7 @@ def track_record(card: JSON) -> float:
     return (1 + helped) / (2 + failed)
 
 
-def retrieve(store: Store, table: list[JSON], domain: str, k: int = 4, shared: bool = True) -> list[JSON]:
+def retrieve(store: Store, table: list[FailureRow], domain: str, k: int = 4, shared: bool = True) -> list[JSON]:
     """Cards whose trigger labels show up in the failure table, best match first; `shared`:
     the global library's cards too (`evolve.skill_library`), else the run's own.
 
@@ -243,7 +244,7 @@ def shares_library(ctx: EvolveContext) -> bool:
     return ctx.cfg.evolve.skill_library == "global"
 
 
-def for_round(ctx: EvolveContext, table: list[JSON], k: int) -> list[JSON]:
+def for_round(ctx: EvolveContext, table: list[FailureRow], k: int) -> list[JSON]:
     """The `k` cards a round's proposer (offline or LLM) may draw from; none, with a warning,
     when reading them fails. The library is written by other runs and other versions, and a
     card that breaks retrieval must cost the round its skills, not its other candidates

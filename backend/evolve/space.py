@@ -35,13 +35,13 @@ from __future__ import annotations
 import ast
 import math
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 from backend.envs.math import LEVELS as MATH_LEVELS
 from backend.harness import spec
 from backend.types import JSON
 
-from .diagnose import DEAD
+from .diagnose import DEAD, FailureRow, RoundMetrics
 from .edit import EditError, constant, literal_source, replace_name
 from .interventions import kind_of
 
@@ -50,6 +50,9 @@ GOOD = ("passed", "approved", "promoted", "rolled_back")
 BAD = ("failed", "inconclusive", "vetoed")
 GROW, SHRINK = 2.0, 2 ** -0.25
 """One-fifth rule: log(GROW) * 1/5 + log(SHRINK) * 4/5 = 0."""
+ByLabel = Mapping[str, FailureRow]
+"""A round's failure table by label (`diagnose.failure_table`)."""
+
 PREFIX = "space:"
 """A move's change kind (`params["template"]`) is `space:<knob>`: churn's cooldown counts per knob."""
 
@@ -102,7 +105,7 @@ class Knob:
     """Numeric knobs: 0 (the term switched off) is the first move, before any step."""
     targets: tuple[str, ...] = ()
     """Failure labels this knob answers (the proposer ranks by their share)."""
-    prefer: Callable[[JSON, JSON], int] | None = None
+    prefer: Callable[[ByLabel, RoundMetrics], int] | None = None
     """(failure table by label, round metrics) -> +1 up, -1 down, 0 no preference."""
     hypothesis: str = ""
 
@@ -177,16 +180,16 @@ def _show(v: Any) -> str:
     return f"{v:g}" if isinstance(v, float) else str(v)
 
 
-def _share(table: JSON, *labels: str) -> float:
-    return float(sum(table.get(lbl, {}).get("share", 0.0) for lbl in labels))
+def _share(table: ByLabel, *labels: str) -> float:
+    return float(sum(table[lbl].get("share", 0.0) for lbl in labels if lbl in table))
 
 
-def _temperature_way(t: JSON, m: JSON) -> int:
+def _temperature_way(t: ByLabel, m: RoundMetrics) -> int:
     # loops come from sampling too hot; groups that all tie on a sound policy from too little spread
     return -1 if _share(t, "repetition") > 0.1 else (1 if _share(t, DEAD) > 0.5 else 0)
 
 
-def _level_way(t: JSON, m: JSON) -> int:
+def _level_way(t: ByLabel, m: RoundMetrics) -> int:
     acc = m.get("accuracy")
     return 0 if acc is None or _share(t, DEAD) < 0.2 else (-1 if acc < 0.5 else 1)
 
@@ -208,7 +211,7 @@ def _sampling(cap: int) -> list[Knob]:
     ]
 
 
-def _up_when(labels: tuple[Any, ...]) -> Callable[[JSON, JSON], int]:
+def _up_when(labels: tuple[Any, ...]) -> Callable[[ByLabel, RoundMetrics], int]:
     return lambda t, m: 1 if labels and _share(t, *labels) > 0.3 else 0
 
 
@@ -446,7 +449,8 @@ def _shift(k: Knob, x: float, way: int, size: float) -> Any:
     return k.clip(x + way * size)
 
 
-def values(knob: Knob, old: JSON, steps: Steps, table: JSON | None = None, metrics: JSON | None = None) -> list[Any]:
+def values(knob: Knob, old: Any, steps: Steps, table: ByLabel | None = None,
+           metrics: RoundMetrics | None = None) -> list[Any]:
     """New values for `knob` from `old`, most promising first (none equals `old`)."""
     if knob.type == "bool":
         return [not old]
@@ -487,7 +491,8 @@ def grid(knob: Knob, near: float) -> list[Any]:
     return out
 
 
-def moves(code: str, knob: Knob, steps: Steps, table: JSON | None = None, metrics: JSON | None = None) -> Any:
+def moves(code: str, knob: Knob, steps: Steps, table: ByLabel | None = None,
+          metrics: RoundMetrics | None = None) -> Any:
     """The moves of `knob` from this harness, most promising first."""
     old = knob.value(code)
     if old is None:
