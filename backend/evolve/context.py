@@ -16,7 +16,7 @@ applies the effects to itself from the return value, never by reading them back.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Protocol
+from typing import TYPE_CHECKING, Callable, Protocol
 
 from backend.config import RunConfig
 from backend.harness.loader import Harness
@@ -25,7 +25,7 @@ from backend.types import JSON, TrialArm
 
 
 if TYPE_CHECKING:
-    from .records import RoundReport
+    from .records import RoundReport, RoundSummary
 
 
 class Policy(Protocol):
@@ -67,7 +67,7 @@ class Effects:
     """What a round did (None for the post-evaluation watch)."""
 
     @property
-    def summary(self) -> dict[str, Any]:
+    def summary(self) -> RoundSummary:
         """The round's report as plain data (proposed, passed, promoted, ...), as its `rounds` row keeps it."""
         return self.report.row() if self.report is not None else {}
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 from enum import Enum
-from typing import Any
+from typing import Any, TypedDict
 
 from .diagnose import FailureRow, RoundMetrics
 from .interventions import Evidence
@@ -94,6 +94,29 @@ class Decision:
     rebase: int | None = None
 
 
+class RoundSummary(TypedDict, total=False):
+    """A round's report as plain data (`RoundReport.row`): the `rounds` row's summary and the loop's view."""
+
+    step: int
+    round_id: int | None
+    proposed: list[int]
+    passed: list[int]
+    inconclusive: list[int]
+    failed: list[int]
+    skipped: list[dict[str, Any]]
+    promoted: int | None
+    harness_version: int | None
+    error: str | None
+    ms: float
+    also_promoted: list[int]
+    """Further promotions of the round, after the first."""
+    spent: list[str]
+    """A spent round: the knobs left for a trial."""
+    failure_table: list[dict[str, Any]]
+    """The top of the window's failure table (label, count, share, trend)."""
+    metrics: RoundMetrics
+
+
 @dataclass(frozen=True)
 class RoundReport:
     """What a round did, as its `rounds` row and log line say it."""
@@ -132,9 +155,9 @@ class RoundReport:
         return (f"{len(self.plan.proposed)} proposed, {len(self.ids(Status.PASSED))} passed, "
                 f"{len(self.ids(Status.INCONCLUSIVE))} inconclusive, {len(self.failed)} failed{skipped}{promoted}")
 
-    def row(self) -> dict[str, Any]:
+    def row(self) -> RoundSummary:
         """The summary as plain data (the store's and the loop's view of a round)."""
-        out: dict[str, Any] = {
+        out: RoundSummary = {
             "step": self.step, "round_id": self.round_id, "proposed": list(self.plan.proposed),
             "passed": self.ids(Status.PASSED), "inconclusive": self.ids(Status.INCONCLUSIVE), "failed": self.failed,
             "skipped": [asdict(s) for s in self.plan.skipped],
