@@ -36,7 +36,7 @@ from . import space
 from .diagnose import FailureRow, RoundMetrics
 from .edit import Edit, EditError
 from .interventions import Candidate
-from .templates import TEMPLATES, Template, mutate_numbers
+from .templates import TEMPLATES, MakeContext, Template, mutate_numbers
 
 
 if TYPE_CHECKING:
@@ -184,7 +184,7 @@ def propose(ctx: EvolveContext, table: list[FailureRow], metrics: RoundMetrics, 
     by_label = {e["label"]: e for e in table}
     knobs = split_knobs(space.knobs(*knob_args(ctx)), trials)[0]
     ranked = rank(ctx, table, metrics, knobs, sk.for_round(ctx, table, k=4))
-    cap = {"max_new_tokens_cap": ctx.cfg.train.max_new_tokens_cap}
+    cap = MakeContext(max_new_tokens_cap=ctx.cfg.train.max_new_tokens_cap)
     seen = set(exclude)
     out: list[Candidate] = []
     for score, _, opt in ranked:

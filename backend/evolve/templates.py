@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, TypedDict
 
 from backend.types import JSON
 
@@ -70,7 +70,15 @@ ALL = ("math", "code", "swe")
 
 Made = tuple[Edit, JSON] | None
 """What a template's maker returns: the edit and its parameters, or None when it does not apply."""
-Maker = Callable[[str, random.Random, JSON], Made]
+
+
+class MakeContext(TypedDict):
+    """What a maker may know of the run besides the parent code."""
+
+    max_new_tokens_cap: int
+
+
+Maker = Callable[[str, random.Random, MakeContext], Made]
 
 
 @dataclass
@@ -112,7 +120,7 @@ def _is_function(code: str, name: str) -> bool:
     return name in top_level(code) and f"def {name}(" in code
 
 
-def _lenient(code: str, rng: random.Random, ctx: JSON) -> Made:
+def _lenient(code: str, rng: random.Random, ctx: MakeContext) -> Made:
     if _is_function(code, "extract_answer"):
         variant = rng.choice(sorted(LENIENT))
         return Edit("replace", "extract_answer", LENIENT[variant]), {"fallback": variant}
@@ -122,14 +130,14 @@ def _lenient(code: str, rng: random.Random, ctx: JSON) -> Made:
     return None
 
 
-def _partial_format(code: str, rng: random.Random, ctx: JSON) -> Made:
+def _partial_format(code: str, rng: random.Random, ctx: MakeContext) -> Made:
     if not _is_function(code, "reward_format"):
         return None
     partial = rng.choice([0.25, 0.5])
     return Edit("replace", "reward_format", PARTIAL_FORMAT.format(partial=partial)), {"partial": partial}
 
 
-def _complete_format(code: str, rng: random.Random, ctx: JSON) -> Made:
+def _complete_format(code: str, rng: random.Random, ctx: MakeContext) -> Made:
     if not _is_function(code, "reward_format") or "finish" in (definition(code, "reward_format") or ""):
         return None
     return Edit("replace", "reward_format", COMPLETE_FORMAT), {}
@@ -137,14 +145,14 @@ def _complete_format(code: str, rng: random.Random, ctx: JSON) -> Made:
 
 def _add_diagnostic(label: str, source: str) -> Maker:
     """A maker that adds `diagnose_<label>` when the harness lacks it."""
-    def make(code: str, rng: random.Random, ctx: JSON) -> Made:
+    def make(code: str, rng: random.Random, ctx: MakeContext) -> Made:
         if f"diagnose_{label}" in top_level(code):
             return None
         return Edit("add", f"diagnose_{label}", source), {"label": label}
     return make
 
 
-def _repetition_threshold(code: str, rng: random.Random, ctx: JSON) -> Made:
+def _repetition_threshold(code: str, rng: random.Random, ctx: MakeContext) -> Made:
     if not _is_function(code, "diagnose_repetition"):
         return None
     share = rng.choice([0.15, 0.2, 0.45])
@@ -197,7 +205,7 @@ def by_id(template_id: str) -> Template | None:
     return next((t for t in TEMPLATES if t.id == template_id), None)
 
 
-def mutate_numbers(source: str, rng: random.Random) -> tuple[str, JSON] | None:
+def mutate_numbers(source: str, rng: random.Random) -> tuple[str, dict[str, list[float]]] | None:
     """Scale one float literal of a definition (parameter mutation of a skill's change)."""
     import ast
 
