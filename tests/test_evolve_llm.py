@@ -11,7 +11,7 @@ from backend.config import RunConfig
 from backend.evolve import run_round
 from backend.evolve.edit import unified_diff
 from backend.evolve.interventions import params as iv_params
-from backend.evolve.llm import candidate_from
+from backend.evolve.llm import candidate_from, parse_answer
 from synthetic_run import add_steps, build_run, context, make_probe
 from backend.harness.loader import default_harness_path
 from backend.store import Store
@@ -217,13 +217,13 @@ def test_agent_round_end_to_end_with_evidence_and_history(server, store, monkeyp
     ({"knob": "FILTERS.drop_truncated", "value": False}, "FILTERS.drop_truncated is already False"),
 ])
 def test_knob_answers_outside_the_space_are_failed_proposals(store, item, reason):
-    c = candidate_from(dict(item, hypothesis="h"), context(store), [])
+    c = candidate_from(parse_answer(json.dumps(dict(item, hypothesis="h")))[0], context(store), [])
     assert c.error == f"llm: malformed answer: {reason}" or reason in c.error and not c.code
 
 
 def test_a_knob_answer_is_one_move_of_the_space(store):
     ctx = context(store)
-    c = candidate_from({"hypothesis": "h", "knob": "SAMPLING.max_new_tokens", "value": 192}, ctx, [])
+    c = candidate_from(parse_answer('{"hypothesis": "h", "knob": "SAMPLING.max_new_tokens", "value": 192}')[0], ctx, [])
     assert c.error is None and c.names() == ["SAMPLING"] and '"max_new_tokens": 192' in c.code
     assert c.params["knob"] == "SAMPLING.max_new_tokens" and (c.params["from"], c.params["to"]) == (128, 192)
 

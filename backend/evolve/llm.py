@@ -33,6 +33,7 @@ import math
 import os
 import random
 import re
+from dataclasses import dataclass
 from typing import Any, TYPE_CHECKING
 
 from backend.config import LLMProposerConfig
@@ -139,8 +140,34 @@ def build_messages(ctx: EvolveContext, table: list[FailureRow], metrics: RoundMe
     return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": user}]
 
 
-def parse_answer(text: str) -> list[JSON]:
-    """The list of intervention objects in a model's answer; ValueError when there is none."""
+@dataclass(frozen=True)
+class Answer:
+    """One intervention of a model's answer, each field read with its type checked (`parse_answer`):
+    a knob and its value, else a unified diff, else a name and its new definition."""
+
+    title: str = "LLM intervention"
+    target: str = ""
+    hypothesis: str = ""
+    expected: str = ""
+    knob: str | None = None
+    value: Any = None
+    diff: str | None = None
+    name: str | None = None
+    definition: str | None = None
+
+
+def _answer(item: JSON) -> Answer:
+    def text(key: str) -> str | None:
+        v = item.get(key)
+        return v if isinstance(v, str) else None
+    return Answer(title=str(item.get("title") or "LLM intervention")[:120], target=str(item.get("target") or ""),
+                  hypothesis=str(item.get("hypothesis") or ""), expected=str(item.get("expected") or ""),
+                  knob=text("knob"), value=item.get("value"), diff=text("diff"), name=text("name"),
+                  definition=text("definition"))
+
+
+def parse_answer(text: str) -> list[Answer]:
+    """The interventions in a model's answer; ValueError when there is none."""
     text = re.sub(r"^```(?:json)?\s*|\s*```$", "", (text or "").strip())
     start, end = text.find("{"), text.rfind("}")
     if start < 0 or end < start:
@@ -149,25 +176,24 @@ def parse_answer(text: str) -> list[JSON]:
     items = data.get("interventions", [data]) if isinstance(data, dict) else None
     if not isinstance(items, list) or not items or not all(isinstance(i, dict) for i in items):
         raise ValueError("answer has no list of intervention objects")
-    return items
+    return [_answer(i) for i in items]
 
 
-def candidate_from(item: JSON, ctx: EvolveContext, skill_names: list[str]) -> Candidate:
+def candidate_from(item: Answer, ctx: EvolveContext, skill_names: list[str]) -> Candidate:
     base: dict[str, Any] = dict(parent_version=ctx.harness_version, parent_code=ctx.harness.code, proposer="llm",
-                skills=skill_names, title=str(item.get("title") or "LLM intervention")[:120],
-                target=str(item.get("target") or ""), hypothesis=str(item.get("hypothesis") or ""),
-                expected=str(item.get("expected") or ""))
+                                skills=skill_names, title=item.title, target=item.target,
+                                hypothesis=item.hypothesis, expected=item.expected)
     try:
-        if not base["hypothesis"]:
+        if not item.hypothesis:
             raise ValueError("answer has no hypothesis")
-        if isinstance(item.get("knob"), str):
-            move = knob_move(ctx, item["knob"], item.get("value"))
+        if item.knob is not None:
+            move = knob_move(ctx, item.knob, item.value)
             code, how = move.apply(ctx.harness.code), move.params()
-        elif isinstance(item.get("diff"), str) and item["diff"].strip():
-            code, how = apply_unified_diff(ctx.harness.code, item["diff"]), {"op": "diff"}
-        elif isinstance(item.get("name"), str) and isinstance(item.get("definition"), str):
-            code = set_definition(ctx.harness.code, item["name"], item["definition"])
-            how = {"op": "set", "name": item["name"]}
+        elif item.diff is not None and item.diff.strip():
+            code, how = apply_unified_diff(ctx.harness.code, item.diff), {"op": "diff"}
+        elif item.name is not None and item.definition is not None:
+            code = set_definition(ctx.harness.code, item.name, item.definition)
+            how = {"op": "set", "name": item.name}
         else:
             raise ValueError("answer has no knob and value, no name and definition, and no diff")
         check_source(code)
