@@ -7,6 +7,7 @@ from backend.harness.client import WorkerFailure
 from backend.harness.loader import Harness
 from backend.loop import Engine
 from backend.metrics_export import MetricsExport
+from backend.progress import StepProgress
 from synthetic_run import build_run
 
 
@@ -16,6 +17,7 @@ def test_a_failing_active_harness_stops_the_run_with_one_line(tmp_path, monkeypa
     engine.store, engine.run_dir, engine.quiet, engine.stop_requested = store, tmp_path, True, False
     engine.cfg, engine.control = RunConfig(), Control(store)
     engine.metrics = MetricsExport.open(tmp_path, [], store)  # no sinks
+    engine.progress = StepProgress(2, quiet=True)
     engine.harness_version = store.run()["harness_version"]
     engine.harness = Harness.from_code(store.get("harness_versions", engine.harness_version)["code"])
     rows_before = store.count("rollouts")
