@@ -18,7 +18,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 EVOLVE = ROOT / "backend" / "evolve"
-CEILING = 46
+CEILING = 44
 """Public signatures in backend/evolve with an untyped dict today; lower it as they go."""
 MAX_DEPTH = 8
 UNTYPED = ("JSON", "dict[str, Any]", "Dict[str, Any]")

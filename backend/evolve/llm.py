@@ -108,7 +108,7 @@ def _space(ctx: EvolveContext, trials: bool) -> list[JSON]:
     """The knobs shown to the model: those whose moves this run's gate can judge, as the offline
     proposer offers them (`offline.judgeable_knobs`: without trials an auto-promoting run leaves
     out the knobs only a trial could judge, whose moves would all end inconclusive)."""
-    history = ctx.store.move_history()
+    history = space.history(ctx.store)
     out = []
     for k in judgeable_knobs(ctx, trials)[0]:
         steps = space.Steps.of(k, history.get(k.name, []))
@@ -226,7 +226,7 @@ def knob_move(ctx: EvolveContext, name: str, value: Any) -> space.Move:
         value = int(value) if k.type == "int" else float(value)
     if value == old:
         raise ValueError(f"{name} is already {old!r}")
-    steps = space.Steps.of(k, ctx.store.move_history().get(name, []))
+    steps = space.Steps.of(k, space.history(ctx.store).get(name, []))
     return space.Move(k, old, value, steps.size if k.type in ("float", "int") else None)
 
 

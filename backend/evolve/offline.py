@@ -102,7 +102,7 @@ def rank(ctx: EvolveContext, table: list[FailureRow], metrics: RoundMetrics, kno
                             if lbl in by_label),
                   made_by.get(c["change"].get("template") or "", 0.0) + SKILL_BONUS),
               "skill:" + c["name"], c) for c in cards]
-    history = ctx.store.move_history()
+    history = space.history(ctx.store)
     shares = {e["label"]: e.get("share", 0.0) for e in table}
     for knob in knobs:
         steps = space.Steps.of(knob, history.get(knob.name, []))

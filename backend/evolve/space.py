@@ -35,7 +35,7 @@ from __future__ import annotations
 import ast
 import math
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Mapping, TypedDict, cast
 
 from backend.envs.math import LEVELS as MATH_LEVELS
 from backend.harness import spec
@@ -50,6 +50,9 @@ GOOD = ("passed", "approved", "promoted", "rolled_back")
 BAD = ("failed", "inconclusive", "vetoed")
 GROW, SHRINK = 2.0, 2 ** -0.25
 """One-fifth rule: log(GROW) * 1/5 + log(SHRINK) * 4/5 = 0."""
+if TYPE_CHECKING:
+    from backend.store import Store
+
 ByLabel = Mapping[str, FailureRow]
 """A round's failure table by label (`diagnose.failure_table`)."""
 
@@ -324,6 +327,18 @@ def knobs(code: str, domain: str, max_new_tokens_cap: int = 512, datasets: list[
     return [k for k in out if k.value(code) is not None]
 
 
+MoveRecord = TypedDict("MoveRecord", {
+    "id": int, "status": str, "from": Any, "to": Any, "step": float | None, "mode": str | None,
+    "ci_low": float | None, "ci_high": float | None, "same_update": int | None}, total=False)
+"""An earlier move of a knob and how its latest backtest judged it (`Store.move_history`); reports
+pass their decision rows, which carry the same judgement keys, to `changed_nothing`."""
+
+
+def history(store: Store) -> dict[str, list[MoveRecord]]:
+    """Every earlier move of each knob, oldest first (the store's rows, typed)."""
+    return cast(dict[str, list[MoveRecord]], store.move_history())
+
+
 @dataclass(frozen=True)
 class Steps:
     """A knob's current step size and preferred direction, from its earlier moves' outcomes."""
@@ -340,7 +355,7 @@ class Steps:
     up to one, the same way from the same value, count as tried (`dominated`)."""
 
     @classmethod
-    def of(cls, knob: Knob, history: list[JSON]) -> "Steps":
+    def of(cls, knob: Knob, history: list[MoveRecord]) -> "Steps":
         """`history`: this knob's earlier moves, oldest first, each {"from", "to", "status"} and
         optionally its latest backtest's "mode", "ci_low", "ci_high" and "same_update".
 
@@ -373,7 +388,7 @@ NO_EFFECT = 1e-3
 one group of a thousand whose update changed side moves `signal` by 0.002."""
 
 
-def changed_nothing(verdict: str, backtest: JSON) -> bool:
+def changed_nothing(verdict: str, backtest: MoveRecord) -> bool:
     """Whether a move left `verdict` inconclusive because its latest backtest saw no change: its
     replay left training's update as it was (`same_update`), or its interval lies within NO_EFFECT
     of 0. A failed move counts as failed even so (its harm guard saw something). The second is the common
