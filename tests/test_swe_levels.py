@@ -186,5 +186,8 @@ def test_expert_harness_ranks_near_misses_and_is_an_arm(env, tmp_path):
     assert not eps[0].verdict.correct and comps["localised"] == 1.0 and 0.1 < r < 1.0
     labels = {lab for lab, _ in harness.diagnose(view(tasks[0], eps[0]))}
     assert "unresolved" in labels and "copies_history" not in labels
+    _, eps = play(env, harness, {t.id: ["```python\ndef nope():\n    pass\n```"]})  # well-formed, fits nothing
+    assert eps[0].obs["edit_status"] == "not_applied" and not eps[0].obs["right_file"]
+    assert harness.score(view(tasks[0], eps[0]))[0] == pytest.approx(0.1)  # the format term only
     compare.check_arms(RunConfig(domain="swe"), ["static-expert", "coevolve-expert"], [0], tmp_path)
     assert compare.arm_config({"domain": "swe"}, "static-expert", 0).harness.endswith("swe_expert.py")

@@ -75,6 +75,8 @@ def facts(shot: Shot, edit: Edit, status: str, err: str | None) -> dict:
         touched = edit.line == m.line
     else:
         touched = bug_line in [ln.strip() for ln in edit.search.splitlines()]
+    # level 1: naming the buggy file is localisation; level 0 names it for you, so only an applied edit counts
+    right_file = bool(edit.ok and path == m.path and (shot.level >= 1 or status == "applied"))
     notes = [t for p, t in shot.shown.items() if not p.endswith(".py")]
     new_lines = [ln.strip() for ln in edit.replace.splitlines() if len(ln.strip()) >= 4]
     copies = bool(new_lines) and any(all(ln in t for ln in new_lines) for t in notes)
@@ -82,7 +84,7 @@ def facts(shot: Shot, edit: Edit, status: str, err: str | None) -> dict:
         "level": shot.level, "edit_format": edit.status, "edit_kind": edit.kind, "edit_status": status,
         "edit_error": err,
         "well_formed": edit.ok, "applied": status == "applied", "edit_path": path,
-        "right_file": bool(edit.ok and path == m.path), "right_line": bool(edit.ok and path == m.path and touched),
+        "right_file": right_file, "right_line": right_file and bool(touched),
         "files_shown": len([p for p in shot.shown if p.endswith(".py")]),
         "copies_history": copies, "history_files": [p for p in shot.shown if not p.endswith(".py")],
         "edits_tests": bool(path and path.startswith((repos.VISIBLE_DIR + "/", repos.HIDDEN_DIR + "/"))),

@@ -5,7 +5,8 @@ Reward = `resolved` + 0.1 * `edit_format` + 0.2 * `localised` + 0.2 * `tests_pas
   edit_format   one-shot levels (0, 1): 1.0 for a well-formed edit block;
                 multi-turn levels: the share of well-formed tool calls
   localised     the edit touched the file with the bug (one-shot: half for the
-                file, half for the very line); so a level-1 group where nobody
+                file, half for the very line; at level 0, where the file is
+                given, only an applied edit counts); so a group where nobody
                 fixes the bug still ranks the ones that looked in the right place
   tests_passed  the share of hidden tests passing after an applied edit (0
                 when no edit applied): an edit that breaks more earns less
@@ -113,7 +114,8 @@ def diagnose_edit_not_applied(r):
 
 
 def diagnose_wrong_file(r):
-    if one_shot(r) and r.obs.get("well_formed") and r.obs.get("edit_path") and not r.obs.get("right_file"):
+    if one_shot(r) and (r.obs.get("level") or 0) >= 1 and r.obs.get("well_formed") and r.obs.get("edit_path") \
+            and not r.obs.get("right_file"):  # level 0 names the file for you
         return f"edited {r.obs.get('edit_path')}, not the file with the bug"
 
 
