@@ -73,7 +73,7 @@ PROMPTS = {
 }
 """System prompts the PROMPT.system knob chooses from (a harness's own prompt is always one)."""
 
-CURRICULUM_LEVELS = {"math": (0, len(MATH_LEVELS["basic_arithmetic"]) - 1), "code": (0, 3), "swe": (1, 3)}
+CURRICULUM_LEVELS = {"math": (0, len(MATH_LEVELS["basic_arithmetic"]) - 1), "code": (0, 3), "swe": (0, 4)}
 """Levels each domain's environment knows (backend/envs: math's LEVELS, code's tiers, swe's levels)."""
 
 
