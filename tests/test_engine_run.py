@@ -9,18 +9,18 @@ import sys
 from pathlib import Path
 
 from backend.store import Store, integrity_ok
-from engine_waits import CEILING_S, last_step, wait_for
+from engine_waits import last_step, run_process, wait_for
 
 
 def evotui(*args, **kw):
-    return subprocess.run([sys.executable, "-m", "evotui", *args], capture_output=True, text=True, **kw)
+    return run_process([sys.executable, "-m", "evotui", *args], **kw)
 
 
 def test_short_real_run(tmp_path, tiny_overrides):
     run = Path(os.environ["EVOTUI_HOME"]) / "runs" / "first"
     sets = [x for o in tiny_overrides for x in ("--set", o)]
     p = evotui("run", "--headless", "--steps", "2", "--run-dir", str(run), *sets,
-               "--set", "evolve.enabled=false", timeout=CEILING_S)
+               "--set", "evolve.enabled=false")
     assert p.returncode == 0, p.stderr[-2000:]
     assert "test:" in p.stdout and "validation:" in p.stdout and "(finished, 2 of 2 steps" in p.stdout
     s = Store.open(run, readonly=True)
@@ -52,7 +52,7 @@ def test_short_real_run(tmp_path, tiny_overrides):
     stored = s.rows(f"SELECT {', '.join(REPLAY_COLUMNS)} FROM rollouts ORDER BY id")
     assert all(r["advantage"] is not None for r in stored)
     assert mismatches(stored, s.get("harness_versions", s.run()["harness_version"])["code"]) == []
-    listed = evotui("runs", timeout=CEILING_S)
+    listed = evotui("runs")
     assert "finished" in listed.stdout and str(run) in listed.stdout and "2/2" in listed.stdout
 
 
@@ -70,7 +70,7 @@ def test_kill_mid_step_then_resume(tmp_path, tiny_overrides):
     os.kill(proc.pid, signal.SIGKILL)  # mid step 2 (or just before it)
     proc.wait()
     assert integrity_ok(run / "run.db")
-    p = evotui("run", "--headless", "--resume", str(run), "--quiet", timeout=CEILING_S)
+    p = evotui("run", "--headless", "--resume", str(run), "--quiet")
     assert p.returncode == 0, p.stderr[-2000:]
     s = Store.open(run, readonly=True)
     steps = [r["step"] for r in s.rows("SELECT step FROM steps ORDER BY step")]

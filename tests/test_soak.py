@@ -16,7 +16,7 @@ import time
 
 from backend.store import Store, integrity_ok
 import engine_waits
-from engine_waits import CEILING_S, wait_for
+from engine_waits import communicate, wait_for
 from soak_checks import assert_stored_once
 
 
@@ -74,7 +74,7 @@ def test_random_kills_lose_nothing(tmp_path, tiny_overrides):
                            and not p.name.startswith("."))
             before = 0
             proc = _spawn(["--steps", str(steps), "--run-dir", str(run), *sets])
-    _, err = proc.communicate(timeout=CEILING_S)
+    _, err = communicate(proc)
     assert proc.returncode == 0, err[-2000:]
     s = Store.open(run, readonly=True)
     assert [r["step"] for r in s.rows("SELECT step FROM steps ORDER BY step")] == list(range(1, steps + 1))
@@ -156,20 +156,20 @@ def test_stops_inside_rounds_probes_promotions_and_rollbacks_lose_nothing(tmp_pa
     before, landed = _counts(run), []
     for phase, sig in STOPS_FULL if os.environ.get("EVOTUI_SOAK_FULL") == "1" else STOPS:
         while not _reaches(proc, run, phase, before):
-            _, err = proc.communicate(timeout=CEILING_S)  # it finished first: train on
+            _, err = communicate(proc)  # it finished first: train on
             assert proc.returncode == 0, err[-2000:]
             assert steps < MOST_STEPS, f"no {phase} in {steps} steps; stops so far {landed}"
             steps += MORE_STEPS
             proc, before = _spawn(["--resume", str(run), "--steps", str(steps)]), _counts(run)
         os.kill(proc.pid, sig)
-        _, err = proc.communicate(timeout=CEILING_S)
+        _, err = communicate(proc)
         status = Store.open(run, readonly=True).run()["status"]
         landed.append((phase, sig.name, engine_waits.last_step(run), status))
         assert integrity_ok(run / "run.db")
         if sig == signal.SIGTERM:  # a clean stop with the state saved (or the run's end, if it came first)
             assert status in ("stopped", "finished") and "Traceback" not in err, (landed, err[-2000:])
         proc, before = _spawn(["--resume", str(run)]), _counts(run)
-    _, err = proc.communicate(timeout=CEILING_S)
+    _, err = communicate(proc)
     assert proc.returncode == 0, (landed, err[-2000:])
     assert Store.open(run, readonly=True).run()["status"] == "finished", landed
     assert_stored_once(run, steps, per_step=4)
