@@ -27,12 +27,13 @@ import json
 import re
 import statistics
 from collections import Counter
-from typing import Any, Sequence, TYPE_CHECKING, TypedDict
+from typing import Any, Sequence, TYPE_CHECKING
 
 from backend.harness.semantics import stored_groups
 from backend.types import JSON
 
 from .edit import add_definition, remove_name
+from .failures import FailureRow, RoundMetrics
 from .interventions import Candidate
 
 
@@ -43,40 +44,6 @@ if TYPE_CHECKING:
 UNLABELED = "(unlabeled)"
 DEAD = "dead_groups"
 EXAMPLES = 5
-
-
-class FailureRow(TypedDict):
-    """One failure label of a round's window (`failure_table`), as the `rounds` row keeps it."""
-
-    label: str
-    count: int
-    validity: int
-    """1 when the label flags a reward the evaluator would not give (a validity label)."""
-    examples: list[int]
-    """Up to EXAMPLES rollout ids."""
-    share: float
-    """Of all rollouts in the window."""
-    trend: float
-    """Share in the later half of the window minus the earlier half (positive: growing)."""
-    correct_share: float
-    """How often the evaluator still said correct."""
-
-
-class RoundMetrics(TypedDict, total=False):
-    """A round window's metrics (`round_metrics`); None where the window has too little to say."""
-
-    steps: list[int]
-    n_rollouts: int
-    n_groups: int
-    dead_group_frac: float | None
-    accuracy: float | None
-    reward_auc: float | None
-    divergence: float | None
-    agreement: float | None
-    length_drift: float | None
-    entropy_drift: float | None
-    mean_completion_tokens: float | None
-    entropy: float | None
 
 
 def _window_rows(store: Store, steps: range) -> list[JSON]:

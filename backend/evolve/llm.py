@@ -42,7 +42,7 @@ from backend.types import JSON
 
 from . import skills as sk
 from . import space
-from .diagnose import FailureRow, RoundMetrics
+from .failures import FailureRow, RoundMetrics
 from .edit import EditError, apply_unified_diff, set_definition
 from .interventions import Candidate, params
 from .offline import judgeable_knobs, run_knobs

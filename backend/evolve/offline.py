@@ -33,7 +33,7 @@ from . import population
 from . import skills as sk
 from . import interventions as iv
 from . import space
-from .diagnose import FailureRow, RoundMetrics
+from .failures import FailureRow, RoundMetrics
 from .edit import Edit, EditError
 from .interventions import Candidate
 from .templates import TEMPLATES, MakeContext, Template, mutate_numbers

@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass, field
 from enum import Enum
 from typing import Any, TypedDict
 
-from .diagnose import FailureRow, RoundMetrics
+from .failures import FailureRow, RoundMetrics
 from .interventions import Evidence
 
 

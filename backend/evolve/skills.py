@@ -39,7 +39,7 @@ from backend.types import JSON
 
 if TYPE_CHECKING:
     from .context import EvolveContext
-    from .diagnose import FailureRow
+    from .failures import FailureRow
     from .stats import Effect
     from backend.store import Store
 

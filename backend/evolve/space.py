@@ -41,7 +41,8 @@ from backend.envs.math import LEVELS as MATH_LEVELS
 from backend.harness import spec
 from backend.types import JSON
 
-from .diagnose import DEAD, FailureRow, RoundMetrics
+from .diagnose import DEAD
+from .failures import FailureRow, RoundMetrics
 from .edit import EditError, constant, literal_source, replace_name
 from .interventions import kind_of
 
