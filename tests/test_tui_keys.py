@@ -145,6 +145,7 @@ def test_veto_dialog_keeps_the_cursor_keys_for_its_field(tmp_path):
     async def go():
         app = make_app(run_dir, mode="interventions")
         async with app.run_test(size=SIZE) as pilot:
+            await settle(pilot)  # the queue is read first; before it, nothing is selected
             await press(pilot, "v")
             await pilot.press(*"ab", "left", "x", "space")
             await settle(pilot)

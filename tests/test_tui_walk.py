@@ -34,6 +34,7 @@ def test_the_rebase_dialog_counts_every_change_it_drops(tmp_path):
     async def go():
         app = make_app(run_dir, mode="interventions")
         async with app.run_test(size=SIZE) as pilot:
+            await settle(pilot)  # the queue is read first; before it, nothing is selected
             await press(pilot, "a")
             assert isinstance(app.screen, ConfirmModal)
             assert "built on v1; v5 is active: approving drops 4 changes: v2..v5" in \
