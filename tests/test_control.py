@@ -165,13 +165,42 @@ def test_pause_waits_mid_step_and_resume_goes_on(engine):
     assert [c["status"] for c in engine.store.rows("SELECT status FROM commands")] == ["applied", "applied"]
 
 
+class PausingGenerator(SlowGenerator):
+    """SlowGenerator whose first batch sends a pause at its first token, as an operator would,
+    and a resume once the engine has applied it: the pause lands inside the batch however slow
+    the machine is."""
+
+    def __init__(self, run_db, **kw) -> None:
+        super().__init__(**kw)
+        self.run_db, self.sent = run_db, False
+
+    def generate(self, prompts, max_new_tokens, temperature, top_p, interrupt=None):
+        def watch() -> bool:
+            if not self.sent:
+                self.sent = True
+                _send(self.run_db, "pause")
+                threading.Thread(target=_resume_once_paused, args=(self.run_db,), daemon=True).start()
+            return interrupt() if interrupt is not None else False
+        return super().generate(prompts, max_new_tokens, temperature, top_p, interrupt=watch)
+
+
+def _resume_once_paused(run_db) -> None:
+    s = Store.open(run_db, readonly=True)
+    try:
+        wait_for("the pause to be applied",
+                 lambda: s.scalar("SELECT count(*) FROM commands WHERE verb = 'pause' AND status = 'applied'"),
+                 progress=in_process())
+    finally:
+        s.close()
+    _send(run_db, "resume")
+
+
 def test_a_batch_cut_short_by_a_pause_is_drawn_again_from_the_same_random_state(engine):
     engine.generator = SlowGenerator(interruptible=True, tokens=50, seconds=0.5)
     torch.manual_seed(7)
     plain = [engine.generate_fn([[1]], 8, 1.0, 1.0)[0].ids for _ in range(2)]
+    engine.generator = PausingGenerator(engine.store.path, interruptible=True, tokens=50, seconds=0.5)
     torch.manual_seed(7)
-    _later(0.1, lambda: _send(engine.store.path, "pause"))  # inside the first batch
-    _later(0.8, lambda: _send(engine.store.path, "resume"))
     paused = [engine.generate_fn([[1]], 8, 1.0, 1.0)[0].ids for _ in range(2)]
     assert engine.generator.interrupted == 1 and paused == plain
     assert [c["verb"] for c in engine.store.rows("SELECT verb FROM commands WHERE status = 'applied'")] == \
