@@ -7,7 +7,7 @@ import random
 import pytest
 
 from backend.evolve import interventions as iv
-from backend.evolve import lineage, offline, population, run_round, schedule
+from backend.evolve import frontier, lineage, offline, run_round, schedule
 from backend.evolve.budget import search_budget
 from backend.harness.loader import sha
 from backend.store import now
@@ -58,7 +58,7 @@ def _tree(store):
 
 def test_frontier_scores_members_and_keeps_their_lineage(store):
     v2, v3, v4 = _tree(store)
-    front = population.frontier(store, 4, LABELS)
+    front = frontier.frontier(store, 4, LABELS)
     assert [m.version for m in front] == [v4, v2, 1]  # the rolled-back v3 is out; active first
     active, m2, m1 = front
     assert active.active and active.ancestry == (v4, v2, 1)
@@ -68,18 +68,18 @@ def test_frontier_scores_members_and_keeps_their_lineage(store):
     assert m2.score > m1.score  # less explored, and its children left more of the top failures open
     for m in front:  # the lineage of every member explains it back to the root
         assert tuple(s["version"] for s in lineage(store, m.version)) == m.ancestry
-    assert [m.version for m in population.frontier(store, 2, LABELS)] == [v4, v2]
+    assert [m.version for m in frontier.frontier(store, 2, LABELS)] == [v4, v2]
     assert m2.to_dict()["ancestry"] == [v2, 1]
 
 
 def test_parents_are_the_active_version_first_then_drawn_by_score(store):
     v2, _, v4 = _tree(store)
-    parents = population.choose_parents(store, 4, LABELS, random.Random(0), 4)
+    parents = frontier.choose_parents(store, 4, LABELS, random.Random(0), 4)
     assert parents[0].version == v4 and len(parents) == 4
-    many = [p.version for seed in range(300) for p in population.choose_parents(store, 4, LABELS,
+    many = [p.version for seed in range(300) for p in frontier.choose_parents(store, 4, LABELS,
                                                                                 random.Random(seed), 2)[1:]]
     assert set(many) == {v4, v2, 1}
-    scores = {m.version: m.score for m in population.frontier(store, 4, LABELS)}
+    scores = {m.version: m.score for m in frontier.frontier(store, 4, LABELS)}
     # drawn in proportion to score: the most frequent is the best-scoring one
     assert max(set(many), key=many.count) == max(scores, key=scores.get)
 
@@ -162,10 +162,10 @@ def test_the_tui_reads_the_same_frontier_and_shows_it(tmp_path):
 
     run_dir = tui_run(tmp_path / "run")
     s = Store.open(run_dir / "run.db", readonly=True)
-    want = [m.to_dict() for m in population.frontier_now(s, 4)]
+    want = [m.to_dict() for m in frontier.frontier_now(s, 4)]
     s.close()
     db = RunDB(run_dir)
-    assert [m.to_dict() for m in population.frontier_now(SearchOver(db), 4)] == want and want
+    assert [m.to_dict() for m in frontier.frontier_now(SearchOver(db), 4)] == want and want
     db.close()
 
     async def go():
