@@ -171,9 +171,10 @@ class EvolveConfig:
     just promoted and backtested again against it, up to this many promotions a round. Each is
     still one change judged on the harness it changes; two independent fixes no longer wait a
     round for each other (session 7: format weight off at step 5, lenient extraction at step 10)."""
-    population: int = 4
+    frontier: int = 4
     """Size of the frontier: the active harness version and the best earlier ones that proposals
-    branch from (backend/evolve/population.py)."""
+    branch from inside one run (backend/evolve/frontier.py). Called `population` before the
+    population of runs (`evotui run --population N`); that key still loads."""
     min_gain: float = 0.02
     """A pass needs the 95% interval's lower bound of the targeted metric's gain above this."""
     min_effect: float = 0.1
@@ -488,7 +489,12 @@ def _looks_like_hub_id(name: str) -> bool:
 
 
 def _aliases(data: dict) -> dict:
-    """Deprecated keys: eval.n_tasks sizes both held-out sets unless they are given."""
+    """Deprecated keys: eval.n_tasks sizes both held-out sets unless they are given;
+    evolve.population is evolve.frontier."""
+    evo = data.get("evolve")
+    if isinstance(evo, dict) and "population" in evo:
+        evo.setdefault("frontier", evo.pop("population"))
+        evo.pop("population", None)
     ev = data.get("eval")
     if isinstance(ev, dict) and isinstance(ev.get("n_tasks"), int) and ev["n_tasks"] > 0:
         ev.setdefault("n_val", ev["n_tasks"])

@@ -76,7 +76,7 @@ class HarnessVersionFetched(Message):
 
 
 class FrontierFetched(Message):
-    """The population's frontier (`backend.evolve.population.Member.to_dict()` rows), active first."""
+    """The population's frontier (`backend.evolve.frontier.Member.to_dict()` rows), active first."""
 
     def __init__(self, members: list[dict]) -> None:
         super().__init__()

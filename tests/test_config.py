@@ -51,3 +51,16 @@ def test_cli_bad_input_exit_2_no_traceback(args, msg, tmp_path):
     assert msg in p.stderr and "Traceback" not in p.stderr
     assert len(p.stderr.strip().splitlines()) == 1
     assert not (tmp_path / "r").exists()  # nothing half-written
+
+
+def test_the_frontier_was_called_population_and_old_configs_still_load(tmp_path):
+    from backend.config import config_from_dict, to_dict
+
+    old = tmp_path / "old.toml"
+    old.write_text("[evolve]\npopulation = 3\n")
+    assert load_config(old).evolve.frontier == 3
+    stored = to_dict(load_config(None))  # a run database written before the rename
+    stored["evolve"].pop("frontier")
+    stored["evolve"]["population"] = 2
+    assert config_from_dict(stored).evolve.frontier == 2
+    assert load_config(None, ["evolve.frontier=5"]).evolve.frontier == 5

@@ -12,7 +12,7 @@ Each round it ranks three kinds of option against the failure table:
 - **skills** retrieved by trigger (a skill that helped before outranks a
   snippet with the same match; a card already tried has one number mutated).
 
-Parents come from the population's frontier (`population.py`): the active
+Parents come from the population's frontier (`frontier.py`): the active
 version takes the first slot, the others are drawn by score. A candidate
 built on a version that is not the active one says so in its params
 (`branch`: its base and the active version), so a promotion can re-apply the
@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping, cast
 
 from backend.types import JSON
 
-from . import population
+from . import frontier
 from . import skills as sk
 from . import interventions as iv
 from . import space
@@ -137,7 +137,7 @@ def _skill_draft(card: JSON, rng: random.Random, attempt: int) -> Draft | None:
                                                             name=ch["name"]))
 
 
-def _candidate(opt: Option, draft: Draft, code: str, parent: population.Member, by_label: JSON) -> Candidate:
+def _candidate(opt: Option, draft: Draft, code: str, parent: frontier.Member, by_label: JSON) -> Candidate:
     """A rendered draft of option `opt` (a template, a skill card, or a (knob, steps) pair)."""
     c = Candidate(title="", code=code, parent_version=parent.version, parent_code=parent.code, proposer="offline",
                   params=draft.params)
@@ -177,10 +177,10 @@ def propose(ctx: EvolveContext, table: list[FailureRow], metrics: RoundMetrics, 
     The options are ranked first (`rank`); then each option is drawn on a parent in turn, and the
     first draw that is new, changes the parent and passes the screen takes the slot."""
     rng = random.Random(f"{ctx.cfg.seed}:{ctx.step}")
-    active = population.Member(ctx.harness_version, "active", ctx.harness.code, None, 0, 0, 0.0, 0.0, 0.0,
+    active = frontier.Member(ctx.harness_version, "active", ctx.harness.code, None, 0, 0, 0.0, 0.0, 0.0,
                                (ctx.harness_version,))
     labels = [e["label"] for e in table]
-    parents = population.choose_parents(ctx.store, ctx.cfg.evolve.population, labels, rng, n) or [active]
+    parents = frontier.choose_parents(ctx.store, ctx.cfg.evolve.frontier, labels, rng, n) or [active]
     by_label = {e["label"]: e for e in table}
     knobs = split_knobs(space.knobs(*knob_args(ctx)), trials)[0]
     ranked = rank(ctx, table, metrics, knobs, sk.for_round(ctx, table, k=4))

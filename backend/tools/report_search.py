@@ -12,7 +12,7 @@ for each run.
 from __future__ import annotations
 
 from backend.evolve.budget import search_budget
-from backend.evolve.population import frontier_now
+from backend.evolve.frontier import frontier_now
 from backend.evolve.space import NO_EFFECT, changed_nothing
 from backend.store import Store, loads
 
@@ -21,7 +21,8 @@ def search_facts(s: Store) -> dict:
     """What `report.collect` keeps of one run's search."""
     rounds = s.round_outcomes()
     cfg = loads(s.run()["config_json"], {}) or {}
-    k = int((cfg.get("evolve") or {}).get("population", 4) or 4)
+    evo = cfg.get("evolve") or {}
+    k = int(evo.get("frontier", evo.get("population", 4)) or 4)  # runs stored before the rename
     return {"rounds": rounds, "budget": search_budget(s),
             "frontier": [m.to_dict() for m in frontier_now(s, k)] if rounds else []}
 

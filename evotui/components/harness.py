@@ -1,5 +1,5 @@
 """Harness: the current harness file, highlighted, its version lineage with diffs, and the
-population's frontier (the versions proposals branch from, `backend/evolve/population.py`).
+population's frontier (the versions proposals branch from, `backend/evolve/frontier.py`).
 
 A hand edit becomes an intervention: `e` opens `RUN_DIR/harness.draft.py` (the
 operator's draft, started from the active version) in $EDITOR; the app notices
@@ -79,7 +79,8 @@ class HarnessScreen(RunScreen):
         if not self.app.state.versions:
             self.query_one("#h-head", Static).update("No harness version yet: the engine records v1 when it starts.")
         if changed & {"versions", "rounds"}:
-            self._fetch_frontier(int(self.app.state.setting("evolve", "population", 4) or 4))
+            self._fetch_frontier(int(self.app.state.setting("evolve", "frontier", None)
+                                     or self.app.state.setting("evolve", "population", 4) or 4))
 
     @on(DataTable.RowHighlighted)
     def _highlighted(self, message: DataTable.RowHighlighted) -> None:
@@ -98,7 +99,7 @@ class HarnessScreen(RunScreen):
 
     @work(thread=True, exclusive=True, group="frontier", exit_on_error=False)
     def _fetch_frontier(self, k: int) -> None:
-        from backend.evolve.population import frontier_now  # the engine's rule, loaded off the UI thread
+        from backend.evolve.frontier import frontier_now  # the engine's rule, loaded off the UI thread
         from backend.store.search import SearchOver
 
         members = self.app.reader("detail").call(lambda db: [m.to_dict() for m in frontier_now(SearchOver(db), k)])
