@@ -40,44 +40,32 @@ Where the numbers come from:
     38 of 40 groups are dead, so each run took 2 updates in 10 steps, and the
     default-harness `make run` none in 20. Dead groups limit learning here, not
     the step size.
-- gpu: the runs on record in issue 15 (an H200, SmolLM2-135M, default math
-  suite, 120 steps, 64 tasks x 8 rollouts a step, held-out 500 problems):
-  - `train.lr = 1e-4`: the learning-rate sweep on record, expert harness
-    static, seed 0: lr 2e-5 (the default) 0.114 -> 0.204 held-out (barely
-    learns); 1e-4 0.114 -> 0.978 (seeds 1 and 2: 0.976, 0.978 by step 80);
-    5e-4 0.114 -> 0.280 (worse).
-  - `train.tasks_per_step = 64`, `train.group_size = 8`: the scale those runs
-    used; 512 rollouts a step, one 120-step run in about 2-5 minutes
-    (docs: /shared GPU.md, "four 120-step runs ... side by side in about 9 min").
-  - `train.max_new_tokens_cap = 256`: the issue's GPU profile ("up to 256 new
-    tokens"); decode at batch 512 x 256 is what `python -m backend.bench`
-    measures (fast engine about 200k tok/s on an H200).
-  - `eval.n_val = 200`, `eval.n_test = 500`: the issue's held-out sizes (test
-    500 as in the runs above; validation 200 for the gate's watch).
-  - `eval.every = 20`: six or seven points on a 120-step curve, enough for the
-    report's area under the test-accuracy curve without evaluation dominating
-    a step.
-  - `evolve.replay_max_rows = 8192`: replay reads as many stored rollouts as the
-    power calculation asks for (`stats.replay_rows`: about 17,000 at 4% accuracy
-    and 8 rollouts a group, 4,800 at 50%), at most sixteen steps of 512. The
-    600-row window of the CPU default left lenient extraction `underpowered` at
-    4% accuracy on 4 x H100 (README, Results); replaying 8,192 rows costs about
-    0.7 s a harness in the worker (bench row `harness`: 44 ms per 512).
-  - `model.gen_batch = 512`: a whole step's rollouts decoded at once, fixed. Left
-    to free memory (the fast engine's own choice), runs sharing a card decoded in
-    different batch shapes and drew different samples: on 4 x H100 two runs that
-    trained identically in principle (coevolve-expert, no training-relevant
-    promotion, and static-expert) ended 0.009 apart on the default suite.
-  - `evolve.trials = "off"`: in the evidence runs of sessions 4-6 (2-step trials,
-    one a round, paired over 200 validation problems) every trial ended
-    `inconclusive`: 133 and 132 on the two suites in session 4, 77 in session 6.
-    They were most of the search's cost: in session 6 the search spent 90-111%
-    of a run's training rollouts, of which probes were 3,134 and replay about
-    10,000 a run, and trials the rest (about 40,000). A trial of a few steps cannot
-    see the gain of a curriculum or token-budget change (docs/gate.md: about 0.12
-    detectable with 200 problems). With trials off such changes stay
-    `inconclusive` for an operator, and an auto-promoting run does not propose them
-    (`schedule.judgeable_by_trial`). `--set evolve.trials=on` brings them back;
+- gpu: one GPU, SmolLM2-135M on the default math suite, a 120-step run in a few minutes
+  (the measurements behind each value: docs/results/README.md):
+  - `train.lr = 1e-4`: in the learning-rate sweep (expert harness, static) 2e-5 barely
+    learns and 5e-4 learns less than 1e-4.
+  - `train.tasks_per_step = 64`, `train.group_size = 8`: 512 rollouts a step, what one
+    decode batch holds.
+  - `train.max_new_tokens_cap = 256`: room for the token-budget knob above the harness's
+    own budget; decode at batch 512 x 256 is what `evotui bench` measures.
+  - `eval.n_val = 200`, `eval.n_test = 500`: validation for the gate, test reported
+    only, each large enough for a paired interval of a few points.
+  - `eval.every = 20`: six or seven points on a 120-step curve, enough for the area
+    under the test-accuracy curve without evaluation dominating a step.
+  - `evolve.replay_max_rows = 8192`: replay reads as many stored rollouts as the power
+    calculation asks for (`stats.replay_rows`: about 17,000 at 4% accuracy, 4,800 at
+    50%), at most sixteen steps of 512; a few hundred rows leave a change at low
+    accuracy underpowered. Replaying 8,192 rows costs under a second a harness.
+  - `model.gen_batch = 512`: a step's rollouts decoded in one fixed batch shape. Left
+    to free memory, runs sharing a card decode in different shapes and draw different
+    samples, so twins that should train identically drift apart.
+  - `evolve.trials = "off"`: a trial of a few steps, paired over 200 validation
+    problems, detects only gains of about 0.12 (docs/gate.md); trials of that size
+    ended inconclusive and cost more rollouts than training itself. With trials off,
+    changes that only a trial can judge (curriculum, token budget) stay `inconclusive`
+    for an operator, and an auto-promoting run does not propose them
+    (`schedule.judgeable_by_trial`); the population of runs judges them by training
+    (`evotui run --population N`). `--set evolve.trials=on` brings trials back;
     `--set evolve.trials=spent` trials them only in rounds with nothing else to try.
 """
 

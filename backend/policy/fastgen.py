@@ -25,8 +25,8 @@ device:
      bucket (the G query heads of a KV head fold into its query axis), a
      bias tensor for padding; one graph per (mode, bucket).
 
-Measured (`evotui bench`, H200, SmolLM2-135M, batch 512 x 256 new tokens):
-plain generate 5.8-7.1k tok/s, torch kernels 111k, triton kernels 209k.
+Its speed against plain `generate` is a row of `evotui bench` (batch 512 x 256 new
+tokens; figures in docs/measurements/speed.md).
 
 Returned per token: its id and its log-prob under the policy at temperature 1
 (what the trainer computes as the old log-prob).
@@ -294,8 +294,8 @@ class FastGenerator:
     def scratch_shapes(self):
         """Batch shapes first made inside the block are freed when it ends. An evolution round's
         probes decode other batch shapes than training does; kept, their KV caches and graphs
-        stayed on the card after the round, and with five runs sharing a card the evolving runs
-        (not their static twins) then met out-of-memory errors in training (4 x H200, session 8)."""
+        would stay on the card after the round, and with several runs sharing a card the evolving
+        runs (not their static twins) would meet out-of-memory errors in training."""
         before = set(self._ws)
         try:
             yield

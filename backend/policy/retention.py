@@ -1,7 +1,7 @@
 """Which policy checkpoints a run keeps; the rest are deleted after each step.
 
-One checkpoint per policy version kept forever filled a disk (issue 19: about
-55 MB each at the GPU profile). A run keeps:
+One checkpoint per policy version kept forever fills a disk (about 55 MB each
+at the GPU profile). A run keeps:
 
 - the latest `train.keep_checkpoints` (0: every checkpoint);
 - the newest policy version, and the run's current policy (the one a resume

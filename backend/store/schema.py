@@ -160,7 +160,7 @@ def m002_tui_indexes(db: Database) -> None:
 
 @MIGRATIONS(name="m003_gate")
 def m003_gate(db: Database) -> None:
-    """The statistical gate (issue 14).
+    """The statistical gate.
 
     - backtests: the decision's statistics as columns (decisions and views read
       them): the targeted `metric`, its `effect` (candidate minus incumbent),

@@ -10,7 +10,7 @@ to the first step trained under a promoted change that can alter training. A
 filter that drops invalid rollouts, which the shipped harnesses leave off), so
 it does not explain a divergence. The check says, per seed, how far the two
 agree and what was promoted before they split; a divergence with no
-training-relevant promotion before it breaks the invariant (issue 15).
+training-relevant promotion before it breaks the invariant.
 
     >>> first_divergence([{"step": 1, "loss": 0.5}, {"step": 2, "loss": 0.4}],
     ...                  [{"step": 1, "loss": 0.5}, {"step": 2, "loss": 0.3}])

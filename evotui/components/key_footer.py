@@ -3,8 +3,8 @@
 Textual's `Footer` recomposes (a widget per key, styles applied to each) on every
 bindings update: each focus move and each screen switch. Here it does so only when
 the shown keys, their labels or their enabled state differ from what it shows,
-which takes the footer out of most screen switches (issue 18: a screen's first
-page within 100 ms).
+which takes the footer out of most screen switches (a screen's first page is
+budgeted at 100 ms).
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 ahead (`preload`, in a thread once the first screen shows its data) so that a first visit does
 not wait for its modules (100+ ms for the rollouts screen), and the busiest screens built ahead
 (`prebuild`, in the UI's idle time after that) so that their first visit does not wait for
-their widgets either (issue 18: the rollouts page within 100 ms at a million rollouts)."""
+their widgets either (the rollouts page is budgeted at 100 ms at a million rollouts)."""
 
 from __future__ import annotations
 
