@@ -29,6 +29,9 @@ CODE_SOURCES = ("generated", "humaneval")
 REPORT_TO = ("tensorboard", "trackio", "wandb")
 
 
+POPULATION_MODES = ("explore", "copy")
+
+
 class ConfigError(EvoError, ValueError):
     """A user-facing configuration problem: the message is one line."""
 
@@ -273,6 +276,20 @@ class SweConfig:
 
 
 @dataclass
+class PopulationConfig:
+    """A population of runs (backend/population): `size` members trained side by side, compared
+    on the same validation problems every `every` steps; a member clearly behind copies a better
+    one (and in explore mode takes one proposed harness move)."""
+
+    size: int = 0
+    """Members; 0 = off (one run). `evotui run --population N` sets it."""
+    every: int = 10
+    """Training steps between two comparisons (each member evaluates at these steps)."""
+    mode: str = "explore"
+    """explore: copy, then one harness move; copy: copy only, the harness never moves (selection alone)."""
+
+
+@dataclass
 class RunConfig:
     domain: str = "math"
     """math, code, swe, or a mix such as "math,code"."""
@@ -294,6 +311,7 @@ class RunConfig:
     math: MathConfig = field(default_factory=MathConfig)
     code: CodeConfig = field(default_factory=CodeConfig)
     swe: SweConfig = field(default_factory=SweConfig)
+    population: PopulationConfig = field(default_factory=PopulationConfig)
 
     @property
     def domains(self) -> list[str]:
@@ -425,6 +443,13 @@ def validate(cfg: RunConfig) -> RunConfig:
         bad("train.keep_checkpoints, train.disk_budget_gb and train.min_free_gb must be >= 0")
     if cfg.steps < 0:
         bad(f"steps must be >= 0, got {cfg.steps}")
+    pop = cfg.population
+    if pop.size < 0 or pop.size == 1:
+        bad(f"population.size must be 0 (off) or at least 2 members, got {pop.size}")
+    if pop.every < 1:
+        bad(f"population.every must be at least 1 step, got {pop.every}")
+    if pop.mode not in POPULATION_MODES:
+        bad(f"population.mode must be {' or '.join(POPULATION_MODES)}, got '{pop.mode}'")
     if cfg.eval.every < 1 or cfg.eval.n_val < 1 or cfg.eval.n_test < 1:
         bad("eval.every, eval.n_val and eval.n_test must be at least 1")
     if not 0 <= cfg.evolve.min_gain < cfg.evolve.min_effect:
