@@ -99,6 +99,15 @@ class TrainConfig:
     CUDA the attention backward then adds its partial gradients in a fixed order, so two runs of
     one config train identically whatever shares the card. False: faster where the kernels
     allow it (`evotui bench` row `determinism`), and twins may drift apart on a shared card."""
+    length_buckets: bool = False
+    """Micro-batches of sequences of like length (backend/policy/buckets.py): the step's rows sorted
+    by length, each pass padded only to its own longest row and as many rows as the memory plan
+    allows at that length. The loss (summed, divided by the step's token count) is the same; only
+    the order of the additions differs, so twins still train identically. False: passes in the
+    rollouts' order, each padded to its longest (`evotui bench --only trainer` compares both)."""
+    compile: bool = False
+    """torch.compile the transformer body of the training passes (dynamic shapes). Off by
+    default: the first steps pay the compilation; `evotui bench --only trainer` measures it."""
     logprob_chunk: int = 64
     """Sequence positions per log-softmax chunk: never batch x length x vocab at once."""
     max_grad_norm: float = 1.0
