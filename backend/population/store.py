@@ -39,7 +39,9 @@ Tables (plural names; `*_json` hold JSON):
   What changed: policy_version (the target's new policy version), harness_version
   (the target's harness version this event made active or proposed), knob,
   old_value, new_value (a move's setting, as text), code_diff, diagnosis
-  (why the move was proposed).
+  (why the move was proposed), target (the failure label the move targets),
+  intervention_id (the move's `interventions` row in the member's run.db, with
+  its safety-gate backtest).
   Outcome at the next comparison (the member against its parent, paired):
   outcome ('won' | 'lost' | 'tied'), outcome_step, outcome_diff, outcome_low,
   outcome_high, outcome_n; skill_id (the skill card a won move became).
@@ -91,6 +93,12 @@ def p001_initial(db: Database) -> None:
     }, pk="id")
     db.table("events").create_index(["step"])
     db.table("events").create_index(["member"])
+
+
+@MIGRATIONS(name="p002_move_intervention")
+def p002_move_intervention(db: Database) -> None:
+    db.table("events").add_column("intervention_id", int)
+    db.table("events").add_column("target", str)
 
 
 @dataclass(frozen=True)
@@ -179,6 +187,20 @@ class Event:
     outcome_n: int | None = None
     skill_id: int | None = None
     error: str | None = None
+    intervention_id: int | None = None
+    target: str | None = None
+
+
+@dataclass(frozen=True)
+class Planned:
+    """A copy or move decided at a comparison, before it is recorded."""
+
+    step: int
+    kind: str
+    member: int
+    parent: int
+    evidence: Evidence
+    parent_score: float | None = None
 
 
 @dataclass(frozen=True)
@@ -203,6 +225,8 @@ class MoveChange:
     new_value: str
     code_diff: str
     diagnosis: str
+    target: str
+    intervention_id: int
 
 
 def _cols(cls: type) -> set[str]:
@@ -317,17 +341,21 @@ class PopulationStore:
         return sorted({s.step for s in self.scores()})
 
     # ------------------------------------------------------------ events
-    def plan_event(self, step: int, kind: str, member: int, parent: int, evidence: Evidence,
-                   parent_score: float | None = None) -> int:
-        """Record a copy or move as 'planned' before anything moves; returns its id."""
-        if kind not in EVENT_KINDS:
-            raise ValueError(f"unknown event kind {kind!r}")
+    def plan_events(self, planned: Sequence[Planned]) -> list[int]:
+        """Record one comparison's copies and moves as 'planned', all in one transaction, before
+        anything moves (a resume applies what is planned; it never decides twice); their ids."""
+        ids = []
         with self._tx():
-            return int(self.db.table("events").insert({
-                "step": step, "kind": kind, "member": member, "parent": parent, "status": "planned",
-                "diff": evidence.diff, "low": evidence.low, "high": evidence.high, "n": evidence.n,
-                "compared_json": json.dumps(list(evidence.compared)), "parent_score": parent_score,
-                "created_at": now(), "updated_at": now()}).last_pk)
+            for p in planned:
+                if p.kind not in EVENT_KINDS:
+                    raise ValueError(f"unknown event kind {p.kind!r}")
+                ev = p.evidence
+                ids.append(int(self.db.table("events").insert({
+                    "step": p.step, "kind": p.kind, "member": p.member, "parent": p.parent, "status": "planned",
+                    "diff": ev.diff, "low": ev.low, "high": ev.high, "n": ev.n,
+                    "compared_json": json.dumps(list(ev.compared)), "parent_score": p.parent_score,
+                    "created_at": now(), "updated_at": now()}).last_pk))
+        return ids
 
     def set_event(self, event_id: int, status: str, *, policy_version: int | None = None,
                   harness_version: int | None = None, error: str | None = None) -> None:
@@ -346,7 +374,7 @@ class PopulationStore:
             self.db.table("events").update(event_id, {
                 "harness_version": change.harness_version, "knob": change.knob, "old_value": change.old_value,
                 "new_value": change.new_value, "code_diff": change.code_diff, "diagnosis": change.diagnosis,
-                "updated_at": now()})
+                "target": change.target, "intervention_id": change.intervention_id, "updated_at": now()})
 
     def set_outcome(self, event_id: int, outcome: Outcome) -> None:
         if outcome.result not in OUTCOMES:
