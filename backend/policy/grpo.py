@@ -19,7 +19,9 @@ device back once per epoch (its statistics stay on the device until then, and
 micro-batches reach CUDA from pinned memory), so the host queues a micro-batch's
 kernels while the device runs them instead of waiting three times per micro-batch
 (transformers still reads the padding mask at each forward's start)
-(tests/test_distributed_passes.py).
+(tests/test_distributed_passes.py). With `train.length_buckets` the passes hold rows of
+like length (backend/policy/buckets.py), so little of a pass is padding; with
+`train.compile` the transformer body runs compiled.
 """
 
 from __future__ import annotations
@@ -32,8 +34,8 @@ from pathlib import Path
 import torch
 from torch.utils.checkpoint import checkpoint
 
+from backend.policy import buckets, determinism
 from backend.policy import checkpoint as ckpt
-from backend.policy import determinism
 
 
 @dataclass
@@ -63,15 +65,18 @@ def _chunk_logprobs(head, h, targets, want_entropy: bool):
     return lp, torch.zeros_like(lp)
 
 
-def checkpointed_token_logprobs(model, input_ids, attention_mask, chunk: int = 64, want_entropy: bool = False):
+def checkpointed_token_logprobs(model, input_ids, attention_mask, chunk: int = 64, want_entropy: bool = False,
+                                body=None):
     """Log-prob of each next token: (B, T-1), plus entropy (B, T-1) if asked.
 
     Chunks of `chunk` positions go through the LM head one at a time; with
     grad enabled each chunk is checkpointed, so backward recomputes its logits
     (three head matmuls per chunk). Used where the head itself trains; see
-    `token_logprobs` for the usual frozen-head case.
+    `token_logprobs` for the usual frozen-head case. `body`: the transformer body to run in
+    place of the model's own (a compiled one, `GRPOTrainer`).
     """
-    body, head = backbone_and_head(model)
+    own, head = backbone_and_head(model)
+    body = body or own
     hidden, targets = _hidden(body, input_ids, attention_mask)
     lps, ents = [], []
     for s in range(0, hidden.shape[1], chunk):
@@ -122,18 +127,20 @@ class _HeadLogprob(torch.autograd.Function):
         return (g[..., None] * jac).to(ctx.h_dtype), None, None, None
 
 
-def token_logprobs(model, input_ids, attention_mask, chunk: int = 64, want_entropy: bool = False):
+def token_logprobs(model, input_ids, attention_mask, chunk: int = 64, want_entropy: bool = False, body=None):
     """Log-prob of each next token: (B, T-1), plus entropy (B, T-1, no gradient) if asked.
 
     The trainer's path. With grad enabled and a frozen LM head (LoRA), each
     chunk's gradient with respect to the hidden state is formed in forward,
     so the batch x length x vocab logits are never held and never recomputed.
     Otherwise (no grad, or a trainable head) it is `checkpointed_token_logprobs`.
-    Values and gradients match the checkpointed path (tests/test_bench.py).
+    Values and gradients match the checkpointed path (tests/test_bench.py). `body`: the
+    transformer body to run in place of the model's own (a compiled one, `GRPOTrainer`).
     """
-    body, head = backbone_and_head(model)
+    own, head = backbone_and_head(model)
     if not torch.is_grad_enabled() or head.weight.requires_grad:
-        return checkpointed_token_logprobs(model, input_ids, attention_mask, chunk, want_entropy)
+        return checkpointed_token_logprobs(model, input_ids, attention_mask, chunk, want_entropy, body)
+    body = body or own
     hidden, targets = _hidden(body, input_ids, attention_mask)
     outs = [_HeadLogprob.apply(hidden[:, s:s + chunk], head.weight, targets[:, s:s + chunk], want_entropy)
             for s in range(0, hidden.shape[1], chunk)]
@@ -249,7 +256,9 @@ class GRPOTrainer:
         self.opt = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=0.0)
         self.last_shape: dict = {}  # the last step's micro-batches (`PassShape`): benchmarks compare ranks with it
         self.plan = MemoryPlan()
-        self.rows = int(cfg.micro_batch)  # rows per pass this step (`_pick_micro_batch`)
+        self.rows = int(cfg.micro_batch)  # rows per pass this step (`_pick_micro_batch`): the most of any pass
+        self.passes: list[list[int]] = []  # row indices of each pass this step (`_pick_micro_batch`)
+        self._compiled = None  # the compiled transformer body (`train.compile`), made at first use
         self.deterministic = bool(getattr(cfg, "deterministic", True))
         """Passes under deterministic algorithms (`train.deterministic`, backend/policy/determinism.py)."""
         determinism.configure()
@@ -282,9 +291,23 @@ class GRPOTrainer:
         self.cfg.micro_batch = self.plan.cap = self.rows = int(rows)
 
     def _batches(self, samples):
-        mb = self.rows
-        for i in range(0, len(samples), mb):
-            yield collate(samples[i:i + mb], self.tok.pad_token_id, self.device)
+        for rows in self.passes:
+            yield collate([samples[i] for i in rows], self.tok.pad_token_id, self.device)
+
+    def _logprobs(self, ids, att, want_entropy: bool = False):
+        """`token_logprobs` of the trainer's passes, through the compiled body under `train.compile`."""
+        return token_logprobs(self.model, ids, att, self.cfg.logprob_chunk, want_entropy, self._body())
+
+    def _body(self):
+        """The compiled transformer body (`train.compile`), else None (the model's own).
+
+        Dynamic shapes: passes differ in rows and length from step to step (and pass to pass
+        with `train.length_buckets`), and a graph per shape would recompile at every step."""
+        if not getattr(self.cfg, "compile", False):
+            return None
+        if self._compiled is None:
+            self._compiled = torch.compile(backbone_and_head(self.model)[0], dynamic=True)
+        return self._compiled
 
     @torch.no_grad()
     def _reference(self, samples, with_ref: bool):
@@ -293,12 +316,12 @@ class GRPOTrainer:
         ent = torch.zeros(2, dtype=torch.float64, device=self.device)  # entropy sum, tokens: read once
         self.model.eval()
         for ids, att, m, _ in self._batches(samples):
-            lp, e = token_logprobs(self.model, ids, att, self.cfg.logprob_chunk, want_entropy=True)
+            lp, e = self._logprobs(ids, att, want_entropy=True)
             olds.append(lp)
             ent += torch.stack([(e * m).sum(), m.sum()]).double()
             if with_ref:
                 with self.model.disable_adapter():
-                    refs.append(token_logprobs(self.model, ids, att, self.cfg.logprob_chunk)[0])
+                    refs.append(self._logprobs(ids, att)[0])
         ent_sum, ent_n = ent.tolist()
         return olds, refs, ent_sum / max(ent_n, 1.0)
 
@@ -348,7 +371,7 @@ class GRPOTrainer:
             for k, (ids, att, m, adv) in enumerate(self._batches(samples)):
                 if timed is not None:
                     timed.start(ids)
-                new_lp, ent = token_logprobs(self.model, ids, att, self.cfg.logprob_chunk, want_entropy=one_pass)
+                new_lp, ent = self._logprobs(ids, att, want_entropy=one_pass)
                 old = new_lp.detach() if one_pass else olds[k]
                 loss, kl, clip_frac = grpo_terms(new_lp, old, adv, m, self.cfg.clip_eps,
                                                  refs[k] if with_ref else None, self.cfg.kl_coef, denom=denom)
@@ -395,6 +418,14 @@ class GRPOTrainer:
             self.plan = MemoryPlan(memory.plan_budget(self.device), memory.card_bytes(self.device), self.plan.cap)
 
     def _pick_micro_batch(self, samples: list[Sample]) -> None:
+        """The step's passes (`self.passes`) and their most rows (`self.rows`)."""
+        self._plan_rows(samples)
+        if samples and getattr(self.cfg, "length_buckets", False):
+            self._plan_by_length(samples)
+        else:
+            self.passes = buckets.in_order(len(samples), self.rows)
+
+    def _plan_rows(self, samples: list[Sample]) -> None:
         """Rows per pass, from a memory estimate (not by trial and out-of-memory): on CUDA the most
         that fit the run's budget; on the CPU `train.micro_batch` at most, fewer where long
         sequences would pass `memory.CPU_TRAIN_BYTES`."""
@@ -410,6 +441,22 @@ class GRPOTrainer:
         mb = memory.auto_micro_batch(self.model, samples, self.device, self.cfg.logprob_chunk,
                                      fallback=self.cfg.micro_batch, budget=self.plan.budget)
         self.cfg.micro_batch = self.rows = min(mb, self.plan.cap) if self.plan.cap else mb
+
+    def _plan_by_length(self, samples: list[Sample]) -> None:
+        """`train.length_buckets`: rows sorted by length, each pass as many as the memory plan
+        allows at its own longest row (backend/policy/buckets.py). Off CUDA, or on CUDA with
+        `auto_micro_batch` off, `train.micro_batch` stays the ceiling; on CUDA the ceiling is
+        the cap an out-of-memory error left (the loop halves `micro_batch`, the largest pass)."""
+        from backend.policy import memory
+
+        on_cuda = self._cuda() and self._auto()
+        ceiling = self.plan.cap if on_cuda else int(self.cfg.micro_batch)
+        rows_at = memory.rows_at_length(self.model, self.device, ceiling, self.cfg.logprob_chunk,
+                                        self.plan.budget, auto=self._auto())
+        self.passes = buckets.by_length([len(s.prompt_ids) + len(s.completion_ids) for s in samples], rows_at)
+        self.rows = max(len(p) for p in self.passes)
+        if on_cuda:
+            self.cfg.micro_batch = self.rows
 
 
 @dataclass

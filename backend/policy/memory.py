@@ -179,12 +179,39 @@ def cpu_micro_batch(model, samples, ceiling: int, chunk: int = 64, budget: int =
     most math ones), all 8 for short ones. A single row longer than the budget still trains, alone."""
     if not samples:
         return ceiling
-    base = unwrap(model)
-    spec = Spec.of(base.config)
     T = max(len(s.prompt_ids) + len(s.completion_ids) for s in samples)
-    per = CPU_FACTOR * train_bytes_per_sequence(spec, T, chunk, base.get_input_embeddings().weight.element_size())
-    fit = int(budget // max(per, 1))
-    return ceiling if fit >= ceiling else balance(len(samples), max(1, fit))
+    fit = cpu_rows(model, T, ceiling, chunk, budget)
+    return ceiling if fit >= ceiling else balance(len(samples), fit)
+
+
+def cpu_rows(model, seq_len: int, ceiling: int, chunk: int = 64, budget: int = CPU_TRAIN_BYTES) -> int:
+    """Rows of `seq_len` tokens that one CPU pass may hold: `ceiling` at most, at least 1."""
+    base = unwrap(model)
+    per = CPU_FACTOR * train_bytes_per_sequence(Spec.of(base.config), seq_len, chunk,
+                                                base.get_input_embeddings().weight.element_size())
+    return max(1, min(ceiling, int(budget // max(per, 1))))
+
+
+def rows_at_length(model, device, ceiling: int, chunk: int = 64, budget: int | None = None,
+                   auto: bool = True):
+    """`rows(T)`: the most rows whose longest has T tokens that one training pass may hold, for
+    passes planned by length (`buckets.by_length`). On CUDA with `auto` the memory plan at that
+    length (`pick_micro_batch` within `budget`, `ceiling` at most: the cap after an out-of-memory
+    error, or None); on the CPU with `auto` `cpu_rows`; else `ceiling` whatever the length.
+    The same estimate as `auto_micro_batch`, read at each pass's own length instead of the step's
+    longest, so a pass of short rows holds more of them."""
+    if not auto:
+        return lambda T: max(1, int(ceiling))
+    if torch.device(device).type != "cuda":
+        return lambda T: cpu_rows(model, T, ceiling, chunk)
+    base = unwrap(model)
+    spec, dtype_bytes = Spec.of(base.config), base.get_input_embeddings().weight.element_size()
+    room = free_bytes(device) if budget is None else budget
+
+    def rows(T: int) -> int:
+        n = pick_micro_batch(spec, T, room, chunk, dtype_bytes)
+        return min(n, ceiling) if ceiling else n
+    return rows
 
 
 GEN_FRACTION = 0.4
