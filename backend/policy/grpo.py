@@ -76,7 +76,7 @@ def checkpointed_token_logprobs(model, input_ids, attention_mask, chunk: int = 6
     place of the model's own (a compiled one, `GRPOTrainer`).
     """
     own, head = backbone_and_head(model)
-    body = body or own
+    body = own if body is None else body
     hidden, targets = _hidden(body, input_ids, attention_mask)
     lps, ents = [], []
     for s in range(0, hidden.shape[1], chunk):
@@ -140,7 +140,7 @@ def token_logprobs(model, input_ids, attention_mask, chunk: int = 64, want_entro
     own, head = backbone_and_head(model)
     if not torch.is_grad_enabled() or head.weight.requires_grad:
         return checkpointed_token_logprobs(model, input_ids, attention_mask, chunk, want_entropy, body)
-    body = body or own
+    body = own if body is None else body
     hidden, targets = _hidden(body, input_ids, attention_mask)
     outs = [_HeadLogprob.apply(hidden[:, s:s + chunk], head.weight, targets[:, s:s + chunk], want_entropy)
             for s in range(0, hidden.shape[1], chunk)]
