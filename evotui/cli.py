@@ -43,6 +43,11 @@ def _parser() -> argparse.ArgumentParser:
     mode.add_argument("--auto-promote", action="store_true", help="promote passed interventions automatically")
     mode.add_argument("--supervised", action="store_true", help="hold passed interventions for the operator")
     r.add_argument("--quiet", action="store_true", help="no progress bar or per-step lines")
+    r.add_argument("--population", type=int, metavar="N", help="train a population of N runs side by side, "
+                   "compared every population.every steps (config key population.size; headless)")
+    r.add_argument("--population-mode", choices=("explore", "copy"), help="explore: a member behind copies a "
+                   "better one and takes one harness move; copy: it only copies (config key population.mode)")
+    r.add_argument("--jobs", type=int, help="population members training at once (default: all on GPUs, 1 on CPU)")
     r.add_argument("--gpus", metavar="N|auto", help="data-parallel over N GPUs of this host, or every visible "
                    "one (auto); on the CPU N gloo processes (config key train.gpus; 0 = auto)")
     _report_to_arg(r)
@@ -86,7 +91,10 @@ def _parser() -> argparse.ArgumentParser:
                       "if its worker is lost; ADDRESS: a cluster (ray://HOST:10001, HOST:6379 or auto), none: a "
                       "local Ray instance over this host (pip install 'evotui[ray]')")
     cmp_.add_argument("--arms", help="comma-separated arms to run (default: all of static, static-expert, "
-                      "coevolve, coevolve-expert, control)")
+                      "coevolve, coevolve-expert, control; also: population, population-copy, best-of-n)")
+    cmp_.add_argument("--population", type=int, metavar="N",
+                      help="members of each population arm and runs of best-of-n (default 4; config key "
+                      "population.size)")
     cmp_.add_argument("--quiet", action="store_true", help="no per-step lines")
     cmp_.add_argument("--include-incomplete", action="store_true",
                       help="count arms that did not finish all their steps in the report's means")
@@ -259,6 +267,8 @@ def _run_dir(path: str) -> Path:
 
 
 def _run(args) -> int:
+    if not args.headless and (args.population or args.population_mode):
+        raise UsageError("a population runs headless: add --headless")
     if not args.headless:
         extra = [a for a in args.argv[1:] if a not in ("--headless",)]
         if args.resume:
@@ -273,6 +283,8 @@ def _run(args) -> int:
 def _headless(args) -> int:
     from backend import runs
 
+    if args.resume and (Path(args.resume).expanduser() / "population.sqlite").is_file():
+        return _population(args, None)
     if args.resume:
         sets = list(args.sets) + _report_to_sets(args) + _gpus_sets(args)
         if args.auto_promote or args.supervised:
@@ -283,7 +295,10 @@ def _headless(args) -> int:
         sets = list(args.sets) + _report_to_sets(args) + _gpus_sets(args)
         # Headless runs are autonomous unless told otherwise; the TUI starts them supervised.
         sets.append(f"evolve.auto_promote={'false' if args.supervised else 'true'}")
-        cfg = runs.load_cli_config(args.config, sets + _profile_sets(args), args.steps, args.seed)
+        cfg = runs.load_cli_config(args.config, sets + _profile_sets(args) + _population_sets(args), args.steps,
+                                   args.seed)
+        if cfg.population.size:
+            return _population(args, cfg)
         if cfg.profile:
             from backend.profiles import describe
 
@@ -294,6 +309,29 @@ def _headless(args) -> int:
 
     print(end_summary(run_dir, s.get("wall_s")), flush=True)
     return 0 if s["status"] in ("finished", "stopped") else 1
+
+
+def _population_sets(args) -> list[str]:
+    if args.population is not None and args.population < 2:
+        raise UsageError(f"--population expects at least 2 members, got {args.population}")
+    return ([f"population.size={args.population}"] if args.population is not None else []) + \
+        ([f"population.mode='{args.population_mode}'"] if args.population_mode else [])
+
+
+def _population(args, cfg) -> int:
+    """`evotui run --headless --population N` (cfg: its config), or `--resume POP` (cfg None)."""
+    from backend import runs
+    from backend.population import coordinator
+
+    if args.jobs is not None and args.jobs < 1:
+        raise UsageError(f"--jobs expects at least 1, got {args.jobs}")
+    if cfg is None:
+        out = coordinator.resume(Path(args.resume).expanduser(), args.steps, args.jobs or 0, quiet=args.quiet)
+    else:
+        pop_dir = Path(args.run_dir).expanduser() if args.run_dir else runs.new_run_dir(cfg)
+        out = coordinator.start(cfg, pop_dir, args.jobs or 0, quiet=args.quiet)
+    print(coordinator.end_line(out), flush=True)
+    return 0 if out["status"] in ("finished", "stopped") else 1
 
 
 def _interrupt(signum: int, frame: object) -> None:
@@ -394,7 +432,11 @@ def _compare(args) -> int:
     except ValueError:
         raise UsageError(f"--seeds expects comma-separated integers, got '{args.seeds}'") from None
     arms = parse_arms(args.arms)
-    cfg = runs.load_cli_config(args.config, args.sets + _report_to_sets(args) + _profile_sets(args), args.steps, None)
+    if args.population is not None and args.population < 2:
+        raise UsageError(f"--population: a population has at least 2 members, got {args.population}")
+    pop = [f"population.size={args.population}"] if args.population else []
+    cfg = runs.load_cli_config(args.config, args.sets + pop + _report_to_sets(args) + _profile_sets(args),
+                               args.steps, None)
     if cfg.profile:
         print(describe(cfg.profile), flush=True)
     out = Path(args.out).expanduser() if args.out else runs.home() / "compare" / f"{datetime.now():%Y%m%d-%H%M%S}"
@@ -408,9 +450,11 @@ def _compare(args) -> int:
         rows = run_parallel(cfg, seeds, out, args.jobs, quiet=args.quiet, arms=arms)
     else:
         rows = run_compare(cfg, seeds, out, quiet=args.quiet, arms=arms)
+    from backend.tools.report_population import groups_in
+
     # every run under OUT, this call's and earlier calls' (a grid split over calls merges here)
     path, text = write_report(runs.run_dirs_in(out), out / "report",
-                              include_incomplete=args.include_incomplete)
+                              include_incomplete=args.include_incomplete, groups=groups_in(out))
     print(text)
     print(f"report: {path}")
     failed = failures(rows, arms, seeds)
@@ -426,28 +470,36 @@ def _report(args) -> int:
     from backend.tools.report import write_report
 
     paths = [Path(r).expanduser() for r in args.runs]
-    dirs = [d for p in paths for d in report_inputs(p)]
+    inputs = [report_inputs(p) for p in paths]
     out = Path(args.out).expanduser() if args.out else default_report_dir(paths)
-    path, text = write_report(dirs, out, include_incomplete=args.include_incomplete)
+    path, text = write_report([d for dirs, _ in inputs for d in dirs], out, include_incomplete=args.include_incomplete,
+                              groups=[g for _, groups in inputs for g in groups])
     print(text)
     print(f"report: {path}")
     return 0
 
 
-def report_inputs(p: Path) -> list[Path]:
-    """The runs a report argument names: a run directory, or the runs of a compare folder (one
-    that holds compare.json). Any other folder is refused: a folder of unrelated runs is no comparison."""
+def report_inputs(p: Path) -> tuple[list[Path], list]:
+    """The runs a report argument names, and its groups of runs (populations, best-of-n:
+    backend/tools/report_population.py): a run directory, a population directory, or the runs
+    of a compare folder (one that holds compare.json). Any other folder is refused: a folder of
+    unrelated runs is no comparison."""
+    from backend.population.store import PopulationStore
     from backend.runs import run_dirs_in
+    from backend.tools.report_population import groups_in, population_group
 
     if (p / "run.db").is_file():
-        return [p]
+        return [p], []
+    if PopulationStore.exists(p):
+        return [], [population_group(p)]
     if (p / "compare.json").is_file():
-        found = run_dirs_in(p)
-        if found:
-            return found
+        found, groups = run_dirs_in(p), groups_in(p)
+        if found or groups:
+            return found, groups
         raise UsageError(f"compare folder {p} holds no runs yet")
-    raise UsageError(f"not an evotui run directory or compare folder: {p} (a run holds run.db, a compare folder "
-                     "compare.json; to compare runs of your own, name each run directory)")
+    raise UsageError(f"not an evotui run directory or compare folder, nor a population: {p} (a run holds run.db, a "
+                     "population population.sqlite, a compare folder compare.json; to compare runs of your own, "
+                     "name each run directory)")
 
 
 def default_report_dir(paths: list[Path]) -> Path:

@@ -1,6 +1,6 @@
 """`evotui compare`: does co-evolution beat a static harness under the same budget?
 
-Five arms from one config and one seed set (`--arms` picks some):
+Five arms from one config and one seed set (`--arms` picks some; they run by default):
 
 - static:          the default harness, evolution off
 - static-expert:   the domain's shipped expert harness (harness/defaults/math_expert.py:
@@ -13,6 +13,9 @@ Five arms from one config and one seed set (`--arms` picks some):
 - control:         static harness, but it spends the coevolve arm's extra
                    rollouts (backtest probes) of the same seed on ordinary
                    training, so a win cannot come from extra compute
+
+and three arms with several runs a seed, run when `--arms` names them: population,
+population-copy and best-of-n (compare_population.py).
 
 Every arm is a normal run directory (openable in the TUI) under OUT/ARM-sSEED.
 A compare over an OUT that already holds finished arms keeps them (resume:
@@ -37,7 +40,11 @@ from backend.config import RunConfig, apply_overrides, config_from_dict, to_dict
 from backend.errors import UsageError
 from backend.harness.loader import default_harness_path
 
+from .compare_population import GROUP_ARMS, SIZE, Unit, group_config, size_of, started, units
+
 ARMS = ("static", "static-expert", "coevolve", "coevolve-expert", "control")
+"""The single-run arms: what a compare runs when `--arms` is not given."""
+ALL_ARMS = ARMS + GROUP_ARMS
 EVOLVING = ("coevolve", "coevolve-expert")
 EXPERT_HARNESSES = {"math": default_harness_path("math_expert"), "code": default_harness_path("code_expert"),
                     "swe": default_harness_path("swe_expert")}
@@ -45,14 +52,15 @@ EXPERT_HARNESSES = {"math": default_harness_path("math_expert"), "code": default
 
 
 def parse_arms(text: str | None) -> list[str]:
-    """`--arms a,b,c` in ARMS order; None or empty: all five."""
+    """`--arms a,b,c` in ALL_ARMS order; None or empty: the five single-run arms."""
     if not text:
         return list(ARMS)
     arms = [a.strip() for a in text.split(",") if a.strip()]
-    unknown = [a for a in arms if a not in ARMS]
+    unknown = [a for a in arms if a not in ALL_ARMS]
     if unknown or not arms:
-        raise UsageError(f"--arms: unknown arm(s) {', '.join(unknown) or '(none)'}; choose from {', '.join(ARMS)}")
-    return [a for a in ARMS if a in arms]
+        raise UsageError(f"--arms: unknown arm(s) {', '.join(unknown) or '(none)'}; "
+                         f"choose from {', '.join(ALL_ARMS)}")
+    return [a for a in ALL_ARMS if a in arms]
 
 
 def check_arms(base: RunConfig, arms: list[str], seeds: list[int], out: Path) -> None:
@@ -72,7 +80,7 @@ def check_arms(base: RunConfig, arms: list[str], seeds: list[int], out: Path) ->
 
 def arm_config(base: dict, arm: str, seed: int, extra_tasks: int = 0) -> RunConfig:
     data = json.loads(json.dumps(base))
-    sets = [f"seed={seed}", f"name={arm}"]
+    sets = [f"seed={seed}", f"name={arm}", "population.size=0"]  # a compare's N is for its population arms
     if arm.endswith("-expert"):
         data["harness"] = str(EXPERT_HARNESSES[data.get("domain", "math").strip()])
     if arm in ("static", "static-expert"):
@@ -132,6 +140,18 @@ def _stopped_on_request(run_dir: Path) -> bool:
     return run is not None and run["status"] == "stopped" and not run["error"]
 
 
+def arm_row(arm: str, seed: int, out: Path, extra: int = 0, codes: dict | None = None,
+            errors: dict | None = None, size: int = 0) -> dict:
+    """One arm and seed's line in compare.json: `_row` for a single-run arm, the reported
+    member's for the arms with several runs (`report_population.group_row`; `size`: their N).
+    `codes` and `errors`: by unit label, the exit codes and errors of this call's processes."""
+    codes, errors = codes or {}, errors or {}
+    if arm in GROUP_ARMS:
+        return group_row(arm, seed, out, codes, errors, size or SIZE)
+    label = f"{arm}-s{seed}"
+    return _row(arm, seed, out / label, extra, codes.get(label), errors.get(label))
+
+
 def _row(arm: str, seed: int, run_dir: Path, extra: int, exit_code: int | None = None,
          error: str | None = None) -> dict:
     """One arm's line in compare.json: its result, how far it got (`complete`: every step), and
@@ -185,7 +205,7 @@ def _write_rows(out: Path, rows: list[dict]) -> list[dict]:
     old = json.loads(path.read_text()) if path.exists() else []
     mine = {(r["arm"], r["seed"]) for r in rows}
     merged = [r for r in old if (r.get("arm"), r.get("seed")) not in mine] + rows
-    merged.sort(key=lambda r: (r["seed"], ARMS.index(r["arm"]) if r["arm"] in ARMS else len(ARMS)))
+    merged.sort(key=lambda r: (r["seed"], ALL_ARMS.index(r["arm"]) if r["arm"] in ALL_ARMS else len(ALL_ARMS)))
     path.write_text(json.dumps(merged, indent=2))
     return merged
 
@@ -245,18 +265,93 @@ def pick_gpu(gpus: list[str], busy: list[str]) -> str | None:
 
 
 def run_args(out: Path, base_d: dict, arm: str, seed: int, extra: int) -> list[str]:
-    """The `evotui run --headless` arguments of one arm's run under OUT: `--resume` where its run
-    directory exists (a rerun goes on from the last checkpoint), else a new run from the arm's
-    config, written to OUT/configs (`--jobs` and `--ray` both launch runs this way)."""
+    """The `evotui run --headless` arguments of a single-run arm's run under OUT: `--resume` where
+    its run directory exists (a rerun goes on from the last checkpoint), else a new run from the
+    arm's config, written to OUT/configs (`--jobs` and `--ray` both launch runs this way; every
+    unit, population arms included: `compare_population.unit_args`)."""
+    return unit_args(out, base_d, units(arm, seed, out, 1)[0], extra)
+
+
+def plan(arms: list[str], seeds: list[int], out: Path, size: int, jobs: int) -> list[Unit]:
+    """Every unit of the grid but the controls, in launch order: the evolving arms first (they run
+    about twice as long, and a long run started last leaves the other slots idle at the end:
+    `--jobs 8` over 15 runs, one wave less), then the populations, then the rest."""
+    first = [a for a in arms if a != "control"]
+    first.sort(key=lambda a: (a not in EVOLVING, a not in GROUP_ARMS[:2]))
+    return [u for arm in first for seed in seeds for u in units(arm, seed, out, size, jobs)]
+
+
+def unit_args(out: Path, base_d: dict, u: Unit, extra: int = 0) -> list[str]:
+    """The `evotui run --headless` arguments of one unit: `--resume` where it was started, else a
+    new run (or population) from its config, written to OUT/configs."""
     from backend.config import to_toml
 
-    run_dir = out / f"{arm}-s{seed}"
-    if (run_dir / "run.db").exists():
-        return ["--resume", str(run_dir)]
-    cfgf = out / "configs" / f"{arm}-s{seed}.toml"
+    if started(u):
+        return ["--resume", str(u.run_dir)]
+    cfg = group_config(base_d, u.arm, u.seed, u.member) if u.arm in GROUP_ARMS else \
+        arm_config(base_d, u.arm, u.seed, extra)
+    cfgf = out / "configs" / f"{u.label}.toml"
     cfgf.parent.mkdir(parents=True, exist_ok=True)
-    cfgf.write_text(to_toml(arm_config(base_d, arm, seed, extra)))
-    return ["--config", str(cfgf), "--run-dir", str(run_dir), "--auto-promote" if arm in EVOLVING else "--supervised"]
+    cfgf.write_text(to_toml(cfg))
+    auto = u.arm in EVOLVING or u.population
+    return ["--config", str(cfgf), "--run-dir", str(u.run_dir), "--auto-promote" if auto else "--supervised"]
+
+
+def unit_gpus(u: Unit, gpus: list[str], busy: list[str]) -> list[str]:
+    """The GPUs a unit is pinned to (CUDA_VISIBLE_DEVICES): a run gets the least busy one, a
+    population its `slots` least busy ones (its coordinator spreads the members over them);
+    empty with 0 or 1 visible GPU."""
+    chosen: list[str] = []
+    for _ in range(u.slots):
+        g = pick_gpu(gpus, busy + chosen)
+        if g is not None and g not in chosen:
+            chosen.append(g)
+    return chosen
+
+
+def finished(u: Unit) -> bool:
+    """The unit's run (or population) finished every step."""
+    if u.population:
+        from .report_population import population_finished
+
+        return population_finished(u.run_dir)
+    return _finished(u.run_dir)
+
+
+def group_row(arm: str, seed: int, out: Path, codes: dict, errors: dict, size: int) -> dict:
+    """One line in compare.json for an arm with several runs a seed: the reported member's final
+    test accuracy with its 95% Wilson interval, and the rollouts every run of the group used
+    (report_population.py; `size`: best-of-n's runs)."""
+    from backend.population.store import PopulationStore
+
+    from .report import collect_run
+    from .report_population import Group, group_record, population_group, test_interval
+
+    d = out / f"{arm}-s{seed}"
+    us = units(arm, seed, out, size)
+    if arm in GROUP_ARMS[:2]:
+        g = population_group(d, arm, seed) if PopulationStore.exists(d) else Group(arm, seed, d, ())
+    else:
+        g = Group(arm, seed, d, tuple(u.run_dir for u in us))
+    labels = [u.label for u in us]
+    row: dict = {"arm": arm, "seed": seed, "run_dir": str(d), "members": len(g.members), "reported": None,
+                 "exit_code": next((codes[x] for x in labels if codes.get(x)), None), "heldout_acc": None,
+                 "heldout_acc_start": None, "test": None, "rollouts_used": 0, "promoted": 0,
+                 "status": "not started", "steps_done": 0, "steps_total": None, "complete": False}
+    if any(started(u) for u in us):
+        r = group_record(g, collect_run)
+        tests = r["test_evals"]
+        row.update(reported=r["member"], heldout_acc=tests[-1]["accuracy"] if tests else None,
+                   heldout_acc_start=tests[0]["accuracy"] if tests else None, test=test_interval(r),
+                   val_acc=r["val_evals"][-1]["accuracy"] if r["val_evals"] else None,
+                   rollouts_used=r["rollouts_used"], train_rollouts=r["train_rollouts"],
+                   search_rollouts=r["search_rollouts"], promoted=len(r["promoted"]), status=r["status"],
+                   steps_done=r["steps_done"], steps_total=r["steps_total"], complete=r["complete"])
+    if not row["complete"]:
+        logs = [u.log for u in us] + sorted((d / "logs").glob("*.log"))
+        row["last_line"] = (next((line for log in logs if (line := _last_line(log))), None)
+                            or next((errors[x] for x in labels if errors.get(x)), None) or "(no output)")
+    return row
 
 
 class Stopping:
@@ -295,8 +390,10 @@ def run_parallel(base: RunConfig, seeds: list[int], out: Path, jobs: int, quiet:
                  arms: list[str] | None = None) -> list[dict]:
     """Like `run_compare`, with runs as parallel `evotui run --headless` processes on one
     machine: every arm but the control first; each seed's control starts when that seed's
-    coevolve arm ends, as its budget depends on its probes. Several visible GPUs: one run
-    per GPU at a time where `jobs` allows (see `pick_gpu`)."""
+    coevolve arm ends, as its budget depends on its probes. A population holds as many of the
+    `jobs` slots as it has members training at once (`Unit.slots`). Several visible GPUs: each
+    run on the GPU with the fewest runs where `jobs` allows (see `pick_gpu`), a population's
+    members spread over its least busy ones (`compare_population.unit_env`)."""
     import subprocess
     import sys
     import time
@@ -307,54 +404,54 @@ def run_parallel(base: RunConfig, seeds: list[int], out: Path, jobs: int, quiet:
     (out / "configs").mkdir(exist_ok=True)
     gpus = visible_gpus()
     base_d = grid_config(base, jobs, gpus, quiet)
+    size = size_of(base)
 
-    def launch(arm: str, seed: int, extra: int, gpu: str | None):
-        args = run_args(out, base_d, arm, seed, extra)
-        env = dict(os.environ, **({"CUDA_VISIBLE_DEVICES": gpu} if gpu is not None else {}))
+    def launch(u: Unit, extra: int, pinned: list[str]):
+        args = unit_args(out, base_d, u, extra)
+        env = dict(os.environ, **({"CUDA_VISIBLE_DEVICES": ",".join(pinned)} if pinned else {}))
         if not gpus and jobs > 1 and "OMP_NUM_THREADS" not in os.environ:
             # CPU runs side by side: a thread pool per core in each would oversubscribe the cores,
             # and OpenMP's spin-waits then slow every run many times over (README, bench --quick)
             env["OMP_NUM_THREADS"] = str(max(1, (os.cpu_count() or 1) // jobs))
-        with open(out / f"{arm}-s{seed}.log", "a") as log:  # the child keeps its own copy
-            if not quiet and gpu is not None:
-                print(f"{arm:<15} seed {seed}: started on GPU {gpu}", flush=True)
+        u.log.parent.mkdir(parents=True, exist_ok=True)
+        with open(u.log, "a") as log:  # the child keeps its own copy
+            if not quiet and pinned:
+                print(f"{_who(u)}: started on GPU {','.join(pinned)}", flush=True)
             return subprocess.Popen([sys.executable, "-m", "evotui", "run", "--headless", "--quiet", *args],
                                     stdout=log, stderr=subprocess.STDOUT, env=env)
 
-    def ended(arm: str, seed: int, how: str) -> None:
+    def ended(u: Unit, how: str) -> None:
         if not quiet:
-            print(f"{arm:<15} seed {seed}: {how}", flush=True)
-        if arm == "coevolve" and "control" in arms:
-            extras[seed] = _extra_tasks(base, out, seed)
-            pending.append(("control", seed))
+            print(f"{_who(u)}: {how}", flush=True)
+        if u.arm == "coevolve" and "control" in arms:
+            extras[u.seed] = _extra_tasks(base, out, u.seed)
+            pending.extend(units("control", u.seed, out, size, jobs))
 
-    first = [a for a in arms if a != "control"]
-    # the evolving arms first: they run about twice as long, and a long run started last
-    # leaves the other slots idle at the end (`--jobs 8` over 15 runs: one wave less)
-    first.sort(key=lambda a: a not in EVOLVING)
-    pending = [(arm, seed) for arm in first for seed in seeds]
+    pending = plan(arms, seeds, out, size, jobs)
     if "control" in arms and "coevolve" not in arms:  # check_arms saw each seed's coevolve finished
         for seed in seeds:
-            ended("coevolve", seed, "finished before")
-    running, extras, codes = [], {}, {}
+            ended(units("coevolve", seed, out, size)[0], "finished before")
+    running: list[tuple] = []  # (process, unit, the GPU of each of its slots)
+    extras: dict[int, int] = {}
+    codes: dict[str, int] = {}
 
     def launch_pending() -> None:
-        while pending and len(running) < jobs:
-            arm, seed = pending.pop(0)
-            if _finished(out / f"{arm}-s{seed}"):  # compare run again over the same --out: kept as is
-                ended(arm, seed, "finished before")
-            else:
-                gpu = pick_gpu(gpus, [g for *_, g in running])
-                proc = launch(arm, seed, extras.get(seed, 0) if arm == "control" else 0, gpu)
-                running.append((proc, arm, seed, gpu))
+        while pending and sum(u.slots for _, u, _ in running) + pending[0].slots <= jobs:
+            u = pending.pop(0)
+            if finished(u):  # compare run again over the same --out: kept as is
+                ended(u, "finished before")
+                continue
+            pinned = unit_gpus(u, gpus, [g for *_, busy in running for g in busy])
+            proc = launch(u, extras.get(u.seed, 0) if u.arm == "control" else 0, pinned)
+            running.append((proc, u, [pinned[i % len(pinned)] for i in range(u.slots)] if pinned else []))
 
     def reap() -> None:
         for item in list(running):
-            proc, arm, seed, _ = item
+            proc, u, _ = item
             if proc.poll() is not None:
                 running.remove(item)
-                codes[(arm, seed)] = proc.returncode
-                ended(arm, seed, f"exit {proc.returncode}")
+                codes[u.label] = proc.returncode
+                ended(u, f"exit {proc.returncode}")
 
     with Stopping() as stopping:
         while running or (pending and not stopping.requested):
@@ -369,9 +466,14 @@ def run_parallel(base: RunConfig, seeds: list[int], out: Path, jobs: int, quiet:
                     proc.send_signal(signal.SIGTERM)
             reap()
             time.sleep(0.5)
-    rows = [_row(arm, seed, out / f"{arm}-s{seed}", extras.get(seed, 0) if arm == "control" else 0,
-                 codes.get((arm, seed))) for seed in seeds for arm in arms]
+    rows = [arm_row(arm, seed, out, extras.get(seed, 0) if arm == "control" else 0, codes, size=size)
+            for seed in seeds for arm in arms]
     return _write_rows(out, rows)
+
+
+def _who(u: Unit) -> str:
+    """A unit in printed lines: `coevolve        seed 0`, `best-of-n       seed 0 r1`."""
+    return f"{u.arm:<15} seed {u.seed}" + (f" {u.run_dir.name}" if u.arm == "best-of-n" else "")
 
 
 def run_compare(base: RunConfig, seeds: list[int], out: Path, quiet: bool = False,
@@ -381,37 +483,74 @@ def run_compare(base: RunConfig, seeds: list[int], out: Path, quiet: bool = Fals
     stop the others; its row says how far it got and why (see `failures`). A stop request
     (SIGTERM, Ctrl-C: `Stopping`) stops the run it reaches at its next step boundary, and the
     grid with it."""
-    from backend import runs
-    from backend.errors import EvoError
-
     arms = arms or list(ARMS)
     check_arms(base, arms, seeds, out)
     out.mkdir(parents=True, exist_ok=True)
     base_d = to_dict(base)
+    size = size_of(base)
     reached: dict[tuple[str, int], dict] = {}
     with Stopping() as stopping:  # between runs; during one, the run's own handler stops it
         for seed, arm in ((seed, arm) for seed in seeds for arm in arms):  # ARMS order: coevolve before control
             if stopping.requested:
                 break
             extra = _extra_tasks(base, out, seed) if arm == "control" else 0
-            run_dir = out / f"{arm}-s{seed}"
-            error = None
-            try:
-                if _finished(run_dir):  # compare run again over the same --out: only unfinished arms go on
-                    pass
-                elif (run_dir / "run.db").exists():
-                    runs.resume(run_dir, quiet=quiet)
-                else:
-                    runs.start(arm_config(base_d, arm, seed, extra), run_dir, quiet=quiet)
-            except Exception as e:  # a stopped or crashed arm is a row with its reason; the grid goes on
-                error = e.cli_line() if isinstance(e, EvoError) else f"{type(e).__name__}: {e}"
-            reached[(arm, seed)] = r = _row(arm, seed, run_dir, extra, error=error)
+            errors: dict[str, str] = {}
+            for u in units(arm, seed, out, size):
+                if stopping.requested:
+                    break
+                if error := _run_unit(u, base_d, out, extra, quiet, stopping):
+                    errors[u.label] = error
+                if _stopped_on_request(u.run_dir):  # the signal reached the run: the grid stops with it
+                    stopping.requested = True
+            reached[(arm, seed)] = r = arm_row(arm, seed, out, extra, errors=errors, size=size)
             if not quiet:
                 acc = [f"{v:.3f}" if v is not None else "n/a" for v in (r["heldout_acc"], r["heldout_acc_start"])]
                 how = (f"held-out {acc[0]} (start {acc[1]})" if r["complete"]
                        else f"{r['status']} at step {r['steps_done']}: {r['last_line']}")
                 print(f"{arm:<15} seed {seed}: {how}", flush=True)
-            if _stopped_on_request(run_dir):  # the signal reached the run: the grid stops with it
-                stopping.requested = True
-    rows = [reached.get((arm, seed)) or _row(arm, seed, out / f"{arm}-s{seed}", 0) for seed in seeds for arm in arms]
+    rows = [reached.get((arm, seed)) or arm_row(arm, seed, out, size=size) for seed in seeds for arm in arms]
     return _write_rows(out, rows)
+
+
+def _run_unit(u: Unit, base_d: dict, out: Path, extra: int, quiet: bool, stopping: Stopping) -> str | None:
+    """Run (or resume) one unit to its end in this process (a population: its coordinator as a
+    child process, sent SIGTERM on a stop request); returns the error that ended it, if any."""
+    from backend import runs
+    from backend.errors import EvoError
+
+    try:
+        if finished(u):  # compare run again over the same --out: only unfinished arms go on
+            return None
+        if u.population:
+            return _run_child(u, unit_args(out, base_d, u), quiet, stopping)
+        if started(u):
+            runs.resume(u.run_dir, quiet=quiet)
+        elif u.arm == "best-of-n":
+            runs.start(group_config(base_d, u.arm, u.seed, u.member), u.run_dir, quiet=quiet)
+        else:
+            runs.start(arm_config(base_d, u.arm, u.seed, extra), u.run_dir, quiet=quiet)
+    except Exception as e:  # a stopped or crashed arm is a row with its reason; the grid goes on
+        return e.cli_line() if isinstance(e, EvoError) else f"{type(e).__name__}: {e}"
+    return None
+
+
+def _run_child(u: Unit, args: list[str], quiet: bool, stopping: Stopping) -> str | None:
+    """`evotui run --headless ARGS` as a child process, its output to the unit's log; a stop
+    request is passed on as SIGTERM (the child saves its state and ends)."""
+    import subprocess
+    import sys
+    import time
+
+    u.log.parent.mkdir(parents=True, exist_ok=True)
+    with open(u.log, "a") as log:
+        proc = subprocess.Popen([sys.executable, "-m", "evotui", "run", "--headless", "--quiet", *args],
+                                stdout=log, stderr=subprocess.STDOUT)
+    sent = False
+    while proc.poll() is None:
+        if stopping.requested and not sent:
+            proc.send_signal(signal.SIGTERM)
+            sent = True
+        time.sleep(0.5)
+    if proc.returncode and not sent:
+        return f"exit {proc.returncode}" + (f" (killed by signal {-proc.returncode})" if proc.returncode < 0 else "")
+    return None

@@ -27,12 +27,16 @@ from backend.store import Store, loads
 
 from .report_gate import gate_facts, gate_lines
 from .report_invariance import invariance_lines
+from .report_population import best_of_n_lines, contrast_lines, contrast_text, lineage_lines, population_json
 from .report_search import search_facts, search_lines
 from .report_stats import (arm_stats, budget_facts, incomplete_line, paired, progress_facts, stats_lines,
                            stats_text)
 
 COLORS = {"static": "#888888", "coevolve": "#1f77b4", "control": "#ff7f0e", "static-expert": "#2ca02c",
-          "coevolve-expert": "#9467bd"}
+          "coevolve-expert": "#9467bd", "population": "#d62728", "population-copy": "#8c564b",
+          "best-of-n": "#17becf"}
+PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#17becf")
+"""Colours of series that are not arms (a population's members), in order."""
 
 
 def _arm(store: Store) -> str:
@@ -40,15 +44,29 @@ def _arm(store: Store) -> str:
     return cfg.get("name") or ("coevolve" if cfg.get("evolve", {}).get("enabled") else "static")
 
 
-def collect(run_dirs: list[Path]) -> dict[str, list[dict]]:
+def collect(run_dirs: list[Path], groups: list | None = None) -> dict[str, list[dict]]:
+    """{arm: [one record per run]}; each of `groups` (several runs a seed: a population, best-of-n;
+    report_population.py) adds one record, its reported member's, to its arm."""
     arms: dict[str, list[dict]] = {}
     for d in run_dirs:
-        s = Store.open(d, readonly=True)
+        r = collect_run(d)
+        arms.setdefault(r["arm"], []).append(r)
+    if groups:
+        from .report_population import group_record
+
+        for g in groups:
+            arms.setdefault(g.arm, []).append(group_record(g, collect_run))
+    return arms
+
+
+def collect_run(d: Path) -> dict:
+    """What the report reads of one run."""
+    s = Store.open(d, readonly=True)
+    try:
         run = s.run()
-        gate = gate_facts(s)
-        arms.setdefault(_arm(s), []).append({
-            "dir": str(d), "arm": _arm(s), "seed": run["seed"], **progress_facts(s), **gate, **budget_facts(s),
-            "profile": loads(run["config_json"], {}).get("profile") or "",
+        return {
+            "dir": str(d), "arm": _arm(s), "seed": run["seed"], **progress_facts(s), **gate_facts(s),
+            **budget_facts(s), "profile": loads(run["config_json"], {}).get("profile") or "",
             "steps": s.step_series(),
             "promoted": s.promotions_with_backtests(),
             "blocked": s.blocked_by_validity(),
@@ -56,9 +74,9 @@ def collect(run_dirs: list[Path]) -> dict[str, list[dict]]:
             "skills": s.skill_summaries(),
             "audit": _audit(s),
             "search": search_facts(s),
-        })
+        }
+    finally:
         s.close()
-    return arms
 
 
 def _audit(s: Store) -> dict | None:
@@ -104,7 +122,7 @@ def svg_plot(series: dict[str, list[tuple]], title: str, ylabel: str, w: int = 6
         x = x0 + (x1 - x0) * k / 4
         out.append(f'<text x="{sx(x)}" y="{h - B + 14}" text-anchor="middle">{x:.0f}</text>')
     for i, (arm, s) in enumerate(series.items()):
-        c = COLORS.get(arm, ["#2ca02c", "#d62728", "#9467bd"][i % 3])
+        c = COLORS.get(arm, PALETTE[i % len(PALETTE)])
         if len(s) > 1:
             band = ([f"{sx(p[0]):.1f},{sy(p[3]):.1f}" for p in s]
                     + [f"{sx(p[0]):.1f},{sy(p[2]):.1f}" for p in reversed(s)])
@@ -163,10 +181,13 @@ def incomplete_lines(everything: dict[str, list[dict]], include_incomplete: bool
             *([f"- **{incomplete_line(r)}** (`{r['dir']}`)" for r in left] or ["- none"]), ""]
 
 
-def write_report(run_dirs: list[Path], out: Path, include_incomplete: bool = False) -> tuple[Path, str]:
+def write_report(run_dirs: list[Path], out: Path, include_incomplete: bool = False,
+                 groups: list | None = None) -> tuple[Path, str]:
     """Write OUT/report.md and plots; return (path, plain-text summary). Runs that did not finish
-    all their steps are listed apart and, unless `include_incomplete`, left out of the means."""
-    everything = collect(run_dirs)
+    all their steps are listed apart and, unless `include_incomplete`, left out of the means.
+    `groups`: arms x seeds with several runs (populations, best-of-n: report_population.py)."""
+    groups = groups or []
+    everything = collect(run_dirs, groups)
     arms = counted(everything, include_incomplete)
     missing = {arm: sum(not r["complete"] for r in runs) for arm, runs in everything.items()}
     out.mkdir(parents=True, exist_ok=True)
@@ -191,7 +212,7 @@ def write_report(run_dirs: list[Path], out: Path, include_incomplete: bool = Fal
                   f"{_fmt(t['final_min'])} | {_fmt(t['final_max'])} | {_fmt(t['val_final_mean'])} | "
                   f"{_fmt(t['dead_mean'])} | {t['promoted']} | {t['repeated']} | {t['inconclusive']} | "
                   f"{t['skipped']} | {t['blocked']} |")
-    md += [""] + incomplete_lines(everything, include_incomplete) + stats_lines(arms)
+    md += [""] + incomplete_lines(everything, include_incomplete) + stats_lines(arms) + contrast_lines(arms)
     profiles = sorted({f"{arm}: {r['profile'] or 'none'}" for arm, runs in arms.items() for r in runs})
     md += ["Profiles (backend/profiles.py): " + "; ".join(profiles), ""]
     md += ["![test](test.svg)", "", "![validation](validation.svg)", "", "![dead groups](dead_groups.svg)", "",
@@ -209,7 +230,8 @@ def write_report(run_dirs: list[Path], out: Path, include_incomplete: bool = Fal
                 md.append(f"- **{arm} s{r['seed']}** #{i['id']} `{i['kind']}` {i['title'] or ''} "
                           f"(status {i['status']}, step {i['promoted_step']}): {i['hypothesis'] or ''} "
                           f"Backtest: {i.get('bt_verdict') or 'n/a'} {keys}")
-    md += ["", "## Blocked by validity diagnostics", ""]
+    md += [""] + lineage_lines(groups, out, svg_plot) + best_of_n_lines(groups, collect_run)
+    md += ["## Blocked by validity diagnostics", ""]
     blocked = [(arm, r, i) for arm, runs in arms.items() for r in runs for i in r["blocked"]]
     md += ([f"- **{arm} s{r['seed']}** #{i['id']} {i['title'] or ''}: {i['reason']}" for arm, r, i in blocked]
            or ["- none"])
@@ -237,8 +259,9 @@ def write_report(run_dirs: list[Path], out: Path, include_incomplete: bool = Fal
     path.write_text("\n".join(md) + "\n")
     extra = {t["arm"]: t for t in arm_stats(arms)}
     diffs = {d["arm"]: d for d in paired(arms)}
-    rows = [dict(t, stats=extra[t["arm"]], vs_static_expert=diffs.get(t["arm"]), incomplete=missing[t["arm"]])
-            for t in table]
+    pops = population_json(arms)
+    rows = [dict(t, stats=extra[t["arm"]], vs_static_expert=diffs.get(t["arm"]), incomplete=missing[t["arm"]],
+                 **pops[t["arm"]]) for t in table]
     (out / "report.json").write_text(json.dumps(rows, indent=2))
     names = {t["arm"]: _arm_cell(t["arm"], missing[t["arm"]], include_incomplete) for t in table}
     width = max([15, *map(len, names.values())])  # `coevolve-expert`: the longest arm name
@@ -250,7 +273,8 @@ def write_report(run_dirs: list[Path], out: Path, include_incomplete: bool = Fal
                     f"{_fmt(t['dead_mean'], '{:.2f}')}  {t['promoted']:>8} {t['repeated']:>8} {t['blocked']:>7}")
     left = [f"INCOMPLETE {incomplete_line(r)}" + ("" if include_incomplete else " (not counted)")
             for runs in everything.values() for r in runs if not r["complete"]]
-    return path, "\n".join(text + [""] + stats_text(arms) + ([""] + left if left else []))
+    pop = contrast_text(arms)
+    return path, "\n".join(text + [""] + stats_text(arms) + ([""] + pop if pop else []) + ([""] + left if left else []))
 
 
 def _arm_cell(arm: str, missing: int, included: bool) -> str:
