@@ -53,13 +53,14 @@ def _parser() -> argparse.ArgumentParser:
     _report_to_arg(r)
     _profile_arg(r)
     o = sub.add_parser("open", help="open a run in the TUI")
-    o.add_argument("run_dir", help="the run directory (running, stopped or finished)")
+    o.add_argument("run_dir", help="the run directory (running, stopped or finished), or a population directory")
     sub.add_parser("runs", help="list runs")
     for verb in ("approve", "veto"):
         c = sub.add_parser(verb, help=f"{verb} an intervention of a run (checked at once, applied by the "
                            "engine between two steps)")
-        c.add_argument("run_dir", help="the run directory")
-        c.add_argument("id", type=int, help="the intervention's number (evotui open RUN_DIR, screen 4)")
+        c.add_argument("run_dir", help="the run directory, or a population directory (its moves)")
+        c.add_argument("id", type=int, help="the intervention's number (evotui open RUN_DIR, screen 4), or a "
+                       "population's move number (evotui open POP)")
         if verb == "veto":
             c.add_argument("--reason", required=True, help="why (required; recorded with the intervention)")
         else:
@@ -231,6 +232,10 @@ def _dispatch(args) -> int:
     if args.cmd == "run":
         return _run(args)
     if args.cmd == "open":
+        if _population_dir(args.run_dir):
+            from evotui.components.population_app import PopulationApp
+
+            return PopulationApp(_population_dir(args.run_dir)).run() or 0
         from evotui.launch import open_tui
 
         return open_tui(_run_dir(args.run_dir))
@@ -257,6 +262,12 @@ def _dispatch(args) -> int:
 
         return bench(args.rest, quick=args.quick)
     return 2
+
+
+def _population_dir(path: str) -> Path | None:
+    """The population directory `path` names (it holds population.sqlite), else None."""
+    p = Path(path).expanduser()
+    return p if (p / "population.sqlite").is_file() else None
 
 
 def _run_dir(path: str) -> Path:
@@ -402,6 +413,8 @@ def _command(args) -> int:
     from backend.commands import check
     from backend.store import Store
 
+    if args.cmd in ("approve", "veto") and _population_dir(args.run_dir):
+        return _population_decision(args)
     store = Store.open(_run_dir(args.run_dir), create=False, busy_s=SHELL_BUSY_S)
     try:
         arg: dict = {}
@@ -416,6 +429,18 @@ def _command(args) -> int:
         store.close()
     when = "at its next checkpoint" if args.cmd in ("pause", "stop") else "between two steps"
     print(f"command {cid} queued: {args.cmd}; the engine applies it {when}")
+    return 0
+
+
+def _population_decision(args) -> int:
+    """approve / veto POP ID: a pending explore move of a supervised population (the coordinator
+    applies an approved one at its next segment boundary)."""
+    from backend.population import decisions
+
+    if args.cmd == "approve" and (args.inconclusive or args.rebase):
+        raise UsageError("--inconclusive and --rebase are for a run's interventions, not a population's moves")
+    pop = _population_dir(args.run_dir)
+    print((decisions.approve if args.cmd == "approve" else decisions.veto)(pop, args.id))
     return 0
 
 

@@ -286,15 +286,16 @@ def unit_args(out: Path, base_d: dict, u: Unit, extra: int = 0) -> list[str]:
     new run (or population) from its config, written to OUT/configs."""
     from backend.config import to_toml
 
+    jobs = ["--jobs", str(u.slots)] if u.population else []  # its members training at once
     if started(u):
-        return ["--resume", str(u.run_dir)]
+        return ["--resume", str(u.run_dir), *jobs]
     cfg = group_config(base_d, u.arm, u.seed, u.member) if u.arm in GROUP_ARMS else \
         arm_config(base_d, u.arm, u.seed, extra)
     cfgf = out / "configs" / f"{u.label}.toml"
     cfgf.parent.mkdir(parents=True, exist_ok=True)
     cfgf.write_text(to_toml(cfg))
     auto = u.arm in EVOLVING or u.population
-    return ["--config", str(cfgf), "--run-dir", str(u.run_dir), "--auto-promote" if auto else "--supervised"]
+    return ["--config", str(cfgf), "--run-dir", str(u.run_dir), "--auto-promote" if auto else "--supervised", *jobs]
 
 
 def unit_gpus(u: Unit, gpus: list[str], busy: list[str]) -> list[str]:

@@ -86,7 +86,7 @@ class PopulationView:
 def read_population(pop_dir: Path) -> PopulationView:
     """The population under `pop_dir` now (StoreError if there is none)."""
     pop_dir = Path(pop_dir)
-    ps = PopulationStore.open(pop_dir)
+    ps = PopulationStore.open(pop_dir, readonly=True)
     try:
         population, members, events, scores = ps.population(), ps.members(), ps.events(), ps.scores()
     finally:

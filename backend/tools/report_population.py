@@ -34,6 +34,8 @@ from .compare_population import GROUP_ARMS, MODES
 from .population_view import PopulationView, read_population
 from .report_gate import _effect_line, _verdicts, test_vs
 
+FINISHED = ("finished", "done")
+"""A population's status once it ran every step (the coordinator writes `finished`)."""
 CONTRASTS = (("population", "best-of-n"), ("population", "population-copy"))
 """(arm, baseline): the population against best-of-N static and against selection alone."""
 
@@ -71,7 +73,7 @@ def groups_in(folder: Path) -> list[Group]:
 
 def population_group(pop_dir: Path, arm: str | None = None, seed: int | None = None) -> Group:
     """A population directory as a group; its arm from its mode (`evotui report POP`)."""
-    ps = PopulationStore.open(pop_dir)
+    ps = PopulationStore.open(pop_dir, readonly=True)
     try:
         pop, members = ps.population(), ps.members()
     finally:
@@ -87,12 +89,12 @@ def _member_index(d: Path) -> int:
 
 
 def population_finished(pop_dir: Path) -> bool:
-    """The population ran every step (its coordinator marked it done)."""
+    """The population ran every step (its coordinator marked it finished)."""
     if not PopulationStore.exists(pop_dir):
         return False
-    ps = PopulationStore.open(pop_dir)
+    ps = PopulationStore.open(pop_dir, readonly=True)
     try:
-        return ps.population().status == "done"
+        return ps.population().status in FINISHED
     finally:
         ps.close()
 
@@ -158,12 +160,12 @@ def _group_status(g: Group, records: list[dict | None]) -> tuple[str, bool]:
     """(status, complete): a population's own status (done: complete); best-of-n is finished when
     every run is complete, else the first unfinished run's status."""
     if g.population:
-        ps = PopulationStore.open(g.dir)
+        ps = PopulationStore.open(g.dir, readonly=True)
         try:
             status = ps.population().status
         finally:
             ps.close()
-        return ("finished" if status == "done" else status), status == "done"
+        return ("finished" if status in FINISHED else status), status in FINISHED
     left = [r for r in records if r is None or not r["complete"]]
     if not left:
         return "finished", True
