@@ -24,6 +24,8 @@ from pathlib import Path
 
 import torch
 
+from backend import curriculum_rule
+from backend import dead_groups
 from backend import evolve_hooks as hooks
 from backend.config import RunConfig
 from backend.dispatch import Control, StopRequested
@@ -43,8 +45,8 @@ from backend.policy.grpo import GRPOTrainer, Sample
 from backend.policy.interrupt import watch as watch_layers
 from backend.policy.load import load_fast_policy
 from backend.policy.model import chat_ids, task_prompts
-from backend.rollout import (Scored, agreement, diagnosis_rows, from_episode, from_generation, group_stats,
-                             rollout_row, score_all, turn_rows)
+from backend.rollout import (TRUNCATED, Scored, agreement, diagnosis_rows, from_episode, from_generation,
+                             group_stats, rollout_row, score_all, turn_rows)
 from backend.store import Store, dumps, now
 from backend.store.reader import harness_code_known
 from backend.progress import StepProgress
@@ -182,11 +184,15 @@ class Engine:
 
     # ------------------------------------------------------------ rollouts
     def collect(self, tasks, harness: Harness, group_size: int, greedy: bool = False,
-                max_new_tokens: int | None = None, dist=None, progress=None) -> tuple[list[Scored], dict]:
+                max_new_tokens: int | None = None, dist=None, progress=None, groups: list[int] | None = None,
+                prefixes: dict[str, list[int]] | None = None) -> tuple[list[Scored], dict]:
         """Generate `group_size` rollouts per task and score them under `harness`.
         `dist`: the data-parallel ranks (backend/ddp) that generate, judge and score the
         single-turn rollouts in shares; this process then applies the harness to the whole batch.
-        `progress`: a training step's (multi-turn episodes count their generation batches on it)."""
+        `progress`: a training step's (multi-turn episodes count their generation batches on it).
+        `groups`: the group index of each task (default 0, 1, ...); `prefixes`: hint token ids by
+        task id, placed at the start of those tasks' answers and masked from the loss
+        (backend/dead_groups.py; training redraws only)."""
         s = harness.sampling
         temp = 0.0 if greedy else float(s.get("temperature", 1.0))
         top_p = float(s.get("top_p", 1.0))
@@ -194,19 +200,24 @@ class Engine:
         t0 = time.perf_counter()
         items: list[Scored] = []
         worker, times = None, {}
+        gids = list(groups) if groups is not None else list(range(len(tasks)))
+        generate = self.generate_fn
+        if prefixes:
+            contexts = {tuple(self.chat_ids_fn(harness.messages(t))): prefixes[t.id] for t in tasks if t.id in prefixes}
+            generate = dead_groups.prefixed(self.generate_fn, contexts, self.lm.tokenizer.decode)
         if getattr(self.env, "multi_turn", False):
             copies = [t for t in tasks for _ in range(group_size)]
-            gen = self._counted(self.generate_fn, progress)
+            gen = self._counted(generate, progress)
             episodes = self.env.run_episodes(copies, gen, self.chat_ids_fn, harness,
                                              sampling={"temperature": 0.0} if greedy else None)
             for k, (task, ep) in enumerate(zip(copies, episodes)):
                 msgs = harness.messages(task)
                 pids = self.chat_ids_fn(msgs)
-                items.append(from_episode(ep, task, k // group_size, k % group_size,
+                items.append(from_episode(ep, task, gids[k // group_size], k % group_size,
                                           self.lm.tokenizer.decode(pids), pids))
         else:
             slots = []
-            for g, task in enumerate(tasks):
+            for g, task in zip(gids, tasks):
                 msgs = harness.messages(task)
                 slots += [(g, i, task, msgs) for i in range(group_size)]
             if dist is not None:  # prompted, judged and scored where generated; `times`: how rank 0 spent it
@@ -214,8 +225,10 @@ class Engine:
                 times = dist.times
             else:
                 prompts = task_prompts(self.lm.tokenizer, slots)
-                gens = self.generate_fn([p[4] for p in prompts], mnt, temp, top_p)
+                gens = generate([p[4] for p in prompts], mnt, temp, top_p)
                 items = [from_generation(p, gen) for p, gen in zip(prompts, gens)]
+        if prefixes:
+            dead_groups.mask_prefixes(items, {t: len(p) for t, p in prefixes.items()})
         gen_ms = (time.perf_counter() - t0) * 1000
         for it in items:
             it.gen_ms = gen_ms / max(len(items), 1)
@@ -251,10 +264,13 @@ class Engine:
             self.ensure_disk_room()
         t_start = time.perf_counter()
         rng = self.seed_step(step)
-        tasks = self.env.sample_tasks(self.cfg.train.tasks_per_step, rng, self.harness.curriculum)
+        curriculum, plan = curriculum_rule.for_step(self.store, self.env, self.harness.curriculum, step)
+        tasks = self.env.sample_tasks(self.cfg.train.tasks_per_step, rng, curriculum)
         progress.phase("generate")
         items, times = self.collect(tasks, self.harness, self.cfg.train.group_size, dist=self.dist,
                                     progress=progress)
+        moved = self.step_moves(step, tasks, items, plan, progress)
+        items = moved.pop("items")
         progress.phase("filter")
         gstats = group_stats(items, self.harness)
         progress.phase("train")
@@ -279,7 +295,8 @@ class Engine:
         turns = [turn_rows(s) for s in items]
         step_row = {
             "step": step, "created_at": now(), "harness_version": self.harness_version,
-            "policy_version": self.policy_version, "n_rollouts": len(items),  # the saved one's, if any
+            "policy_version": self.policy_version,  # the saved one's, if any
+            "n_rollouts": moved["dead_groups"]["drawn"] if "dead_groups" in moved else len(items),
             **gstats, "entropy": tstats["entropy"], "loss": tstats["loss"], "kl": tstats["kl"],
             "clip_frac": tstats["clip_frac"], "grad_norm": tstats["grad_norm"], "tokens": n_tok,
             "tokens_per_s": n_tok / max(times["gen_ms"] / 1000, 1e-9), "gen_ms": times["gen_ms"],
@@ -288,7 +305,8 @@ class Engine:
             "metrics_json": dumps({"trained_sequences": len(samples), "ckpt_ms": (time.perf_counter() - t0) * 1000,
                                    **self.batch_shapes(trained=bool(samples)),
                                    **({"wait_ms": times["wait_ms"]} if "wait_ms" in times else {}),
-                                   "reward_terms": reward_term_means([s.components for s in items])}),
+                                   "reward_terms": reward_term_means([s.components for s in items]),
+                                   "truncated": sum(s.finish in TRUNCATED for s in items), **moved}),
         }
         t0 = time.perf_counter()
         saved = self.store.commit_step(step_row, rows, diags, turns, new_pv).policy_version
@@ -299,6 +317,30 @@ class Engine:
             retention.prune(self.run_dir, self.store, self.cfg.train.keep_checkpoints)
         step_row["store_ms"] = store_ms
         return step_row
+
+    def step_moves(self, step: int, tasks, items: list[Scored], plan: dict | None, progress) -> dict:
+        """The moves on dead groups a training step's harness asks for (backend/dead_groups.py),
+        and the curriculum rule's record (backend/curriculum_rule.py): {"items": what the step
+        trains on, and the step metrics that say what was done}. Nothing when neither is on."""
+        out: dict = {"items": items}
+        if plan is not None:
+            tally, unlevelled = curriculum_rule.tally(items, self.env.has_levels)
+            out[curriculum_rule.KEY] = {**plan, "tally": tally, "unlevelled": unlevelled}
+        moves = dead_groups.Moves.of(self.harness.sampling)
+        if not moves.active:
+            return out
+        if self.dist is not None:  # the ranks each train on what they drew: a redraw has no rank
+            self.say("SAMPLING hint / resample_dead are not applied in a data-parallel run", "warn", step)
+            return out
+
+        def draw(ts, gids, round_, prefixes):
+            torch.manual_seed(dead_groups.redraw_seed(self.cfg.seed, step, round_))
+            return self.collect(ts, self.harness, self.cfg.train.group_size, progress=progress, groups=gids,
+                                prefixes=prefixes)[0]
+        references = dead_groups.references(self.env, self.harness.spec.prompt, self.lm.tokenizer)
+        out["items"], revival = dead_groups.revive(items, tasks, moves, draw, references, self.max_new_tokens())
+        out["dead_groups"] = revival.to_dict()
+        return out
 
     def batch_shapes(self, trained: bool = True) -> dict:
         """The batch sizes this step ran with (a step's arithmetic depends on them): the training

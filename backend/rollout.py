@@ -22,6 +22,10 @@ from backend.store.rollouts import join_labels
 from backend.types import Generation, Rollout
 
 
+TRUNCATED = ("length", "tokens", "turns")
+"""Finish reasons of a rollout cut off by its budget (tokens, or an episode's turns)."""
+
+
 @dataclass
 class Scored:
     task: Task
@@ -121,7 +125,7 @@ def group_stats(items: list[Scored], harness: Harness) -> dict:
         "verdict_acc": sum(s.verdict.correct for s in items) / max(len(items), 1),
         "agreement": agreement(rewards, [s.verdict.correct for s in items], harness.weights),
         "mean_completion_tokens": statistics.fmean([len(s.completion_ids) for s in items]) if items else 0.0,
-        "truncated_frac": sum(s.finish in ("length", "tokens", "turns") for s in items) / max(len(items), 1),
+        "truncated_frac": sum(s.finish in TRUNCATED for s in items) / max(len(items), 1),
     }
 
 

@@ -131,6 +131,22 @@ class CodeEnv:
             return rng.sample(pool, n)
         return [rng.choice(pool) for _ in range(n)]
 
+    def reference_solution(self, task: Task, answer_tag: bool = True) -> str | None:
+        """The task's reference solution as an answer (one ```python block), for hints: engine-side
+        only, never sent to the harness. None for an unknown task."""
+        try:
+            solution = problem(task.id).solution
+        except KeyError:
+            return None
+        return f"```python\n{solution.rstrip()}\n```"
+
+    def curriculum_levels(self) -> tuple[int, int]:
+        """The levels CURRICULUM["level"] can take (generated levels; HumanEval tiers)."""
+        return min(codegen.LEVELS), max(codegen.LEVELS)
+
+    def has_levels(self, task: Task) -> bool:
+        return True
+
     def validation_tasks(self, n: int) -> list[Task]:
         """The first n of the frozen validation set (the gate may read it)."""
         if self.source == "generated":

@@ -30,6 +30,56 @@ LEVELS = {
         dict(min_terms=3, max_terms=4, min_digits=1, max_digits=2),
         dict(min_terms=3, max_terms=5, min_digits=2, max_digits=3),
     ],
+    # Each dataset's own config knobs, from one-step problems a 135M model sometimes solves
+    # (level 0) up to about the dataset's defaults (level 3).
+    "products": [
+        dict(min_terms=2, max_terms=2, min_digits=1, max_digits=1),
+        dict(min_terms=2, max_terms=2, min_digits=1, max_digits=2),
+        dict(min_terms=2, max_terms=2, min_digits=2, max_digits=3),
+        dict(min_terms=2, max_terms=3, min_digits=2, max_digits=5),
+    ],
+    "gcd": [
+        dict(min_numbers=2, max_numbers=2, min_value=1, max_value=12),
+        dict(min_numbers=2, max_numbers=2, min_value=1, max_value=100),
+        dict(min_numbers=2, max_numbers=2, min_value=1, max_value=1000),
+        dict(min_numbers=2, max_numbers=3, min_value=1, max_value=1000),
+    ],
+    "lcm": [
+        dict(min_numbers=2, max_numbers=2, min_value=1, max_value=6),
+        dict(min_numbers=2, max_numbers=2, min_value=1, max_value=30),
+        dict(min_numbers=2, max_numbers=2, min_value=1, max_value=100),
+        dict(min_numbers=2, max_numbers=3, min_value=1, max_value=100),
+    ],
+    "fraction_simplification": [
+        dict(min_value=1, max_value=6, min_factor=2, max_factor=3, styles=("plain",)),
+        dict(min_value=1, max_value=20, min_factor=2, max_factor=10, styles=("plain",)),
+        dict(min_value=1, max_value=100, min_factor=1, max_factor=50, styles=("plain",)),
+        dict(min_value=1, max_value=1000, min_factor=1, max_factor=100),
+    ],
+    "leg_counting": [
+        dict(min_animals=1, max_animals=1, min_instances=1, max_instances=3),
+        dict(min_animals=1, max_animals=2, min_instances=1, max_instances=5),
+        dict(min_animals=2, max_animals=5, min_instances=1, max_instances=10),
+        dict(min_animals=3, max_animals=10, min_instances=1, max_instances=15),
+    ],
+    "decimal_arithmetic": [
+        dict(min_num_decimal_places=1, max_num_decimal_places=1, min_terms=2, max_terms=2, precision=6),
+        dict(min_num_decimal_places=1, max_num_decimal_places=2, min_terms=2, max_terms=3, precision=8),
+        dict(min_num_decimal_places=2, max_num_decimal_places=3, min_terms=2, max_terms=4, precision=10),
+        dict(min_num_decimal_places=3, max_num_decimal_places=3, min_terms=2, max_terms=6, precision=12),
+    ],
+    "decimal_chain_sum": [
+        dict(min_terms=2, max_terms=2, min_digits=1, max_digits=1, min_decimal_places=1, max_decimal_places=1),
+        dict(min_terms=2, max_terms=3, min_digits=1, max_digits=2, min_decimal_places=1, max_decimal_places=2),
+        dict(min_terms=2, max_terms=4, min_digits=1, max_digits=3, min_decimal_places=1, max_decimal_places=3),
+        dict(min_terms=2, max_terms=6, min_digits=1, max_digits=4, min_decimal_places=1, max_decimal_places=4),
+    ],
+    "number_format": [
+        dict(min_num_candidates=2, max_num_candidates=2, min_n=1, max_n=100, max_delta=10.0),
+        dict(min_num_candidates=2, max_num_candidates=3, min_n=100, max_n=100_000, max_delta=10.0),
+        dict(min_num_candidates=2, max_num_candidates=4, min_n=1000, max_n=10_000_000, max_delta=10.0),
+        dict(min_num_candidates=2, max_num_candidates=5, min_n=1000, max_n=1_000_000_000, max_delta=10.0),
+    ],
 }
 
 
@@ -135,6 +185,31 @@ class MathEnv:
             avoid = {t.question for t in self.validation_tasks(n_val)}
             cache[key] = self._frozen(self.heldout_seed + self.TEST_SEED_OFFSET, n, avoid)
         return cache[key]
+
+    def reference_solution(self, task: Task, answer_tag: bool = True) -> str | None:
+        """What a hint shows the start of (engine-side only, never sent to the harness): the
+        dataset's worked solution where reasoning-gym's entry has one (`answer_cot`), else the
+        final answer in the harness's answer format (`<answer>..</answer>` when its prompt asks
+        for the tag). None for a task without an answer.
+
+        >>> MathEnv.reference_solution(None, Task("t", "math", "1+1", "2"))
+        '<answer>2</answer>'
+        """
+        worked = task.meta.get("answer_cot")
+        if isinstance(worked, str) and worked.strip():
+            final = f"<answer>{task.answer}</answer>" if answer_tag else str(task.answer)
+            return f"{worked.strip()}\n{final}"
+        if task.answer is None:
+            return None
+        return f"<answer>{task.answer}</answer>" if answer_tag else str(task.answer)
+
+    def curriculum_levels(self) -> tuple[int, int]:
+        """The levels CURRICULUM["level"] can take for this run's datasets (0..the most any has)."""
+        return 0, max(len(LEVELS[d]) - 1 for d in self.datasets) if any(d in LEVELS for d in self.datasets) else 0
+
+    def has_levels(self, task: Task) -> bool:
+        """Whether the task's dataset has levels (its groups tell the curriculum rule about the level)."""
+        return task.meta.get("dataset") in LEVELS
 
     def evaluate(self, task: Task, completion: str) -> Verdict:
         try:

@@ -39,6 +39,12 @@ ADVANTAGE_EPS = (0.0, 1e6)
 """Open interval: eps must be above 0 and below 1e6."""
 CURRICULUM_LEVEL = (0, 100)
 DATASET_WEIGHT = (0.0, 1e6)
+HINT = (0.0, 0.9)
+"""Share of a task's reference solution the engine places at the start of an all-wrong group's answers."""
+RESAMPLE_DEAD = (0, 4)
+"""Times the engine draws a dead group again, at most."""
+TARGET_PASS_RATE = (0.0, 1.0)
+"""Half-open: the curriculum rule's target group pass rate is at least 0 and below 1 (0: a fixed level)."""
 
 
 def sha(code: str) -> str:
@@ -140,7 +146,18 @@ def _sampling(s: Any) -> dict[str, Any]:
     lo, hi = MAX_NEW_TOKENS
     _need(isinstance(mnt, int) and not isinstance(mnt, bool) and lo <= mnt <= hi,
           f"SAMPLING max_new_tokens must be an integer in [{lo}, {hi}]")
-    return {"temperature": temperature, "top_p": top_p, "max_new_tokens": mnt}
+    out = {"temperature": temperature, "top_p": top_p, "max_new_tokens": mnt}
+    # the moves on dead groups appear only where the harness names them: a harness without them is
+    # the same data (and the same training) as before they existed
+    if "hint" in s:
+        out["hint"] = _number(s["hint"], "SAMPLING hint", *HINT)
+    if "resample_dead" in s:
+        n = s["resample_dead"]
+        lo, hi = RESAMPLE_DEAD
+        _need(isinstance(n, int) and not isinstance(n, bool) and lo <= n <= hi,
+              f"SAMPLING resample_dead must be an integer in [{lo}, {hi}]")
+        out["resample_dead"] = n
+    return out
 
 
 def _weights(w: Any, rewards: tuple[str, ...]) -> dict[str, float]:
@@ -179,6 +196,11 @@ def _curriculum(c: Any) -> dict[str, Any]:
             d = _plain_dict(v, "CURRICULUM datasets")
             out[k] = {name: _number(x, f"CURRICULUM weight of {name}", *DATASET_WEIGHT) for name, x in d.items()}
             _need(any(x > 0 for x in out[k].values()) or not out[k], "CURRICULUM datasets need a positive weight")
+        elif k == "target_pass_rate":
+            lo, hi = TARGET_PASS_RATE
+            _need(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and lo <= v < hi,
+                  f"CURRICULUM target_pass_rate must be a number in [{lo}, {hi}) (0: a fixed level)")
+            out[k] = float(v)
         elif k == "level":
             _need(isinstance(v, int) and not isinstance(v, bool) and CURRICULUM_LEVEL[0] <= v <= CURRICULUM_LEVEL[1],
                   f"CURRICULUM level must be an integer in [{CURRICULUM_LEVEL[0]}, {CURRICULUM_LEVEL[1]}]")

@@ -118,6 +118,20 @@ class SweEnv:
                 "n_files": len(files), "hidden_total": rec["hidden_total"]}
         return Task(rec["id"], "swe", issue_text(rec, visible), None, meta)
 
+    def reference_solution(self, task: Task, answer_tag: bool = True) -> str | None:
+        """The level's fix as an answer in the one-shot edit format, for hints: engine-side only,
+        never sent to the harness. None for multi-turn levels (no one answer to show the start
+        of) and for a fix that spans lines."""
+        shot = self._shots.get(task.id)
+        return levels.fix_edit(shot) if shot is not None else None
+
+    def curriculum_levels(self) -> tuple[int, int]:
+        """The levels CURRICULUM["level"] can take: the run's `swe.levels`."""
+        return min(self.levels), max(self.levels)
+
+    def has_levels(self, task: Task) -> bool:
+        return True
+
     def is_canary(self, task_id: str) -> bool:
         shot = self._shots.get(task_id)
         return bool(shot and shot.planted)

@@ -161,3 +161,19 @@ if __name__ == "__main__":
     for m in data["mutants"]:
         by_repo[m["repo"]] = by_repo.get(m["repo"], 0) + 1
     print(f"wrote {len(data['mutants'])} mutants to {LEVELS_FILE} (by repo: {by_repo})")
+
+
+def fix_edit(shot: Shot) -> str | None:
+    """The edit that fixes the shot's bug, in the format oneshot.EDIT_DOC asks for: the mutated
+    line, then that line with the mutation reversed. None when the mutation spans lines or the
+    file is not in the prompt."""
+    m = shot.mutation
+    text = shot.shown.get(m.path)
+    if text is None or "\n" in m.new or "\n" in m.old:
+        return None
+    lines = text.splitlines()
+    if not 0 < m.line <= len(lines) or lines[m.line - 1][m.col:m.col + len(m.new)] != m.new:
+        return None
+    bad = lines[m.line - 1]
+    good = bad[:m.col] + m.old + bad[m.col + len(m.new):]
+    return f"```edit\n{m.path}\n<<<<<<< SEARCH\n{bad}\n=======\n{good}\n>>>>>>> REPLACE\n```"
