@@ -21,7 +21,7 @@ from __future__ import annotations
 import math
 import statistics
 import time
-from typing import Any, Sequence, TYPE_CHECKING
+from typing import Any, Mapping, Sequence, TYPE_CHECKING
 
 from backend.harness.loader import Harness, HarnessError
 from backend.harness.semantics import reward_threshold, stored_groups
@@ -32,8 +32,9 @@ from . import interventions as iv
 from . import schedule
 from .interventions import Evidence
 from .records import Scheduled, Status, Verdict
-from .replay import BLOCK_MIN, BLOCK_SHARE, MAX_ROWS, adversarial_check, adversarial_copies, replay, select_rows
-from .replay import judge as judge_replay
+from .replay import BLOCK_MIN, BLOCK_SHARE, MAX_ROWS, Judged, adversarial_check, adversarial_copies, replay
+from .replay import judge as judge_replay, select_rows
+from .rows import RolloutRow
 from .stats import ALPHA, Decision, decide, pair_up, paired_binary, paired_bootstrap, per_unit, replay_rows
 
 
@@ -50,15 +51,15 @@ def fixed_ids(store: Store) -> set[int]:
     return out
 
 
-def _record(store: Store, iid: int, mode: str, n: int, verdict: str, reason: str, metrics: JSON, score: float,
-            t0: float) -> Verdict:
+def _record(store: Store, iid: int, mode: str, n: int, verdict: str, reason: str, metrics: Mapping[str, Any],
+            score: float, t0: float) -> Verdict:
     dec = metrics.get("decision") or {}
     stats = {k: dec.get(k) for k in ("metric", "effect", "ci_low", "ci_high", "p_value", "n")} if dec else {}
     if dec:
         stats["underpowered"] = int(bool(dec.get("underpowered")))
     if "same_update" in metrics:
         stats["same_update"] = int(bool(metrics["same_update"]))
-    bid = store.add_backtest(iid, mode=mode, n_rollouts=n, metrics=metrics, verdict=verdict, reason=reason,
+    bid = store.add_backtest(iid, mode=mode, n_rollouts=n, metrics=dict(metrics), verdict=verdict, reason=reason,
                              ms=(time.perf_counter() - t0) * 1000, stats=stats, score=score)
     iv.transition(store, iid, verdict, reason, backtest_id=bid)
     return Verdict(iid, Status(verdict), reason, score, bid, mode)
@@ -104,30 +105,29 @@ def _replay_all(ctx: EvolveContext, todo: list[tuple[Intervention, Scheduled]]) 
     base_fake = replay([ctx.harness.code], fakes, cfg.backtest_timeout_s)[0] if attacked else None
     out = []
     for (row, entry), res in zip(todo, results[1:]):
-        names = row.names
+        # a second look at an inconclusive candidate spends half the error rate: its two looks
+        # (alpha, then alpha/2) keep a false pass under 1.5 alpha (Bonferroni)
+        looked = entry.look_of
         try:
-            # a second look at an inconclusive candidate spends half the error rate: its two looks
-            # (alpha, then alpha/2) keep a false pass under 1.5 alpha (Bonferroni)
-            looked = entry.look_of
-            verdict, reason, metrics, score = judge_replay(row.kind, names, rows, results[0], res, fixed, cfg.min_gain,
-                                                    cfg.min_effect, alpha=ALPHA / 2 if looked else ALPHA)
-            if verdict == "inconclusive" and metrics.get("same_update"):
-                reason += "; training's update is unchanged on these rollouts (the same rows, the same advantages)"
+            j = judge_replay(row.kind, row.names, rows, results[0], res, fixed, cfg.min_gain, cfg.min_effect,
+                             alpha=ALPHA / 2 if looked else ALPHA)
+            if j.status is Status.INCONCLUSIVE and j.metrics.get("same_update"):
+                j.reason += "; training's update is unchanged on these rollouts (the same rows, the same advantages)"
             if looked:
-                reason = f"second look at #{looked} over {len(rows)} rollouts (alpha {ALPHA / 2}): {reason}"
-            if verdict != "failed" and row.id in attacked:
-                verdict, reason, metrics = _adversarial(base_fake, attacked[row.id], fake_kinds,
-                                                        (verdict, reason, metrics))
-                score = score if verdict != "failed" else 0.0
+                j.reason = f"second look at #{looked} over {len(rows)} rollouts (alpha {ALPHA / 2}): {j.reason}"
+            if j.status is not Status.FAILED and row.id in attacked:
+                verdict, j.reason, j.metrics = _adversarial(base_fake, attacked[row.id], fake_kinds,
+                                                            (j.status.value, j.reason, j.metrics))
+                j.status = Status(verdict)
+                j.score = j.score if j.status is not Status.FAILED else 0.0
         except Exception as e:  # odd replay output (the candidate's constants) fails its candidate only
-            verdict, reason, metrics, score = "failed", f"judging the replay failed: {type(e).__name__}: {e}"[:300], \
-                {}, 0.0
-        metrics["incumbent_version"] = ctx.harness_version
-        out.append(_record(store, row.id, "replay", len(rows), verdict, reason, metrics, score, t0))
+            j = Judged(Status.FAILED, f"judging the replay failed: {type(e).__name__}: {e}"[:300])
+        j.metrics["incumbent_version"] = ctx.harness_version
+        out.append(_record(store, row.id, "replay", len(rows), j.status.value, j.reason, j.metrics, j.score, t0))
     return out
 
 
-def replay_window(ctx: EvolveContext, fixed: list[int]) -> list[JSON]:
+def replay_window(ctx: EvolveContext, fixed: list[int]) -> list[RolloutRow]:
     """The stored rollouts a round replays: the last `evolve.window` steps, widened toward
     `evolve.replay_max_rows` when the power calculation (`stats.replay_rows`, at the window's
     accuracy) asks for more rows than the window holds."""
@@ -143,8 +143,9 @@ def replay_window(ctx: EvolveContext, fixed: list[int]) -> list[JSON]:
     return select_rows(store, ctx.step, max(cfg.window, math.ceil(want / per_step)), fixed, max_rows=want)
 
 
-def _adversarial(base: Any, cand: Any, kinds: list[str], judged: tuple[Any, ...]) -> tuple[str, str, JSON]:
-    """Block a reward that pays perturbed wrong copies more than the incumbent does."""
+def _adversarial(base: Any, cand: Any, kinds: list[str], judged: tuple[str, str, Any]) -> tuple[str, str, Any]:
+    """Block a reward that pays perturbed wrong copies more than the incumbent does: (verdict,
+    reason, metrics) from the `judged` ones, with the per-kind figures in the metrics."""
     verdict, reason, metrics = judged
     if base is None or base.error or cand.error:
         why = (cand.error or (base.error if base else "")) or "no adversarial replay"
@@ -162,7 +163,7 @@ def _adversarial(base: Any, cand: Any, kinds: list[str], judged: tuple[Any, ...]
     return verdict, reason, metrics
 
 
-def _probe_summary(rows: list[JSON], h: Harness) -> JSON:
+def _probe_summary(rows: list[RolloutRow], h: Harness) -> JSON:
     groups = stored_groups(rows)
     thr = reward_threshold(h.weights)
     invalid = [r for r in rows if split_labels(r.get("labels")) & h.validity]
@@ -183,7 +184,7 @@ def _probe_summary(rows: list[JSON], h: Harness) -> JSON:
     }
 
 
-def _probe(ctx: EvolveContext, h: Harness) -> list[JSON]:
+def _probe(ctx: EvolveContext, h: Harness) -> list[RolloutRow]:
     """Rollout rows of `h` (the loop sizes the probe: `evolve_hooks.probe_size`)."""
     assert ctx.policy is not None  # _probe_one fails the candidate first when there is none
     probes = ctx.memo.probes
@@ -223,11 +224,12 @@ def _blocked(new: JSON) -> JSON | None:
     return None
 
 
-def probe_decision(old_rows: list[JSON], new_rows: list[JSON], min_gain: float, min_effect: float,
+def probe_decision(old_rows: list[RolloutRow], new_rows: list[RolloutRow], min_gain: float, min_effect: float,
                    alpha: float = ALPHA) -> Decision:
     """Paired over prompts (the same prompts and sampling seeds in both arms): a prompt's
     accuracy averaged over its rollouts, compared by a seeded bootstrap."""
-    old, new = per_unit(old_rows, "correct"), per_unit(new_rows, "correct")
+    old = per_unit((r.get("task_id"), float(r.get("correct") or 0)) for r in old_rows)
+    new = per_unit((r.get("task_id"), float(r.get("correct") or 0)) for r in new_rows)
     effect = paired_bootstrap(*pair_up(old, new), seed=0, metric="accuracy", alpha=alpha)
     return decide(effect, min_gain, min_effect=min_effect, alpha=alpha)
 
@@ -258,7 +260,7 @@ def _trial_one(ctx: EvolveContext, row: Intervention, cand: Harness, why: str, t
                        {"evidence": "trial", "why_trial": why}, 0.0, t0)
     dec = trial_decision(old_arm, new_arm, ev.min_gain, ev.min_effect)
     m = {"evidence": "trial", "why_trial": why, "trial_steps": ev.trial_steps, "incumbent_version": ctx.harness_version,
-         "decision": dec.to_dict(), "old": _arm_summary(old_arm), "new": _arm_summary(new_arm)}
+         "decision": dec.record(), "old": _arm_summary(old_arm), "new": _arm_summary(new_arm)}
     score = round(dec.effect, 4) if dec.status == "passed" else 0.0
     return _record(store, row.id, "trial", new_arm.rollouts, dec.status,
                    f"trial ({ev.trial_steps} steps, validation): {dec.reason}", m, score, t0)
@@ -306,7 +308,7 @@ def _probe_one(ctx: EvolveContext, row: Intervention, entry: Scheduled) -> Verdi
         return _record(store, row.id, "probe", len(new_rows), "failed", reason, m, 0.0, t0)
     looked = entry.look_of  # a later look spends half the error rate, as in replay
     dec = probe_decision(old_rows, new_rows, ev.min_gain, ev.min_effect, alpha=ALPHA / 2 if looked else ALPHA)
-    m["decision"] = dec.to_dict()
+    m["decision"] = dec.record()
     score = round(dec.effect, 4) if dec.status == "passed" else 0.0
     look = f"later look at #{looked} (alpha {ALPHA / 2}): " if looked else ""
     return _record(store, row.id, "probe", len(new_rows), dec.status, f"probe: {look}{dec.reason}", m, score, t0)

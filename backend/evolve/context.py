@@ -21,7 +21,9 @@ from typing import TYPE_CHECKING, Callable, Protocol
 from backend.config import RunConfig
 from backend.harness.loader import Harness
 from backend.store import Store
-from backend.types import JSON, TrialArm
+from backend.types import TrialArm
+
+from .rows import RolloutRow
 
 
 if TYPE_CHECKING:
@@ -37,7 +39,7 @@ class Policy(Protocol):
         """Whether `trial` may be called (`evolve.trials`; off on the CPU by default)."""
         ...
 
-    def generate(self, harness: Harness, n_tasks: int) -> list[JSON]:
+    def generate(self, harness: Harness, n_tasks: int) -> list[RolloutRow]:
         """Fresh rollouts of the current policy under `harness`, scored by it, as rollout rows
         (not stored): `n_tasks` prompts (or more, where a power calculation asks for more) of a
         group each. Every call of one round draws the same prompts with the same sampling seeds,
@@ -77,7 +79,7 @@ class Memo:
     """What one round computes once and reuses: the probe rollouts per harness sha (the incumbent
     is probed once, not once per candidate) and the trials it has run (`evolve.max_trials`)."""
 
-    probes: dict[str, list[JSON]] = field(default_factory=dict)
+    probes: dict[str, list[RolloutRow]] = field(default_factory=dict)
     trials: int = 0
 
 

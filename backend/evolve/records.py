@@ -18,6 +18,7 @@ from typing import Any, TypedDict
 
 from .failures import FailureRow, RoundMetrics
 from .interventions import Evidence
+from .stats import DecisionRecord
 
 
 class Status(str, Enum):
@@ -82,6 +83,89 @@ class Verdict:
     backtest_id: int | None = None
     mode: str = "replay"
     """What judged it: replay, probe or trial."""
+
+
+class InvalidFigures(TypedDict):
+    """One validity label over the replayed rollouts it flags (under either harness)."""
+
+    n: int
+    high_new: int
+    """Flagged rollouts the candidate scores high..."""
+    high_old: int
+    """...and the incumbent."""
+    examples: list[int]
+    """Ids of flagged rollouts the candidate scores high (at most 8)."""
+
+
+class CopyFigures(TypedDict):
+    """One kind of adversarial copy: the share of copies scored high and their mean reward, per harness."""
+
+    n: int
+    high_old: float
+    high_new: float
+    mean_old: float
+    mean_new: float
+
+
+class Blocked(TypedDict):
+    """What blocked a candidate: the validity label, and ids of rollouts it scored high."""
+
+    label: str
+    examples: list[int]
+
+
+class ReplayMetrics(TypedDict, total=False):
+    """What a replay backtest keeps (its `metrics_json`): each figure for the incumbent (`_old`)
+    and the candidate (`_new`) over the same replayed rollouts (`replay.judge`)."""
+
+    n_rollouts: int
+    n_groups: int
+    agreement_old: float
+    agreement_new: float
+    auc_old: float | None
+    auc_new: float | None
+    dead_frac_old: float
+    dead_frac_new: float
+    kept_frac_old: float
+    kept_frac_new: float
+    kept_dead_frac_old: float
+    kept_dead_frac_new: float
+    kept_agreement_old: float
+    kept_agreement_new: float
+    adv_agreement_old: float
+    adv_agreement_new: float
+    error_share_old: float
+    error_share_new: float
+    diag_error_share_old: float
+    diag_error_share_new: float
+    same_update: bool
+    """Training's update is the incumbent's on these rollouts (`replay.same_update`)."""
+    revived: int
+    """Groups dead under the incumbent that the candidate revives..."""
+    killed: int
+    """...and live ones it kills."""
+    revived_examples: list[list[Any]]
+    invalid: dict[str, InvalidFigures]
+    regressions: list[int]
+    """Rollouts an earlier promotion fixed that the candidate judges wrong again."""
+    fixed_checked: int
+    fixed_ids: list[int]
+    """Rollouts the candidate judges right and the incumbent did not (guarded from then on)."""
+    blocked: Blocked
+    deltas: dict[str, float]
+    """Candidate minus incumbent (dead: incumbent minus candidate), per figure."""
+    decision: DecisionRecord
+    adversarial: dict[str, CopyFigures]
+    incumbent_version: int
+    # a diagnostic's change (`replay.judge`, kind "diagnostic")
+    unlabeled_old: int
+    label: str
+    fires_old: int
+    fires_new: int
+    false_fire_old: float
+    false_fire_new: float
+    newly_labeled: int
+    coverage: float
 
 
 @dataclass(frozen=True)

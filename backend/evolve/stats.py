@@ -33,11 +33,10 @@ from __future__ import annotations
 
 import math
 import random
-from dataclasses import asdict, dataclass, field
+from collections.abc import Hashable, Iterable
+from dataclasses import dataclass, field
 from statistics import NormalDist, fmean
 from typing import Any, Mapping, TypedDict, TypeVar
-
-from backend.types import JSON
 
 
 ALPHA = 0.05
@@ -51,6 +50,22 @@ _N = NormalDist()
 def z(q: float) -> float:
     """The standard normal quantile."""
     return _N.inv_cdf(q)
+
+
+class EffectRecord(TypedDict):
+    """An `Effect` as a backtest's metrics and a skill card keep it (`Effect.record`)."""
+
+    metric: str
+    effect: float
+    ci_low: float
+    ci_high: float
+    p_value: float
+    n: int
+    test: str
+    base: float
+    new: float
+    rollouts: int
+    detail: dict[str, int]
 
 
 @dataclass(frozen=True)
@@ -71,15 +86,19 @@ class Effect:
     """The candidate's mean."""
     rollouts: int = 1
     """Rollouts behind each unit's value (a probe's group size); 1 for a single outcome."""
-    detail: JSON = field(default_factory=dict)
+    detail: dict[str, int] = field(default_factory=dict)
+    """McNemar's table (both, only_new, only_old, neither); empty for a bootstrap."""
 
     @property
     def harmful(self) -> bool:
         """Significantly below zero at ALPHA."""
         return self.n > 0 and self.effect < 0 and self.p_value < ALPHA
 
-    def to_dict(self) -> JSON:
-        return asdict(self)
+    def record(self) -> EffectRecord:
+        """The effect as plain data (every field)."""
+        return {"metric": self.metric, "effect": self.effect, "ci_low": self.ci_low, "ci_high": self.ci_high,
+                "p_value": self.p_value, "n": self.n, "test": self.test, "base": self.base, "new": self.new,
+                "rollouts": self.rollouts, "detail": dict(self.detail)}
 
     def text(self) -> str:
         """`accuracy +0.031 [-0.012, +0.074], p 0.21, n 64`."""
@@ -166,15 +185,20 @@ def paired_bootstrap(a: list[float], b: list[float], seed: int = 0, metric: str 
                   new=fmean(map(float, b)), rollouts=rollouts)
 
 
-def per_unit(rows: list[JSON], key: str, unit: str = "task_id") -> dict[Any, float]:
-    """Mean of `key` per unit (a prompt's rollouts averaged): {unit: mean}."""
-    acc: dict[Any, list[float]] = {}
-    for r in rows:
-        acc.setdefault(r.get(unit), []).append(float(r.get(key) or 0.0))
-    return {u: fmean(v) for u, v in acc.items()}
-
-
+K = TypeVar("K", bound=Hashable)
 V = TypeVar("V")
+
+
+def per_unit(values: Iterable[tuple[K, float]]) -> dict[K, float]:
+    """Mean value per unit (a prompt's rollouts averaged), from (unit, value) pairs.
+
+    >>> per_unit([("a", 1.0), ("a", 0.0), ("b", 1.0)])
+    {'a': 0.5, 'b': 1.0}
+    """
+    acc: dict[K, list[float]] = {}
+    for unit, value in values:
+        acc.setdefault(unit, []).append(value)
+    return {u: fmean(v) for u, v in acc.items()}
 
 
 def pair_up(old: Mapping[Any, V], new: Mapping[Any, V]) -> tuple[list[V], list[V]]:
@@ -184,6 +208,22 @@ def pair_up(old: Mapping[Any, V], new: Mapping[Any, V]) -> tuple[list[V], list[V
 
 
 # ---------------------------------------------------------------- the decision rule
+
+
+class DecisionRecord(TypedDict):
+    """A `Decision` as a backtest's metrics keep it (`Decision.record`): every field."""
+
+    metric: str
+    effect: float
+    ci_low: float
+    ci_high: float
+    p_value: float
+    n: int
+    status: str
+    reason: str
+    underpowered: bool
+    mde: float | None
+    harm: EffectRecord | None
 
 
 class DecisionColumns(TypedDict):
@@ -222,8 +262,12 @@ class Decision:
         return {"metric": self.metric, "effect": self.effect, "ci_low": self.ci_low, "ci_high": self.ci_high,
                 "p_value": self.p_value, "n": self.n, "underpowered": int(self.underpowered)}
 
-    def to_dict(self) -> JSON:
-        return asdict(self)
+    def record(self) -> DecisionRecord:
+        """The decision as plain data, its harm effect included (a backtest's `metrics["decision"]`)."""
+        return {"metric": self.metric, "effect": self.effect, "ci_low": self.ci_low, "ci_high": self.ci_high,
+                "p_value": self.p_value, "n": self.n, "status": self.status, "reason": self.reason,
+                "underpowered": self.underpowered, "mde": self.mde,
+                "harm": self.harm.record() if self.harm is not None else None}
 
 
 def _mde(e: Effect, min_gain: float, alpha: float, power_: float) -> float | None:

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -114,7 +114,7 @@ def group_batch(keys: Sequence[GroupKey], rewards: Sequence[float]) -> list[Grou
     return [Group(key, tuple(ix), is_dead([rewards[i] for i in ix])) for key, ix in members.items()]
 
 
-def stored_groups(rows: Sequence[JSON], reward_key: str = "reward") -> list[Group]:
+def stored_groups(rows: Sequence[Mapping[str, Any]], reward_key: str = "reward") -> list[Group]:
     """The groups of stored `rollouts` rows, keyed (step, group_idx) as training grouped them;
     `reward_key` names the column judged (a replay's summary may judge another)."""
     return group_batch([(r.get("step"), r.get("group_idx")) for r in rows],
@@ -214,7 +214,7 @@ def apply_harness(harness: Applicable, batch: Sequence[Rollout], worker: Harness
     return BatchOut(outs, groups)
 
 
-def rollout_from_row(row: JSON) -> Rollout:
+def rollout_from_row(row: Mapping[str, Any]) -> Rollout:
     """A stored `rollouts` row as the harness sees it, in its training group (step, group_idx)."""
     import json
 
@@ -229,6 +229,6 @@ def rollout_from_row(row: JSON) -> Rollout:
                    meta=task.get("meta") or {}, task_id=row.get("task_id", ""))
 
 
-def batch_from_rows(rows: Sequence[JSON]) -> list[Rollout]:
+def batch_from_rows(rows: Sequence[Mapping[str, Any]]) -> list[Rollout]:
     """Stored rows as a batch, grouped by (step, group_idx) as training grouped them."""
     return [rollout_from_row(r) for r in rows]
