@@ -41,7 +41,8 @@ def test_the_space_covers_every_setting_a_harness_exposes():
         "SAMPLING.temperature", "SAMPLING.top_p", "SAMPLING.max_new_tokens", "REWARD_WEIGHTS.correct",
         "REWARD_WEIGHTS.format", "ADVANTAGE.rule", "ADVANTAGE.std", "ADVANTAGE.eps",
         "FILTERS.drop_truncated", "FILTERS.drop_invalid", "CURRICULUM.level", "CURRICULUM.datasets.basic_arithmetic",
-        "CURRICULUM.datasets.chain_sum", "PROMPT.system"}
+        "CURRICULUM.datasets.chain_sum", "PROMPT.system", "SAMPLING.hint", "SAMPLING.resample_dead",
+        "CURRICULUM.target_pass_rate"}
     # the run's budget is not in the space
     assert not any(k.name.split(".")[-1] in ("kl_coef", "group_size", "tasks_per_step") for _, k in _all_knobs())
     # a lone reward term has no weight knob: rescaling it changes no group-relative advantage
@@ -309,7 +310,8 @@ class TrialStandIn:
 
 TRIAL_KNOBS = {"SAMPLING.temperature", "SAMPLING.top_p", "SAMPLING.max_new_tokens", "CURRICULUM.level",
                "CURRICULUM.datasets.basic_arithmetic", "CURRICULUM.datasets.chain_sum", "ADVANTAGE.rule",
-               "ADVANTAGE.std", "ADVANTAGE.eps"}
+               "ADVANTAGE.std", "ADVANTAGE.eps", "SAMPLING.hint", "SAMPLING.resample_dead",
+               "CURRICULUM.target_pass_rate"}
 
 
 def test_under_trials_spent_a_round_with_nothing_else_to_try_trials_one_move(tmp_path):

@@ -33,7 +33,7 @@ import ast
 from dataclasses import dataclass, field
 from enum import Enum
 from functools import lru_cache
-from typing import Any
+from typing import Any, Mapping, TypedDict, cast
 
 from backend.harness.loader import MAX_BYTES, HarnessError, check_source
 from backend.store import Store, loads, now
@@ -73,6 +73,18 @@ def kind_of(name: str) -> str:
     if name.startswith("diagnose_"):
         return "diagnostic"
     return "reward"  # reward_* and the helpers they call (extract_answer, ...)
+
+
+Params = TypedDict("Params", {
+    "names": list[str], "op": str, "name": str, "template": str, "knob": str, "from": Any, "to": Any,
+    "step": float | None, "match": float, "branch": dict[str, int], "diagnosis": str,
+    "second_look_of": int, "cooldown_waived": bool, "spent_round_trial": bool}, total=False)
+"""What a proposer records with a candidate (`params_json`): the top-level `names` it changes (set
+by `record`), how (`op`, `name`), which option made it (`template`: a snippet's id or
+`space:<knob>`), a knob move's `knob`, `from`, `to` and `step`, its rank score (`match`), the
+frontier branch it was built on (`branch`: base and active version), the dead-group diagnosis
+that motivated it (`diagnosis`) and the schedule's marks. Snippets and skills add their own drawn
+parameters (a snippet's `partial`, a mutated skill's `mutated`); those stay plain values."""
 
 
 class Evidence(str, Enum):
@@ -179,11 +191,12 @@ def transition(store: Store, iid: int, to: str, reason: str, **data: Any) -> Int
     return get(store, iid)
 
 
-def params(row: Intervention | JSON) -> JSON:
-    """The proposer's parameters of a record, or of a raw `interventions` row."""
+def params(row: Intervention | Mapping[str, object]) -> Params:
+    """The proposer's parameters of a record, or of a raw `interventions` row (its `params_json`)."""
     if isinstance(row, Intervention):
-        return row.params
-    return loads(row.get("params_json"), {}) or {}
+        return cast(Params, row.params)
+    raw = row.get("params_json")
+    return cast(Params, loads(raw if isinstance(raw, str) else None, {}) or {})
 
 
 def set_params(store: Store, iid: int, **values: Any) -> None:
@@ -235,10 +248,13 @@ def change_of(code: str, name: str) -> tuple[str, str]:
     return name, REMOVED if src is None else normalise(src)
 
 
-def kind_key(kind: str, p: JSON) -> str:
-    """The change kind cooldowns count: the template id, else kind:name."""
-    names = p.get("names") or ([p["name"]] if p.get("name") else [])
-    return p.get("template") or f"{kind}:{names[0] if names else '?'}"
+def kind_key(kind: str, p: Params | Mapping[str, object]) -> str:
+    """The change kind cooldowns count: the template id, else kind:name (`p`: a candidate's params)."""
+    template, names, name = p.get("template"), p.get("names"), p.get("name")
+    if template:
+        return str(template)
+    first = names[0] if isinstance(names, list) and names else (name or "?")
+    return f"{kind}:{first}"
 
 
 class Refusal(str):

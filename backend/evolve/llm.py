@@ -7,7 +7,13 @@ Its context is what an engineer would look at before touching the harness:
 - sampled rollouts for the top labels: question, gold answer, the end of the
   completion, reward, the evaluator's verdict and every diagnosis it got;
 - the current harness, and the search space: every knob with its value,
-  range and the step its earlier moves earned (`space.py`);
+  range and the step its earlier moves earned (`space.py`), marked where it
+  acts on dead groups and where only training (a trial or the population)
+  can judge it;
+- the dead-group diagnosis (`deadgroups.py`): the dead share with its
+  interval, the share in all-wrong groups, the truncated share, and whether
+  the window is stuck, in which case the moves acting on dead groups are
+  asked for first;
 - the history of earlier proposals: what was tried, the backtest's verdict,
   effect and interval, and the reason;
 - the skill cards retrieved by trigger.
@@ -34,18 +40,19 @@ import os
 import random
 import re
 from dataclasses import dataclass
-from typing import Any, TYPE_CHECKING
+from typing import Any, TYPE_CHECKING, TypedDict, cast
 
 from backend.config import LLMProposerConfig
 from backend.harness.loader import HarnessError, check_source
 from backend.types import JSON
 
+from . import deadgroups as dg
 from . import skills as sk
 from . import space
 from .failures import FailureRow, RoundMetrics
 from .edit import EditError, apply_unified_diff, set_definition
 from .interventions import Candidate, params
-from .offline import judgeable_knobs, run_knobs
+from .offline import SkillCard, judgeable_knobs, run_knobs
 
 
 if TYPE_CHECKING:
@@ -64,7 +71,13 @@ Answer with JSON only, no prose:
 {"interventions": [{"title": str, "target": failure label, "hypothesis": str, "expected": str,
   "knob": a knob name from the search space, "value": its new value (inside its range)}]}
 Instead of knob/value you may give "name" (a top-level name) and "definition" (its full new source,
-"" removes it), or "diff": a unified diff of the harness file."""
+"" removes it), or "diff": a unified diff of the harness file.
+A dead group is one whose rewards all tie: GRPO learns nothing from it. When most groups are dead,
+training is stuck: prefer the knobs marked "acts_on_dead_groups" (the curriculum level, dataset
+mix and target_pass_rate; SAMPLING.hint, a share of the reference solution the engine gives to
+all-wrong groups; SAMPLING.resample_dead; a longer SAMPLING.max_new_tokens for truncated
+rollouts), or partial credit that cannot be gamed. Knobs marked "judged_by": "training" are
+judged by what training does on validation, never by replay."""
 EXAMPLES_PER_LABEL = 2
 TOP_LABELS = 3
 HISTORY = 12
@@ -118,18 +131,39 @@ def _space(ctx: EvolveContext, trials: bool) -> list[JSON]:
                                                   else round(steps.size, 4)), moves=steps.tried, passed=steps.good)
         elif k.type == "choice":
             row["choices"] = list(k.choices)
+        if k.rescues:
+            row["acts_on_dead_groups"] = True
+        if k.needs_trial:
+            row["judged_by"] = "training"
         out.append(row)
     return out
 
 
-def build_messages(ctx: EvolveContext, table: list[FailureRow], metrics: RoundMetrics, cards: list[JSON], n: int,
-                   trials: bool) -> list[JSON]:
+def _dead_groups(table: list[FailureRow], metrics: RoundMetrics) -> str:
+    """The dead-group diagnosis as the model reads it, and what it asks for when training is stuck."""
+    d = dg.diagnose(table, metrics)
+    ask = (f"Training is stuck (dead share at least {dg.STUCK}): propose the moves acting on dead groups first."
+           if d.stuck else "Training is not stuck.")
+    return f"{d.text()}. {ask}"
+
+
+class Message(TypedDict):
+    """One chat message of the request."""
+
+    role: str
+    content: str
+
+
+def build_messages(ctx: EvolveContext, table: list[FailureRow], metrics: RoundMetrics, cards: list[SkillCard],
+                   n: int, trials: bool) -> list[Message]:
+    """The chat request: the system prompt (`SYSTEM`) and the round's evidence (the module docstring)."""
     rows = [{k: e[k] for k in ("label", "count", "share", "trend", "correct_share")} for e in table[:10]]
     skills = [{"name": c["name"], "trigger": c["trigger"], "change": {k: c["change"].get(k) for k in
                ("op", "name", "source", "hypothesis")}, "helped": c.get("helped", 0)} for c in cards]
     rng = random.Random(f"{ctx.cfg.seed}:{ctx.step}:llm")
     user = (f"Failure table (share of recent rollouts):\n{json.dumps(rows, indent=1)}\n\n"
             f"Round metrics:\n{json.dumps(metrics, default=str)}\n\n"
+            f"Dead groups:\n{_dead_groups(table, metrics)}\n\n"
             f"Evidence rollouts (sampled for the top labels, with their diagnoses):\n"
             f"{json.dumps(_evidence(ctx.store, table, rng), indent=1)}\n\n"
             f"Earlier proposals and their backtests (newest first):\n{json.dumps(_history(ctx.store), indent=1)}\n\n"
@@ -188,7 +222,7 @@ def candidate_from(item: Answer, ctx: EvolveContext, skill_names: list[str]) -> 
             raise ValueError("answer has no hypothesis")
         if item.knob is not None:
             move = knob_move(ctx, item.knob, item.value)
-            code, how = move.apply(ctx.harness.code), move.params()
+            code, how = move.apply(ctx.harness.code), dict(move.params())
         elif item.diff is not None and item.diff.strip():
             code, how = apply_unified_diff(ctx.harness.code, item.diff), {"op": "diff"}
         elif item.name is not None and item.definition is not None:
@@ -277,7 +311,7 @@ def propose(ctx: EvolveContext, table: list[FailureRow], metrics: RoundMetrics, 
     """Up to `n` candidates from one chat completion; failures come back as failed candidates.
     `trials`: whether the knobs only a trial can judge are shown (`schedule.judgeable_by_trial`)."""
     cfg = ctx.cfg.evolve.llm
-    cards = sk.for_round(ctx, table, k=3)
+    cards = cast(list[SkillCard], sk.for_round(ctx, table, k=3))
     names = [c["name"] for c in cards]
 
     def failed(why: str) -> list[Candidate]:

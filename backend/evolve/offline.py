@@ -12,6 +12,17 @@ Each round it ranks three kinds of option against the failure table:
 - **skills** retrieved by trigger (a skill that helped before outranks a
   snippet with the same match; a card already tried has one number mutated).
 
+**Stuck training first.** When most groups of the window are dead
+(`deadgroups.STUCK`), the moves that act on dead groups (the curriculum level,
+pass-rate target, hints, resampling, a longer token budget where rollouts are
+cut off: `space.rescue_first`) and the snippets that revive them (lenient
+extraction, partial credit: `Template.rescues`) rank before every other
+option, by score among themselves; each candidate of such a move carries the
+diagnosis with its numbers (`deadgroups.Diagnosis.text`) in its hypothesis
+and its params. The knob moves change what training draws or sees, so only a
+trial or the population judges them (`space.why_trial`); the snippets are
+reward edits, replayed like any other.
+
 Parents come from the population's frontier (`frontier.py`): the active
 version takes the first slot, the others are drawn by score. A candidate
 built on a version that is not the active one says so in its params
@@ -25,10 +36,11 @@ from __future__ import annotations
 import random
 import dataclasses
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Mapping, cast
+from typing import TYPE_CHECKING, Any, Callable, Mapping, NotRequired, TypedDict, cast
 
 from backend.types import JSON
 
+from . import deadgroups as dg
 from . import frontier
 from . import skills as sk
 from . import interventions as iv
@@ -50,8 +62,42 @@ EXPLORE, RECORD, RELEVANCE = 0.3, 0.2, 0.5
 """Weights of a knob's score: less-tried first, its record of passes, its match to the failure table."""
 
 
-Option = Template | JSON | tuple[space.Knob, space.Steps]
+class SkillTrigger(TypedDict, total=False):
+    """When a skill card applies: its failure labels and the signature it was learned from."""
+
+    labels: list[str]
+    signature: str
+
+
+class SkillChange(TypedDict, total=False):
+    """A skill card's single-factor change (`skills.py` describes the card)."""
+
+    op: str
+    name: str
+    source: str
+    kind: str
+    template: str
+    title: str
+    hypothesis: str
+    expected: str
+
+
+class SkillCard(TypedDict):
+    """A skill card as the proposers read it (`skills.for_round`)."""
+
+    name: str
+    trigger: SkillTrigger
+    change: SkillChange
+    domain: NotRequired[str]
+    uses: NotRequired[int]
+    helped: NotRequired[int]
+    source: NotRequired[str]
+
+
+Option = Template | SkillCard | tuple[space.Knob, space.Steps]
 """What a round may draw from: a snippet, a skill card, or a knob with its record of moves."""
+Ranked = tuple[float, str, Option]
+"""(score, key, option): an option of the round, `rank`'s order."""
 
 
 def knob_score(knob: space.Knob, shares: Mapping[str, float], steps: space.Steps) -> float:
@@ -81,20 +127,24 @@ def judgeable_knobs(ctx: EvolveContext, trials: bool) -> tuple[list[space.Knob],
     return split_knobs(run_knobs(ctx), trials)
 
 
-def options(ctx: EvolveContext, table: list[FailureRow], metrics: RoundMetrics,
-            trials: bool) -> list[tuple[float, str, Option]]:
+def options(ctx: EvolveContext, table: list[FailureRow], metrics: RoundMetrics, trials: bool) -> list[Ranked]:
     """(score, key, option) for every snippet, skill and knob that fits this round, best first
     (`trials`: whether knobs only a trial can judge may be offered)."""
-    return rank(ctx, table, metrics, judgeable_knobs(ctx, trials)[0], sk.for_round(ctx, table, k=4))
+    return rank(ctx, table, metrics, judgeable_knobs(ctx, trials)[0],
+                cast(list[SkillCard], sk.for_round(ctx, table, k=4)))
 
 
 def rank(ctx: EvolveContext, table: list[FailureRow], metrics: RoundMetrics, knobs: list[space.Knob],
-         cards: list[JSON]) -> list[tuple[float, str, Option]]:
-    """`options` from the knobs and skill cards this round may offer."""
+         cards: list[SkillCard]) -> list[Ranked]:
+    """`options` from the knobs and skill cards this round may offer: by score, except that in a
+    stuck window the moves acting on dead groups come first (`space.rescue_first`, and the snippets
+    that revive dead groups: `Template.rescues`), by score among themselves."""
     by_label = {e["label"]: e for e in table}
     domain = ctx.harness.domain
-    opts: list[tuple[float, str, Option]] = [(t.score(by_label, cast(JSON, metrics)), t.id, t) for t in TEMPLATES
-                                             if domain in t.domains]
+    stuck = dg.of_table(by_label, metrics).stuck
+    opts: list[Ranked] = [(t.score(by_label, cast(JSON, metrics)), t.id, t) for t in TEMPLATES
+                          if domain in t.domains]
+    first = {t.id for t in TEMPLATES if t.rescues and stuck}
     made_by = {key: score for score, key, _ in opts}
     # a skill ranks at least as high as the snippet it was made from, and above it: the same
     # change, with a record of having helped (and its card counts the use)
@@ -102,12 +152,15 @@ def rank(ctx: EvolveContext, table: list[FailureRow], metrics: RoundMetrics, kno
                             if lbl in by_label),
                   made_by.get(c["change"].get("template") or "", 0.0) + SKILL_BONUS),
               "skill:" + c["name"], c) for c in cards]
+    first |= {"skill:" + c["name"] for c in cards if c["change"].get("template") in first}  # as its snippet
     history = space.history(ctx.store)
     shares = {e["label"]: e.get("share", 0.0) for e in table}
     for knob in knobs:
         steps = space.Steps.of(knob, history.get(knob.name, []))
         opts.append((knob_score(knob, shares, steps), space.PREFIX + knob.name, (knob, steps)))
-    return sorted([o for o in opts if o[0] > 0], key=lambda o: (-o[0], o[1]))
+        if space.rescue_first(knob, by_label, metrics):
+            first.add(space.PREFIX + knob.name)
+    return sorted([o for o in opts if o[0] > 0], key=lambda o: (o[1] not in first, -o[0], o[1]))
 
 
 @dataclass(frozen=True)
@@ -125,7 +178,7 @@ def _template_draft(t: Template, made: tuple[Edit, JSON] | None) -> Draft | None
     return Draft(edit, dict(params, template=t.id, op=edit.op, name=edit.name))
 
 
-def _skill_draft(card: JSON, rng: random.Random, attempt: int) -> Draft | None:
+def _skill_draft(card: SkillCard, rng: random.Random, attempt: int) -> Draft | None:
     ch = card["change"]
     source, extra = ch.get("source", ""), dict[str, Any]()
     if attempt > 0 and source:  # the card as it is was tried: mutate one of its numbers
@@ -137,19 +190,33 @@ def _skill_draft(card: JSON, rng: random.Random, attempt: int) -> Draft | None:
                                                             name=ch["name"]))
 
 
-def _candidate(opt: Option, draft: Draft, code: str, parent: frontier.Member, by_label: JSON) -> Candidate:
-    """A rendered draft of option `opt` (a template, a skill card, or a (knob, steps) pair)."""
+def _motivated(hypothesis: str, params: Mapping[str, Any], why: str) -> tuple[str, dict[str, Any]]:
+    """A hypothesis and params that carry the dead-group diagnosis behind the move (`why`)."""
+    return f"{hypothesis} Diagnosis: {why}.", dict(params, diagnosis=why)
+
+
+def _candidate(opt: Option, draft: Draft, code: str, parent: frontier.Member,
+               by_label: Mapping[str, FailureRow], why: str | None) -> Candidate:
+    """A rendered draft of option `opt` (a template, a skill card, or a (knob, steps) pair); in a
+    stuck window (`why`: its diagnosis, else None) a move acting on dead groups carries it."""
     c = Candidate(title="", code=code, parent_version=parent.version, parent_code=parent.code, proposer="offline",
                   params=draft.params)
     if isinstance(draft.change, space.Move):
         move, k = draft.change, draft.change.knob
-        target = max(k.targets, key=lambda lbl: by_label.get(lbl, {}).get("share", 0.0)) if k.targets else ""
+        target = max(k.targets, key=lambda lbl: float(by_label[lbl]["share"]) if lbl in by_label else 0.0) \
+            if k.targets else ""
+        hypothesis, params = k.hypothesis, dict(move.params())
+        if k.rescues and why:
+            hypothesis, params = _motivated(hypothesis, params, why)
         return dataclasses.replace(
-            c, title=move.title(), kind=k.kind, target=target, hypothesis=k.hypothesis, params=move.params(),
+            c, title=move.title(), kind=k.kind, target=target, hypothesis=hypothesis, params=params,
             expected=f"{', '.join(k.targets) or 'the targeted metric'} improves ({move.title()})")
     if isinstance(opt, Template):
-        return dataclasses.replace(c, title=opt.title, target=opt.target, hypothesis=opt.hypothesis,
-                                   expected=opt.expected)
+        hypothesis, params = opt.hypothesis, draft.params
+        if opt.rescues and why:
+            hypothesis, params = _motivated(hypothesis, params, why)
+        return dataclasses.replace(c, title=opt.title, target=opt.target, hypothesis=hypothesis,
+                                   expected=opt.expected, params=params)
     assert isinstance(opt, dict)  # a skill card
     ch = opt["change"]
     return dataclasses.replace(
@@ -182,8 +249,10 @@ def propose(ctx: EvolveContext, table: list[FailureRow], metrics: RoundMetrics, 
     labels = [e["label"] for e in table]
     parents = frontier.choose_parents(ctx.store, ctx.cfg.evolve.frontier, labels, rng, n) or [active]
     by_label = {e["label"]: e for e in table}
+    diagnosis = dg.diagnose(table, metrics)
+    motive = diagnosis.text() if diagnosis.stuck else None
     knobs = split_knobs(space.knobs(*knob_args(ctx)), trials)[0]
-    ranked = rank(ctx, table, metrics, knobs, sk.for_round(ctx, table, k=4))
+    ranked = rank(ctx, table, metrics, knobs, cast(list[SkillCard], sk.for_round(ctx, table, k=4)))
     cap = MakeContext(max_new_tokens_cap=ctx.cfg.train.max_new_tokens_cap)
     seen = set(exclude)
     out: list[Candidate] = []
@@ -204,7 +273,7 @@ def propose(ctx: EvolveContext, table: list[FailureRow], metrics: RoundMetrics, 
                     code = draft.change.apply(parent.code)
                     if code in seen or code == parent.code:
                         continue
-                    c = _candidate(opt, draft, code, parent, by_label)
+                    c = _candidate(opt, draft, code, parent, by_label, motive)
                     why = screen(c) if screen is not None else None
                     if why is None:
                         break

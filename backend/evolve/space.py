@@ -35,16 +35,16 @@ from __future__ import annotations
 import ast
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Mapping, TypedDict, cast
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Protocol, TypedDict, cast
 
 from backend.envs.math import LEVELS as MATH_LEVELS
 from backend.harness import spec
-from backend.types import JSON
 
+from . import deadgroups as dg
 from .diagnose import DEAD
 from .failures import FailureRow, RoundMetrics
 from .edit import EditError, constant, literal_source, replace_name
-from .interventions import kind_of
+from .interventions import Params, kind_of
 
 
 GOOD = ("passed", "approved", "promoted", "rolled_back")
@@ -74,8 +74,56 @@ PROMPTS = {
 }
 """System prompts the PROMPT.system knob chooses from (a harness's own prompt is always one)."""
 
-CURRICULUM_LEVELS = {"math": (0, len(MATH_LEVELS["basic_arithmetic"]) - 1), "code": (0, 3), "swe": (0, 4)}
+CURRICULUM_LEVELS = {"math": (0, len(cast(list[object], MATH_LEVELS["basic_arithmetic"])) - 1), "code": (0, 3),
+                     "swe": (0, 4)}
 """Levels each domain's environment knows (backend/envs: math's LEVELS, code's tiers, swe's levels)."""
+
+
+TRIAL_ONLY = ("ADVANTAGE", "CURRICULUM", "SAMPLING")
+"""Constants whose changes only training shows (`why_trial`)."""
+WHY_TRIAL = {
+    ("ADVANTAGE", ""): "an advantage change resizes each group's update, which a replay cannot score",
+    ("CURRICULUM", ""): "a curriculum change alters which tasks a probe draws",
+    **{("SAMPLING", k): f"a sampling change ({k}) trades the accuracy of the samples a probe scores for the "
+                        f"spread within a group that training learns from" for k in ("temperature", "top_p")},
+    ("SAMPLING", "max_new_tokens"): "a token-budget change spends more or less compute than the incumbent",
+    ("SAMPLING", "hint"): "a hint changes what training sees in all-wrong groups and is judged on validation "
+                          "without hints: a revived dead-group share or a hinted probe is no evidence for it",
+    ("SAMPLING", "resample_dead"): "resampling dead groups changes which rollouts training draws, which a "
+                                   "replay of stored groups or a probe of one draw cannot show",
+    ("SAMPLING", ""): "a sampling change alters what training draws",
+}
+"""Why a change of (constant, key) needs a trial; key "" stands for any key of the constant."""
+OFF = {"hint": 0.0, "resample_dead": 0}
+"""SAMPLING keys a harness may leave out: absent is the same as off."""
+
+
+class Settings(Protocol):
+    """The parts of a loaded harness (`backend.harness.loader.Harness`) that `why_trial` compares."""
+
+    @property
+    def sampling(self) -> Mapping[str, object]: ...
+    @property
+    def curriculum(self) -> Mapping[str, object]: ...
+    @property
+    def advantage(self) -> Mapping[str, object]: ...
+
+
+def why_trial(cand: Settings, incumbent: Settings) -> str | None:
+    """Why neither a replay nor a probe can judge `cand` against `incumbent`, or None: the one rule
+    for moves left to a trial or the population (`WHY_TRIAL` says why for each). A colder policy
+    answers a probe more often right and ties more in training; a hint or resampling acts only on
+    the groups training draws; an advantage change resizes updates but, on a pass/fail reward,
+    never turns one, and a replay scores only their direction against the evaluator's verdict."""
+    if cand.advantage != incumbent.advantage:
+        return WHY_TRIAL[("ADVANTAGE", "")]
+    if cand.curriculum != incumbent.curriculum:
+        return WHY_TRIAL[("CURRICULUM", "")]
+    new, old = cand.sampling, incumbent.sampling
+    for key in sorted(set(new) | set(old), key=lambda k: (("SAMPLING", k) not in WHY_TRIAL, k)):
+        if new.get(key, OFF.get(key)) != old.get(key, OFF.get(key)):
+            return WHY_TRIAL.get(("SAMPLING", key), WHY_TRIAL[("SAMPLING", "")])
+    return None
 
 
 def _narrow(bounds: tuple[Any, ...], lo: float, hi: float) -> tuple[float, float]:
@@ -107,6 +155,11 @@ class Knob:
     choices: tuple[Any, ...] = ()
     off_first: bool = False
     """Numeric knobs: 0 (the term switched off) is the first move, before any step."""
+    start: float | None = None
+    """Numeric knobs off at 0: the value a move switches it on at first, before any step."""
+    rescues: bool = False
+    """A move that acts on dead groups (what training draws or sees: the curriculum, hints,
+    resampling, the token budget): offered first in a stuck window (`rescue_first`)."""
     targets: tuple[str, ...] = ()
     """Failure labels this knob answers (the proposer ranks by their share)."""
     prefer: Callable[[ByLabel, RoundMetrics], int] | None = None
@@ -119,10 +172,9 @@ class Knob:
 
     @property
     def needs_trial(self) -> bool:
-        """A move of this knob can be judged only by a trial (`backtest.needs_trial`: it changes
-        which tasks are drawn, how the policy samples, the token budget, or the size of each
-        update), not by replay or a probe."""
-        return self.constant in ("CURRICULUM", "SAMPLING", "ADVANTAGE")
+        """A move of this knob can be judged only by what training does with it, a trial or the
+        population, never by replay agreement or a probe (`why_trial`, the one rule)."""
+        return self.constant in TRIAL_ONLY
 
     def value(self, code: str) -> Any:
         """This knob's value in `code` (the schema default when the key is absent), or None
@@ -171,7 +223,7 @@ class Move:
             return f"System prompt: choice {PROMPTS_INDEX.get(self.new, '?')}"
         return f"{self.knob.name}: {_show(self.old)} -> {_show(self.new)}"
 
-    def params(self) -> JSON:
+    def params(self) -> Params:
         """What the intervention row keeps: the knob, both values, the step (read back by `Steps`)."""
         return {"template": PREFIX + self.knob.name, "knob": self.knob.name, "from": self.old, "to": self.new,
                 "step": self.step, "op": "replace", "name": self.knob.constant}
@@ -190,12 +242,13 @@ def _share(table: ByLabel, *labels: str) -> float:
 
 def _temperature_way(t: ByLabel, m: RoundMetrics) -> int:
     # loops come from sampling too hot; groups that all tie on a sound policy from too little spread
-    return -1 if _share(t, "repetition") > 0.1 else (1 if _share(t, DEAD) > 0.5 else 0)
+    return -1 if _share(t, "repetition") > 0.1 else (1 if dg.of_table(t, m).stuck else 0)
 
 
 def _level_way(t: ByLabel, m: RoundMetrics) -> int:
-    acc = m.get("accuracy")
-    return 0 if acc is None or _share(t, DEAD) < 0.2 else (-1 if acc < 0.5 else 1)
+    # dead groups on a policy that is mostly wrong: easier tasks; mostly right: harder ones
+    d = dg.of_table(t, m)
+    return 0 if d.accuracy is None or d.dead < dg.MIXED else (-1 if d.accuracy < 0.5 else 1)
 
 
 def _sampling(cap: int) -> list[Knob]:
@@ -209,9 +262,15 @@ def _sampling(cap: int) -> list[Knob]:
              hypothesis="Cutting the tail of the token distribution removes gibberish continuations."),
         Knob("SAMPLING.max_new_tokens", "SAMPLING", ("max_new_tokens",), "int", 128,
              *_narrow(spec.MAX_NEW_TOKENS, min(32, cap - 1), cap), step=math.log(1.5), min_step=math.log(1.1),
-             log=True, floor=32, targets=("truncated", "out_of_tokens"),
-             prefer=lambda t, m: 1 if _share(t, "truncated", "out_of_tokens") > 0.05 else 0,
+             log=True, floor=32, targets=("truncated", "out_of_tokens"), prefer=dg.tokens_way, rescues=True,
              hypothesis="Answers are cut off before the final line, or the budget is spent on rambling."),
+        Knob("SAMPLING.hint", "SAMPLING", ("hint",), "float", 0.0, *_narrow(spec.HINT, 0.0, 0.6), step=0.2,
+             min_step=0.05, targets=(DEAD,), prefer=dg.hint_way, rescues=True,
+             hypothesis="Groups that are all wrong teach nothing; a share of the reference solution as a "
+                        "prefix lets them find a correct rollout to learn from."),
+        Knob("SAMPLING.resample_dead", "SAMPLING", ("resample_dead",), "int", 0, *_narrow(spec.RESAMPLE_DEAD, 0, 4),
+             step=1, min_step=1, targets=(DEAD,), prefer=dg.resample_way, rescues=True,
+             hypothesis="A dead group drawn again may come out mixed where the policy is sometimes right."),
     ]
 
 
@@ -289,15 +348,21 @@ def _curriculum(code: str, domain: str, datasets: list[str] | None = None) -> li
     if datasets is None or domain != "math" or any(d in MATH_LEVELS for d in datasets):
         out.append(Knob("CURRICULUM.level", "CURRICULUM", ("level",), "int", 1,
                         *_narrow(spec.CURRICULUM_LEVEL, lo, hi), step=1, min_step=1, targets=(DEAD,),
-                        prefer=_level_way,
+                        prefer=_level_way, rescues=True,
                         hypothesis="Tasks at the wrong difficulty make whole groups tie (all right or all wrong)."))
     mix = (constant(code, "CURRICULUM") or {}).get("datasets")
     drawn = [d for d in mix if datasets is None or d in datasets] if isinstance(mix, dict) else []
     for name in sorted(drawn) if len(drawn) > 1 else []:
         out.append(Knob(f"CURRICULUM.datasets.{name}", "CURRICULUM", ("datasets", name), "float", 1.0,
                         *_narrow(spec.DATASET_WEIGHT, 0.0, 4.0), step=math.log(2.0), min_step=math.log(1.2),
-                        log=True, floor=0.25, targets=("wrong_value", DEAD),
+                        log=True, floor=0.25, targets=("wrong_value", DEAD), rescues=True,
                         hypothesis=f"More or less of '{name}' in the mix trains where the policy fails."))
+    if out:  # a pass-rate target moves the level and the mix: without either it would change nothing
+        out.append(Knob("CURRICULUM.target_pass_rate", "CURRICULUM", ("target_pass_rate",), "float", 0.0,
+                        *_narrow(spec.TARGET_PASS_RATE, 0.0, 0.8), step=0.25, min_step=0.05, start=0.5,
+                        targets=(DEAD,), prefer=dg.target_way, rescues=True,
+                        hypothesis="Groups tie when tasks are all too hard or too easy; drawing the level and mix "
+                                   "toward a pass rate per group keeps groups mixed (0.5 spreads them most)."))
     return out
 
 
@@ -308,6 +373,22 @@ def _prompt(domain: str) -> list[Knob]:
     return [Knob("PROMPT.system", "PROMPT", ("system",), "choice", "", choices=tuple(texts),
                  targets=("no_answer_tag", "empty"), hypothesis="The model does not follow the system prompt's "
                  "answer format; another wording or an example may help.")]
+
+
+def rescue_first(knob: Knob, table: ByLabel, metrics: RoundMetrics) -> bool:
+    """Whether a move of `knob` goes before every other option this round: the window is stuck
+    (`deadgroups.STUCK`), the knob acts on dead groups, and its diagnosis points one way (a
+    longer token budget only where rollouts are cut off, a hint only where groups are all wrong;
+    a dataset's weight, with no way of its own, is left to the pass-rate target).
+
+    >>> level = _curriculum("CURRICULUM = {'level': 2}", "code")[0]
+    >>> stuck = {"dead_group_frac": 0.9, "accuracy": 0.01}
+    >>> rescue_first(level, {}, stuck), rescue_first(level, {}, {"dead_group_frac": 0.1, "accuracy": 0.01})
+    (True, False)
+    """
+    if not knob.rescues or not dg.of_table(table, metrics).stuck:
+        return False
+    return knob.prefer is not None and knob.prefer(table, metrics) != 0
 
 
 def reward_names(code: str) -> set[str]:
@@ -483,6 +564,8 @@ def values(knob: Knob, old: Any, steps: Steps, table: ByLabel | None = None,
                 out.append(v)
     if knob.off_first and old > 0:  # a log scale alone never reaches 0
         out.insert(0, 0.0)
+    if knob.start is not None and old == 0:
+        out = [knob.clip(knob.start)] + [v for v in out if v != knob.clip(knob.start)]
     out += [v for v in grid(knob, float(old)) if v != old and v not in out]
     return [v for v in out if not dominated(old, v, steps.failed, steps.unchanged)]
 

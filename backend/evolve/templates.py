@@ -14,6 +14,23 @@ writes <answer> tags, so the tag-only reward gives every rollout 0 and most
 groups are dead, while the evaluator (which falls back to the last number)
 still finds correct answers. Lenient extraction or partial format credit
 revive those groups.
+
+**Partial credit** splits a group that the verdict alone leaves dead, so it
+answers dead groups (`rescues`: its candidate carries the dead-group
+diagnosis). It is offered only where it cannot be gamed, and always below half
+a full pass (a pass still outranks any partial answer, and no partial answer
+counts as "the reward says right"):
+
+- code: the share of a generated task's hidden test cases passed, only when
+  the tests ran and failed (not an error, a timeout or a tampered runner), and
+  never for a rollout a validity diagnostic of the harness flags or one that
+  returns a constant (which passes the cases of the common value by luck).
+  The cases are hidden, counted by the driver's secret-stamped report.
+- math: partial format credit for a well-formed final answer (above). A
+  closeness credit (reward for a near miss) is not offered: on sums whose
+  largest operand dominates, "that operand plus one" is a near miss that
+  needs no computing and appears nowhere in the prompt for a copy check to
+  catch.
 """
 
 from __future__ import annotations
@@ -25,7 +42,7 @@ from typing import Callable, TypedDict
 from backend.types import JSON
 
 from .diagnose import DEAD, UNLABELED
-from .edit import Edit, definition, top_level
+from .edit import Edit, constant, definition, top_level
 
 
 LENIENT = {
@@ -60,6 +77,19 @@ DIAGNOSE_TRUNCATED = (
     "def diagnose_truncated(r):\n"
     "    if r.finish == \"length\":\n"
     "        return f\"stopped at max_new_tokens ({r.completion_tokens} tokens)\"\n")
+PARTIAL_TESTS = (
+    "def reward_passed(r):\n"
+    "    # full credit for passing every test; for tests that ran and failed, partial credit for the\n"
+    "    # share of hidden cases passed, never for a flagged rollout or a constant answer\n"
+    "    t = tests(r)\n"
+    "    if t.get(\"status\") == \"passed\":\n"
+    "        return 1.0\n"
+    "    total = t.get(\"total\") or 0\n"
+    "    if t.get(\"status\") != \"failed\" or not total or facts(r).get(\"returns_constant\"):\n"
+    "        return 0.0\n"
+    "    if any(flag(r) for flag in ({flags})):\n"
+    "        return 0.0\n"
+    "    return {scale} * min(1.0, (t.get(\"passed\") or 0) / total)\n")
 DIAGNOSE_REPETITION = REPETITION.format(share=0.3)
 DIAGNOSE_NO_NUMBER = (
     "def diagnose_no_number(r):\n"
@@ -94,6 +124,9 @@ class Template:
     target: str = ""
     domains: tuple[str, ...] = ("math",)
     """Domains whose harnesses this template understands (the generic ones edit only shared constants)."""
+    rescues: bool = False
+    """It revives dead groups: in a stuck window it ranks with the moves acting on them, and its
+    candidate carries the dead-group diagnosis (`offline`)."""
 
 
 def _share(table: JSON, label: str) -> float:
@@ -143,6 +176,19 @@ def _complete_format(code: str, rng: random.Random, ctx: MakeContext) -> Made:
     return Edit("replace", "reward_format", COMPLETE_FORMAT), {}
 
 
+def _partial_tests(code: str, rng: random.Random, ctx: MakeContext) -> Made:
+    """Partial credit for the share of hidden cases passed, on a code harness whose pass reward is
+    pass/fail (`tests` and `facts` read its evidence; VALIDITY names the flags that zero it)."""
+    current = definition(code, "reward_passed") or ""
+    if not all(_is_function(code, n) for n in ("reward_passed", "tests", "facts")) or "total" in current:
+        return None
+    validity = constant(code, "VALIDITY")
+    labels = [v for v in validity if isinstance(v, str)] if isinstance(validity, list) else []
+    flags = "".join(f"diagnose_{v}, " for v in labels if _is_function(code, f"diagnose_{v}"))
+    scale = rng.choice([0.25, 0.4])
+    return Edit("replace", "reward_passed", PARTIAL_TESTS.format(flags=flags, scale=scale)), {"partial": scale}
+
+
 def _add_diagnostic(label: str, source: str) -> Maker:
     """A maker that adds `diagnose_<label>` when the harness lacks it."""
     def make(code: str, rng: random.Random, ctx: MakeContext) -> Made:
@@ -168,12 +214,18 @@ TEMPLATES = [
              "Correct answers written without <answer> tags score 0, so groups tie and GRPO learns nothing.",
              "Reward agrees with the evaluator on untagged answers; dead groups revive.",
              lambda t, m: 2.0 * _missed_of_correct(t, m, "no_answer_tag") + _share(t, DEAD) * 0.5,
-             _lenient, target="no_answer_tag"),
+             _lenient, target="no_answer_tag", rescues=True),
     Template("partial_format_credit", "Partial format credit for a plain final answer",
              "Untagged but well-formed answers get no signal at all; partial credit separates them from rambling.",
              "Fewer dead groups; the policy is pulled towards a clean final answer line.",
              lambda t, m: _share(t, "no_answer_tag") * 0.8 + _share(t, DEAD) * 0.3,
-             _partial_format, target="no_answer_tag"),
+             _partial_format, target="no_answer_tag", rescues=True),
+    Template("partial_test_credit", "Partial credit for the share of hidden test cases passed",
+             "A group whose solutions all fail some test ties at 0 and teaches nothing, though some pass "
+             "more cases than others.",
+             "Fewer dead groups; solutions that pass more cases are pulled up, a full pass still worth most.",
+             lambda t, m: _share(t, DEAD) * 0.6 + _share(t, "assertion_failure") * 0.4,
+             _partial_tests, target=DEAD, domains=("code",), rescues=True),
     Template("complete_format", "Format credit only for a completion that finished",
              "A tag in a completion cut off at max_new_tokens is luck, not format; paying it rewards length.",
              "Fewer truncated rollouts score; truncation share falls.",
