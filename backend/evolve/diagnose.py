@@ -27,14 +27,15 @@ import json
 import re
 import statistics
 from collections import Counter
-from typing import Any, Sequence, TYPE_CHECKING
+from typing import Sequence, TYPE_CHECKING, TypedDict
 
 from backend.harness.semantics import stored_groups
-from backend.types import JSON
+from backend.types import JSON, GroupKey
 
 from .edit import add_definition, remove_name
 from .failures import FailureRow, RoundMetrics
 from .interventions import Candidate
+from .rows import RolloutRow, rollout_rows
 
 
 if TYPE_CHECKING:
@@ -46,10 +47,10 @@ DEAD = "dead_groups"
 EXAMPLES = 5
 
 
-def _window_rows(store: Store, steps: range) -> list[JSON]:
+def _window_rows(store: Store, steps: range) -> list[RolloutRow]:
     if not len(steps):
         return []
-    return store.window_rollouts(steps[0], steps[-1])
+    return rollout_rows(store.window_rollouts(steps[0], steps[-1]))
 
 
 def _labels_by_rollout(store: Store, steps: range) -> dict[int, dict[str, int]]:
@@ -62,7 +63,7 @@ def _labels_by_rollout(store: Store, steps: range) -> dict[int, dict[str, int]]:
     return out
 
 
-def dead_groups(rows: list[JSON], key: str = "reward") -> list[tuple[Any, ...]]:
+def dead_groups(rows: list[RolloutRow], key: str = "reward") -> list[GroupKey]:
     """(step, group_idx) of groups whose rewards all tie (GRPO learns nothing from them)."""
     return [g.key for g in stored_groups(rows, key) if g.dead]
 
@@ -82,7 +83,7 @@ def failure_table(store: Store, steps: range) -> list[FailureRow]:
     late = [r for r in rows if r["step"] >= mid] or rows
     table: dict[str, JSON] = {}
 
-    def add(label: str, r: Any, validity: Any = 0) -> None:
+    def add(label: str, r: RolloutRow, validity: int = 0) -> None:
         e = table.setdefault(label, {"label": label, "count": 0, "correct": 0, "validity": validity,
                                      "examples": [], "ids": set()})
         e["count"] += 1
@@ -187,7 +188,24 @@ def _mask(text: str) -> str:
     return re.sub(r"-?\d[\d,]*(?:\.\d+)?(?:/\d+)?", "N", " ".join((text or "").lower().split()))
 
 
-def signature(row: JSON) -> JSON:
+class Signature(TypedDict):
+    """The features unlabeled failures are clustered on (`signature`)."""
+
+    verdict: str
+    """The evaluator's status."""
+    shape: str
+    """The final number's shape: none, fraction, decimal, negative or integer."""
+    final: str
+    """The final line's first four words, numbers masked as N."""
+    ngrams: set[str]
+    """Word 3-grams of the completion, numbers masked."""
+
+
+ClusterKey = tuple[str, str, str]
+"""A cluster of failures: (verdict, answer shape, final line)."""
+
+
+def signature(row: RolloutRow) -> Signature:
     """The features unlabeled failures are clustered on."""
     text = row.get("completion") or ""
     nums = re.findall(r"-?\d[\d,]*(?:\.\d+)?(?:/\d+)?", text)
@@ -201,9 +219,9 @@ def signature(row: JSON) -> JSON:
             "ngrams": {" ".join(words[i:i + 3]) for i in range(len(words) - 2)}}
 
 
-def clusters(rows: list[JSON]) -> list[tuple[tuple[Any, ...], list[JSON]]]:
+def clusters(rows: list[RolloutRow]) -> list[tuple[ClusterKey, list[RolloutRow]]]:
     """Group rows by (verdict, answer shape, final line); biggest first."""
-    out: dict[tuple[Any, ...], list[JSON]] = {}
+    out: dict[ClusterKey, list[RolloutRow]] = {}
     for r in rows:
         s = signature(r)
         out.setdefault((s["verdict"], s["shape"], s["final"]), []).append(r)
@@ -215,7 +233,7 @@ def _slug(text: str) -> str:
     return s if s and not s[0].isdigit() else "x_" + s
 
 
-def _distinctive_gram(members: list[JSON], contrast: list[JSON]) -> str | None:
+def _distinctive_gram(members: list[RolloutRow], contrast: list[RolloutRow]) -> str | None:
     """A word 3-gram (no numbers) in most of the cluster and rare in correct rollouts."""
     counts = Counter(g for r in members for g in signature(r)["ngrams"] if "N" not in g.split())
     seen = Counter(g for r in contrast for g in signature(r)["ngrams"])
@@ -225,8 +243,8 @@ def _distinctive_gram(members: list[JSON], contrast: list[JSON]) -> str | None:
     return None
 
 
-def write_diagnostic(key: tuple[Any, ...], members: list[JSON],
-                     contrast: Sequence[JSON] = ()) -> tuple[str, str, str]:
+def write_diagnostic(key: ClusterKey, members: list[RolloutRow],
+                     contrast: Sequence[RolloutRow] = ()) -> tuple[str, str, str]:
     """(label, source, signature text) of a diagnostic that matches the cluster.
     `contrast` (correct rollouts) keeps phrase-based diagnostics from firing on successes."""
     verdict, shape, final = key
@@ -249,8 +267,9 @@ def write_diagnostic(key: tuple[Any, ...], members: list[JSON],
         f"a wrong final number (final line '{final}')"
 
 
-def unlabeled_rows(store: Store, steps: range) -> list[JSON]:
-    return store.unlabeled_failures(steps[0], steps[-1])
+def unlabeled_rows(store: Store, steps: range) -> list[RolloutRow]:
+    """Rollouts of the window the evaluator calls wrong that no diagnostic labelled, oldest first."""
+    return rollout_rows(store.unlabeled_failures(steps[0], steps[-1]))
 
 
 def propose_new(ctx: EvolveContext, steps: range, parent_version: int, parent_code: str) -> Candidate | None:
@@ -261,7 +280,7 @@ def propose_new(ctx: EvolveContext, steps: range, parent_version: int, parent_co
     if len(rows) < MIN_UNLABELED or len(rows) < MIN_UNLABELED_SHARE * failures:
         return None
     key, members = clusters(rows)[0]
-    contrast = ctx.store.correct_completions(steps[0], steps[-1], limit=200)
+    contrast = rollout_rows(ctx.store.correct_completions(steps[0], steps[-1], limit=200))
     label, source, sig = write_diagnostic(key, members, contrast)
     existing = set(ctx.harness.diagnostics)
     if label in existing:

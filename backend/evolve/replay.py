@@ -42,7 +42,7 @@ from __future__ import annotations
 import json
 import statistics
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Iterable
+from typing import TYPE_CHECKING, Iterable
 
 from backend.harness.check import HarnessError
 from backend.harness.client import WorkerFailure
