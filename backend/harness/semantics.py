@@ -26,7 +26,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
-from backend.types import JSON, Group, GroupKey, Rollout
+from backend.types import Group, GroupKey, Rollout
 
 from .spec import HarnessSpec
 
