@@ -111,7 +111,8 @@ class PopulationApp(KeyGateMixin, App[int]):
             return
         assert self.view is not None and eid is not None
         e = next(x for x in self.view.events if x.id == eid)
-        what = f"member m{e.member}: {e.knob} {e.old_value} → {e.new_value}" + (f"\n{e.diagnosis}" if e.diagnosis else "")
+        what = f"member m{e.member}: {e.knob} {e.old_value} → {e.new_value}"
+        what += f"\n{e.diagnosis}" if e.diagnosis else ""
         title = f"{verb.capitalize()} move #{eid}?"
         self.push_screen(ConfirmModal(title, what, verb.capitalize()),
                          lambda ok: self._write(verb, eid) if ok else None)
