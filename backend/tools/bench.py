@@ -33,6 +33,16 @@ table at the end gives the ratio ours / baseline for each line:
 - ddp    a GRPO step of the real loop on 1 GPU and on `--gpus N` of this host,
          each GPU with the one-GPU batch: rollouts/s and the speed-up
          (`--only ddp`; backend/tools/bench_ddp.py).
+- trainer  one GRPO update of a step's rollouts of mixed length: today's passes
+         against each new trainer setting (passes by length, compiled body, and
+         what determinism costs there), with loss, gradient and repeat checks
+         (`--only trainer`; backend/tools/bench_trainer.py).
+- card   six runs sharing one card (`evotui run --headless`, `model.gpu_share`),
+         today's settings and then the new ones: rollouts per second of the
+         card (`--only card`, within `--card-deadline`; backend/tools/bench_card.py).
+
+The `step` section also runs the loop's step with each of `--step-variants`
+(default: passes by length) after today's, in the same process.
 
     evotui bench --quick              # CPU-sized, a couple of minutes
     evotui bench --out /tmp/bench     # full sizes (a GPU); logs and rows.json there
@@ -57,8 +67,9 @@ from pathlib import Path
 
 import torch
 
-SECTIONS = ("gen", "train", "determinism", "step", "trl", "dtype", "harness", "dist", "ddp")
+SECTIONS = ("gen", "train", "trainer", "determinism", "step", "trl", "dtype", "harness", "dist", "ddp", "card")
 DEFAULT_SECTIONS = ("gen", "train", "determinism", "step", "trl", "harness")
+TRAINER_VARIANTS = ("today", "buckets", "nondet", "compiled")  # bench_trainer.VARIANTS, without importing it
 
 
 @dataclass
@@ -435,11 +446,13 @@ def bench_harness() -> str:
     return str(path)
 
 
-def one_step(b: Bench, engine: str, micro: int | None, fused: bool, steps: int = 2, tag: str = "") -> dict | None:
+def one_step(b: Bench, engine: str, micro: int | None, fused: bool, steps: int = 2, tag: str = "",
+             extra: tuple[str, ...] = ()) -> dict | None:
     """Run `steps` real loop steps in a fresh run; returns the fastest step after the first (warm-up).
 
     `micro=None`: the micro-batch from memory.py (CUDA). `fused=False`: the trainer uses
     grpo.checkpointed_token_logprobs in place of its own fused grpo.token_logprobs.
+    `extra`: more `--set` overrides (a trainer setting against today's).
     """
     from backend.policy import grpo
     from backend.config import load_config
@@ -452,7 +465,8 @@ def one_step(b: Bench, engine: str, micro: int | None, fused: bool, steps: int =
             f"train.max_new_tokens_cap={b.a.step_new}", "evolve.enabled=false", f"model.engine={engine}",
             f"model.device={b.device}", f"model.name={b.a.model}", f"model.gguf_file={b.a.gguf}",
             f"model.threads={b.a.threads}", "train.lr=1e-6", f"train.micro_batch={micro or 8}",
-            f"train.auto_micro_batch={'true' if micro is None else 'false'}", f"harness={bench_harness()}"]
+            f"train.auto_micro_batch={'true' if micro is None else 'false'}", f"harness={bench_harness()}",
+            *extra]
     cfg = load_config(None, sets)
     run_dir = Path(tempfile.mkdtemp(prefix="evotui-bench-")) / f"run{tag}"
     store = create_run(run_dir, cfg, harness_code(cfg))
@@ -473,7 +487,10 @@ def one_step(b: Bench, engine: str, micro: int | None, fused: bool, steps: int =
         for s in range(1, steps + 1):
             b.sync()
             row = eng.train_step(s, StepProgress(steps, quiet=True).start(s))
-            row["trained"] = trained = json.loads(row["metrics_json"]).get("trained_sequences")
+            metrics = json.loads(row["metrics_json"])
+            row["trained"] = trained = metrics.get("trained_sequences")
+            row["ckpt_ms"] = metrics.get("ckpt_ms", 0.0)
+            row["shape"] = dict(eng.trainer.last_shape)
             rows.append(row)
             b.log(f"step {tag} {s}: {row['total_ms']:.0f} ms (gen {row['gen_ms']:.0f}, train {row['train_ms']:.0f}, "
                   f"{trained} sequences trained)")
@@ -481,7 +498,7 @@ def one_step(b: Bench, engine: str, micro: int | None, fused: bool, steps: int =
         grpo.token_logprobs = plain
     row = min(rows[1:] or rows, key=lambda r: r["total_ms"])
     row["engine"] = eng.generator.name
-    row["micro_batch"] = cfg.train.micro_batch
+    row["micro_batch"] = row["shape"].get("micro_batch", cfg.train.micro_batch)
     store.close()
     del eng, lm
     b.free()
@@ -507,9 +524,11 @@ def step_rows(b: Bench, base: dict | None, ours: dict, base_name: str) -> None:
               f"{ours['trained']} sequences" + (f" vs {base['trained']}" if base else "")))
     for r, who in ((ours, "ours"),) + (((base, "baseline"),) if base else ()):
         over = r["score_ms"] + r["diagnose_ms"] + r["store_ms"]
+        rest = r["total_ms"] - r["gen_ms"] - r["train_ms"] - over - r.get("ckpt_ms", 0.0)
         b.add(Row("step", f"  engine overhead ({who})", "", f"{over:.0f} ms", f"{over / r['total_ms']:.1%}",
                   f"of the step: scoring {r['score_ms']:.0f} ms, diagnosis {r['diagnose_ms']:.0f} ms, "
-                  f"store {r['store_ms']:.0f} ms"))
+                  f"store {r['store_ms']:.0f} ms; outside it: checkpoint and building rows "
+                  f"{r.get('ckpt_ms', 0.0):.0f} ms, the rest (tasks, filter) {rest:.0f} ms"))
 
 
 def bench_step(b: Bench) -> dict | None:
@@ -521,14 +540,57 @@ def bench_step(b: Bench) -> dict | None:
     except ImportError:
         b.add(Row("step", "GRPO step", note="skipped: the math env needs reasoning-gym"))
         return None
-    if b.cuda:
+    micro = None if b.cuda else b.a.micro
+    if b.cuda and not b.a.skip_hf:
         base = one_step(b, "hf", 8, False, steps=1, tag="-hf")  # plain generate needs no warm-up step
-        ours = one_step(b, "auto", None, True, steps=b.a.steps, tag="-ours")
-        step_rows(b, base, ours, "hf")
     else:
-        ours = one_step(b, "auto", b.a.micro, True, steps=b.a.steps, tag="-ours")
-        step_rows(b, None, ours, "")
+        base = None
+    ours = one_step(b, "auto", micro, True, steps=b.a.steps, tag="-ours")
+    step_rows(b, base, ours, "hf" if base else "")
+    for name, sets in step_variants(b.a.step_variants):
+        new = one_step(b, "auto", micro, True, steps=b.a.steps, tag=f"-{name}", extra=sets)
+        variant_rows(b, ours, new, name, sets)
     return ours
+
+
+def step_variants(text: str) -> list[tuple[str, tuple[str, ...]]]:
+    """`--step-variants` "name:key=value,key=value;name2:..." as (name, overrides) pairs."""
+    out = []
+    for part in (p.strip() for p in text.split(";")):
+        if part:
+            name, _, sets = part.partition(":")
+            out.append((name.strip(), tuple(x.strip() for x in sets.split(",") if x.strip())))
+    return out
+
+
+def _padding(r: dict) -> str:
+    sh = r.get("shape") or {}
+    if not sh.get("padded_tokens"):
+        return "-"
+    return f"{1 - sh['seq_tokens'] / sh['padded_tokens']:.0%} padding, {sh['micro_batches']} passes"
+
+
+def variant_rows(b: Bench, today: dict, new: dict, name: str, sets: tuple[str, ...]) -> None:
+    """A step with `sets` against today's step, both of this process: each phase side by side."""
+    def s(r, k):
+        return f"{r.get(k, 0) / 1000:.2f} s"
+
+    def rat(k):
+        return f"{today.get(k, 0) / max(new.get(k, 0), 1e-9):.2f}x faster"
+
+    def over(r):
+        return r["score_ms"] + r["diagnose_ms"] + r["store_ms"]
+
+    b.add(Row("step", f"GRPO step, {name} vs today", s(today, "total_ms"), s(new, "total_ms"), rat("total_ms"),
+              f"{', '.join(sets)}; best step after the first of {b.a.steps}", {"today": today, "ours": new}))
+    b.add(Row("step", f"  {name}: generate", s(today, "gen_ms"), s(new, "gen_ms"), rat("gen_ms")))
+    b.add(Row("step", f"  {name}: train", s(today, "train_ms"), s(new, "train_ms"), rat("train_ms"),
+              f"today {_padding(today)} (micro-batch {today['micro_batch']}); {name} {_padding(new)} "
+              f"(<= {new['micro_batch']} rows); {new['trained']} vs {today['trained']} sequences"))
+    b.add(Row("step", f"  {name}: engine overhead", f"{over(today):.0f} ms", f"{over(new):.0f} ms",
+              f"{over(new) / new['total_ms']:.1%} of step", f"scoring {new['score_ms']:.0f}, diagnosis "
+              f"{new['diagnose_ms']:.0f}, store {new['store_ms']:.0f} ms; checkpoint and building rows {new['ckpt_ms']:.0f} "
+              f"ms (today {today['ckpt_ms']:.0f})"))
 
 
 # ---------------------------------------------------------------- dtype
@@ -668,6 +730,17 @@ def parse(argv: list[str], quick: bool):
     p.add_argument("--group", type=int, default=8 if cuda else 4, help="step: group size")
     p.add_argument("--step-new", type=int, default=128 if cuda else 32, help="step: max new tokens")
     p.add_argument("--steps", type=int, default=2 if cuda else 3, help="step, trl: steps run (fastest after the first)")
+    p.add_argument("--step-variants", default="buckets:train.length_buckets=true",
+                   help='step: more steps against today\'s, "name:key=value,...;name2:..." (empty: none)')
+    p.add_argument("--skip-hf", action="store_true", help="step: no plain-generate baseline step (CUDA: ~100 s)")
+    p.add_argument("--trainer-variants", default="buckets,nondet,compiled",
+                   help="trainer: variants against today's, of buckets, nondet, compiled")
+    p.add_argument("--card-runs", type=int, default=6, help="card: runs sharing the card")
+    p.add_argument("--card-share", type=float, default=0.15, help="card: model.gpu_share of each run")
+    p.add_argument("--card-deadline", type=float, default=540.0,
+                   help="card: seconds for both settings together (start, measure, stop)")
+    p.add_argument("--card-new", default="train.length_buckets=true",
+                   help="card: the new settings, comma-separated key=value")
     p.add_argument("--gpus", type=int, default=0, help="ddp: ranks against one (default: every visible GPU; "
                    "2 on the CPU)")
     a = p.parse_args(argv)
@@ -692,6 +765,11 @@ def main(argv: list[str] | None = None, quick: bool = False) -> int:
     if bad:
         print(f"evotui bench: unknown section {', '.join(bad)} (choose from {', '.join(SECTIONS)})", file=sys.stderr)
         return 2
+    unknown = set(args.trainer_variants.replace(" ", "").split(",")) - {"", *TRAINER_VARIANTS}
+    if unknown:
+        print(f"evotui bench: unknown trainer variant {', '.join(sorted(unknown))} "
+              f"(choose from {', '.join(TRAINER_VARIANTS)})", file=sys.stderr)
+        return 2
     if b.cuda and "train" in only and importlib.util.find_spec("unsloth") is not None:
         try:  # before transformers, so Unsloth can patch everything it wants to
             import unsloth  # noqa: F401
@@ -707,6 +785,18 @@ def main(argv: list[str] | None = None, quick: bool = False) -> int:
                 bench_gen(b)
             elif sec == "train":
                 bench_train(b)
+            elif sec == "trainer":
+                from .bench_trainer import trainer_rows
+
+                model, tok, _, _ = load(b, lora=True)
+                names = [n.strip() for n in b.a.trainer_variants.split(",") if n.strip()]
+                for row in trainer_rows(b, model, tok, names):
+                    b.add(Row("trainer", **row))
+            elif sec == "card":
+                from .bench_card import card_rows
+
+                for row in card_rows(b):
+                    b.add(Row("card", **row))
             elif sec == "step":
                 ours_step = bench_step(b)
             elif sec == "trl" and b.cuda:

@@ -1,0 +1,120 @@
+"""`evotui bench --only trainer`: the GRPO trainer's step with each new setting against today's.
+
+One GRPO update (`GRPOTrainer.step`, the loop's own call) over a step's worth of
+rollouts of mixed length, on the configured model, in one process on one device:
+
+- today     passes in the rollouts' order, each padded to its longest row, the
+            micro-batch planned for the step's longest row (the defaults);
+- buckets   `train.length_buckets`: rows sorted by length, each pass padded to its
+            own longest and as many rows as the memory plan allows at that length;
+- buckets, not deterministic   the same without torch's deterministic algorithms
+            (`train.deterministic = false`): what determinism costs on this path;
+- buckets + compile  `train.compile` as well (the first step compiles).
+
+The rollouts: `--tasks` x `--group` rows, prompts of 80 to 130 tokens (the default
+math harness's), completions uniform up to `--step-new` tokens with a third of the
+groups' rows at the cap (truncated), random tokens, a non-zero advantage per row.
+lr is 0, so every variant sees the same weights: the table gives each one's loss and
+LoRA gradient against today's (the loss is the same sum in another order) and whether
+its repeats gave bit-identical gradients (what twins need). tok/s counts the rows'
+own tokens, not padding; "padding" is the share of computed tokens that were padding.
+"""
+
+from __future__ import annotations
+
+import random
+
+import torch
+
+VARIANTS = {
+    "today": {},
+    "buckets": {"length_buckets": True},
+    "nondet": {"length_buckets": True, "deterministic": False},
+    "compiled": {"length_buckets": True, "compile": True},
+}
+NAMES = {"today": "today: passes in order", "buckets": "buckets (train.length_buckets)",
+         "nondet": "buckets, train.deterministic=false", "compiled": "buckets + train.compile"}
+
+
+def rollouts(n: int, group: int, new: int, vocab: int, seed: int = 0) -> list:
+    """`n` rows of prompt and completion token ids as a math step's rollouts are shaped (module doc)."""
+    from backend.policy.grpo import Sample
+
+    rng = random.Random(seed)
+    out = []
+    for g in range(-(-n // group)):
+        prompt = [rng.randrange(3, vocab) for _ in range(rng.randint(80, 130))]
+        for _ in range(min(group, n - g * group)):
+            c = new if rng.random() < 1 / 3 else rng.randint(4, new)
+            comp = [rng.randrange(3, vocab) for _ in range(c)]
+            out.append(Sample(prompt, comp, [1] * c, rng.choice([-1.0, 1.0]) * rng.uniform(0.2, 1.5)))
+    return out
+
+
+def _grads(model) -> torch.Tensor:
+    return torch.cat([p.grad.detach().flatten().float() for p in model.parameters()
+                      if p.requires_grad and p.grad is not None]).cpu()
+
+
+def measure(b, model, tok, samples, settings: dict) -> dict:
+    """Warm-up step, then `b.a.reps` timed steps (at least 2) of a fresh trainer with `settings`."""
+    from backend.config import TrainConfig
+    from backend.policy.grpo import GRPOTrainer
+
+    cfg = TrainConfig(lr=0.0, micro_batch=b.a.micro, max_grad_norm=1e9, auto_micro_batch=True, **settings)
+    trainer = GRPOTrainer(model, tok, cfg, b.device)
+    warm_s, stats = b.timed(lambda: trainer.step(samples))
+    times, grads = [], []
+    if b.cuda:
+        torch.cuda.reset_peak_memory_stats(b.device)
+    for _ in range(max(2, b.a.reps)):
+        t, stats = b.timed(lambda: trainer.step(samples))
+        times.append(t)
+        grads.append(_grads(model))
+    shape = trainer.last_shape
+    out = {"s": sorted(times)[len(times) // 2], "times": times, "warm_s": warm_s, "loss": stats["loss"],
+           "grad": grads[0], "repeats_identical": all(torch.equal(grads[0], g) for g in grads[1:]),
+           "passes": shape["micro_batches"], "rows": shape["micro_batch"], "seq_tokens": shape["seq_tokens"],
+           "padded_tokens": shape["padded_tokens"],
+           "peak_gib": torch.cuda.max_memory_allocated(b.device) / (1 << 30) if b.cuda else 0.0}
+    del trainer
+    b.free()
+    return out
+
+
+def trainer_rows(b, model, tok, names: list[str]) -> list[dict]:
+    """Row fields: each variant of `names` (keys of VARIANTS) against today's."""
+    from backend.policy.shape import Spec, unwrap
+
+    vocab = Spec.of(unwrap(model).config).vocab
+    samples = rollouts(b.a.tasks * b.a.group, b.a.group, b.a.step_new, vocab)
+    names = ["today"] + [n for n in names if n != "today"]
+    res = {}
+    for name in names:
+        try:
+            res[name] = measure(b, model, tok, samples, VARIANTS[name])
+        except Exception as e:  # a variant that fails is a row, not a crash
+            res[name] = {"error": f"{type(e).__name__}: {e}"[:160]}
+            b.free()
+        b.log(f"trainer {name}: " + ", ".join(f"{k} {v}" for k, v in res[name].items()
+                                              if k not in ("grad", "times")))
+    return [_row(b, name, res[name], res.get("today"), len(samples)) for name in names]
+
+
+def _row(b, name: str, r: dict, base: dict | None, n: int) -> dict:
+    what = f"GRPO update, {n} rows <= {b.a.step_new} new, {NAMES[name]}"
+    if "error" in r:
+        return dict(what=what, ours="failed", note=r["error"])
+    tps = r["seq_tokens"] / r["s"]
+    ok = base is not None and "error" not in base
+    base_tps = base["seq_tokens"] / base["s"] if ok else None
+    note = (f"{r['passes']} passes of <= {r['rows']} rows, padding {1 - r['seq_tokens'] / r['padded_tokens']:.0%}"
+            f"; first step {r['warm_s']:.1f}s; repeats bit-identical {'yes' if r['repeats_identical'] else 'NO'}")
+    if b.cuda:
+        note += f"; peak {r['peak_gib']:.1f} GiB"
+    if ok and name != "today":
+        rel = float((r["grad"] - base["grad"]).norm() / base["grad"].norm().clamp(min=1e-30))
+        note += f"; vs today: |dloss| {abs(r['loss'] - base['loss']):.1e}, |dgrad|/|grad| {rel:.1e}"
+    return dict(what=what, baseline=f"{base_tps:,.0f} tok/s" if ok and name != "today" else "", ours=f"{tps:,.0f} tok/s",
+                ratio=f"{tps / base_tps:.2f}x" if ok and name != "today" else "",
+                note=note, data={k: v for k, v in r.items() if k != "grad"})
