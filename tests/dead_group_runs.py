@@ -24,7 +24,7 @@ def engine(run: Path, model: str, harness: str, extra: list[str] = ()) -> Engine
     if (run / "run.db").exists():
         from backend.store import Store
 
-        return Engine(run, cfg, Store(run / "run.db"), quiet=True)
+        return Engine(run, cfg, Store.open(run, create=False), quiet=True)
     return Engine(run, cfg, create_run(run, cfg, harness_code(cfg)), quiet=True)
 
 

@@ -142,3 +142,20 @@ def test_default_settings_train_as_before(tmp_path, tiny_model, spread_harness):
     twin = engine(tmp_path / "b", tiny_model, explicit)
     train(twin, [1, 2])
     assert fingerprint(twin) == fingerprint(base)
+
+
+def test_references_are_right_answers():
+    """What a hint shows the start of is an answer the evaluator calls right (code: the family's
+    reference solution; swe: the level's fix edit; math: in test_curriculum_rule)."""
+    import random
+
+    from backend.config import CodeConfig, SweConfig
+    from backend.envs.code import CodeEnv
+    from backend.envs.swe import SweEnv
+
+    code = CodeEnv(CodeConfig(timeout_s=5))
+    tasks = code.sample_tasks(2, random.Random(3), {"level": 1})
+    assert all(v.correct for v in code.evaluate_many([(t, code.reference_solution(t)) for t in tasks]))
+    swe = SweEnv(SweConfig(levels="0,1", test_timeout_s=10))
+    shots = swe.sample_tasks(2, random.Random(3), {"level": 1})
+    assert all(swe._judge_shots([t], [swe.reference_solution(t)])[0][0].correct for t in shots)
