@@ -26,7 +26,12 @@ A round's slots (`evolve.candidates`), filled in this order:
   candidate that names it from the current window's unlabeled failures;
 - **cooldown**: a change kind (its template id, else `kind:name`) whose last `evolve.cooldown_after`
   decisions were all failed or inconclusive waits `evolve.cooldown_rounds` rounds after the last
-  of them, unless the round would otherwise leave slots empty (then it is `waived`).
+  of them, unless the round would otherwise leave slots empty (then it is `waived`);
+- **held until the policy moves** (`search_memory`, never waived): a move whose last try was
+  inconclusive or changed nothing, and a knob or family (the system prompt's choices are one)
+  whose last `search_memory.FAMILY_TRIES` tries were, wait until validation accuracy has moved
+  beyond its 95% interval since (`search_memory.moved`); a later look waits for that too. Each
+  refusal names the tries and the validation then and now, and lands in the round's `skipped`.
 
 **Evidence** (`evidence`): a replay judges every change but a generation-side one (prompt,
 sampling, curriculum, advantage); those get a probe, and the ones a probe cannot judge
@@ -47,10 +52,11 @@ from backend.types import Intervention
 
 from . import diagnose, llm, offline
 from . import interventions as iv
+from . import search_memory as memory
 from . import skills as sk
 from .edit import EditError, changed_names
 from .interventions import (BAD, GOOD, FRESH_KINDS, REMOVED, Candidate, Evidence, Refusal, change_of, kind_key,
-                            kind_of, normalise)
+                            normalise)
 from .records import Observation, Schedule, Scheduled, Skip
 
 
@@ -110,7 +116,8 @@ def propose_all(ctx: EvolveContext, seen: Observation, rules: Rules | None = Non
         got += offline.propose(ctx, table, metrics, n - len(got), exclude | {c.code for c in got}, trials,
                                screen=rules.waived)  # empty slot, the best of them go on
     if rules is not None and len(got) < n:  # nothing fresh left: look again at what today's policy
-        got += [c for c in later_looks(ctx, n - len(got)) if rules.reason(c) is None]  # may answer otherwise
+        got += [c for c in later_looks(ctx, n - len(got), rules.memory)  # may answer otherwise
+                if rules.reason(c) is None]
     if rules is not None and not out and not got:
         got = spent_round(ctx, seen, exclude, rules.reason)
     return out + got
@@ -222,14 +229,16 @@ def second_looks(ctx: EvolveContext) -> list[Candidate]:
             and rows_now >= LOOK_GROWTH * sizes[r.id]]
 
 
-def later_looks(ctx: EvolveContext, n: int) -> list[Candidate]:
+def later_looks(ctx: EvolveContext, n: int, mem: memory.SearchMemory | None = None) -> list[Candidate]:
     """Up to `n` inconclusive candidates worth one more look on today's policy, oldest first: decided
     at least LATER_LOOK_ROUNDS rounds ago, not looked at again yet, and re-applied onto the active
     harness. For a round that would otherwise leave slots empty: the policy has moved on since, so
-    what a change does to its rollouts may have too. Like a second look, the look spends half the
-    error rate. Candidates left inconclusive for want of a trial are left out: another look
-    without one would end the same way."""
+    what a change does to its rollouts may have too; where the search memory (`mem`, else read from
+    the store) has its try, only once the policy has changed measurably since. Like a second look,
+    the look spends half the error rate. Candidates left inconclusive for want of a trial are left
+    out: another look without one would end the same way."""
     store = ctx.store
+    mem = mem or memory.load(store)
     rounds = store.round_ids()
     ivs = store.interventions()
     looked = {look_of(r) for r in ivs}
@@ -239,7 +248,7 @@ def later_looks(ctx: EvolveContext, n: int) -> list[Candidate]:
             break
         if (r.status != "inconclusive" or r.id in looked or look_of(r) or r.round_id is None
                 or len(r.names) != 1 or sum(1 for rid in rounds if rid > r.round_id) < LATER_LOOK_ROUNDS
-                or _left_for_a_trial(ctx, r)):
+                or _left_for_a_trial(ctx, r) or mem.unchanged_since(r.id)):
             continue
         try:
             code = r.code if r.parent_version == ctx.harness_version else iv.rebased_code(store, r, ctx.harness.code)
@@ -314,6 +323,8 @@ class Rules:
                 since = sum(1 for rid in rounds if rid > fails[-1])
                 if since <= cfg.cooldown_rounds:
                     self.cooling[key] = (len(fails), cfg.cooldown_rounds - since + 1)
+        self.memory = memory.load(store)
+        """What each knob and family was tried at and returned (`search_memory`): holds repeats."""
         self.skipped: list[Skip] = []
         self.waived: Callable[[Candidate], str | None] = functools.partial(self.reason, waive_cooldown=True)
         """`reason` with the cooldown waived (the proposer's screen for slots left empty)."""
@@ -329,21 +340,23 @@ class Rules:
                 names = changed_names(c.parent_code, c.code)
             except EditError:
                 pass
-        key = self._key(c, names)
-        why = self._why(c, [change_of(c.code, name) for name in names], key, waived=waive_cooldown or c.waived)
+        changes = [change_of(c.code, name) for name in names]
+        key = memory.key_of(c, changes)
+        why = self._why(c, changes, key, waived=waive_cooldown or c.waived)
         if why:
-            entry = Skip(c.title, key, c.proposer, why)
+            entry = Skip(c.title, key.family, c.proposer, why)
             if entry not in self.skipped:
                 self.skipped.append(entry)
         elif waive_cooldown:
             c.waived = True
-            self.skipped = [e for e in self.skipped if not (e.title == c.title and e.key == key
+            self.skipped = [e for e in self.skipped if not (e.title == c.title and e.key == key.family
                                                             and e.reason.startswith("cooldown:"))]
         return why
 
-    def _why(self, c: Candidate, changes: list[tuple[str, str]], key: str, waived: bool = False) -> str | None:
+    def _why(self, c: Candidate, changes: list[tuple[str, str]], key: memory.MoveKey,
+             waived: bool = False) -> str | None:
         """The first churn rule `c` breaks (`changes`: `change_of` each name it changes; `key`: its
-        change kind), or None."""
+        change kind and move), or None."""
         if c.error or not c.code:
             return None  # a broken proposal is stored as failed; that is its own record
         norm = normalise(c.code)
@@ -356,7 +369,7 @@ class Rules:
         for ch in changes:
             if ch in self.promoted:
                 return f"the same change to {ch[0]} was promoted before (#{self.promoted[ch]})"
-        return self._retired(c) or self._cooling(c, key, waived)
+        return self._retired(c) or self._held(c, key) or self._cooling(c, key.family, waived)
 
     def _retired(self, c: Candidate) -> str | None:
         # what the change itself brings back, against its own parent: a candidate built on an older
@@ -371,16 +384,17 @@ class Rules:
                                "names it", whole_option=True)
         return None
 
+    def _held(self, c: Candidate, key: memory.MoveKey) -> str | None:
+        # a look is a second judgement of one move, chosen where looks are (`later_looks`)
+        hold = None if c.look_of else self.memory.hold(key)
+        return Refusal(hold.text(), whole_option=not hold.key.move) if hold else None
+
     def _cooling(self, c: Candidate, key: str, waived: bool) -> str | None:
         if key in self.cooling and not waived and not c.look_of:
             streak, left = self.cooling[key]
             return Refusal(f"cooldown: {key} failed or was inconclusive {streak} times in a row "
                            f"({left} more round(s))", whole_option=True)
         return None
-
-    @staticmethod
-    def _key(c: Candidate, names: list[str]) -> str:
-        return kind_key(c.kind or (kind_of(names[0]) if names else ""), dict(c.params, names=names))
 
     def screen(self, cands: list[Candidate]) -> list[Candidate]:
         """The candidates that may go on (the others land in `skipped`)."""

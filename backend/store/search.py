@@ -11,7 +11,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from backend.types import Backtest
+
 from .base import Queries, Row, loads
+from .records import backtest_from_row
 
 
 class SearchReads(Queries):
@@ -75,6 +78,14 @@ class SearchReads(Queries):
         return self.rows("SELECT i.round_id, b.mode, coalesce(b.n_rollouts, 0) AS n_rollouts, "
                          "coalesce(b.ms, 0) AS ms FROM backtests b JOIN interventions i ON i.id = b.intervention_id "
                          "ORDER BY b.id")
+
+    def backtests(self) -> list[Backtest]:
+        """Every backtest of the run, oldest first (the search memory's tries: `evolve/search_memory.py`)."""
+        return [backtest_from_row(r) for r in self.rows("SELECT * FROM backtests ORDER BY id")]
+
+    def round_steps(self) -> dict[int, int]:
+        """{round id: the step it ran at} for every round of the run."""
+        return {r["id"]: r["step"] for r in self.rows("SELECT id, step FROM rounds")}
 
     def training_cost(self) -> Row:
         """{rollouts, ms}: what training generated, and how long its steps took in all."""

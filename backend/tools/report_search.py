@@ -6,15 +6,25 @@ passed, inconclusive and failed, the search-space knobs explored, the search
 budget in training rollouts (probe and trial arms, replay converted by time:
 `backend/evolve/budget.py`) against the training rollouts, and the frontier
 of harness versions with each member's lineage. A per-round table follows
-for each run.
+for each run, then the search memory's table (`backend/evolve/search_memory.py`): per knob or
+change family, its tries, what they cost (replay rows, probe and trial rollouts) and returned
+(passed, inconclusive, changed nothing, failed, promoted), the draws the memory held back, and
+what it holds now and why.
 """
 
 from __future__ import annotations
 
+from dataclasses import asdict
+
+from backend.evolve import search_memory
 from backend.evolve.budget import search_budget
 from backend.evolve.frontier import frontier_now
 from backend.evolve.space import NO_EFFECT, changed_nothing
 from backend.store import Store, loads
+
+
+SHOWN = 8
+"""Holds listed per run (families first); the rest are counted."""
 
 
 def search_facts(s: Store) -> dict:
@@ -23,8 +33,13 @@ def search_facts(s: Store) -> dict:
     cfg = loads(s.run()["config_json"], {}) or {}
     evo = cfg.get("evolve") or {}
     k = int(evo.get("frontier", evo.get("population", 4)) or 4)  # runs stored before the rename
+    memory = search_memory.load(s)
+    held = [*memory.family_holds.values(),
+            *(h for h in memory.move_holds.values() if h.key.family not in memory.family_holds)]
     return {"rounds": rounds, "budget": search_budget(s),
-            "frontier": [m.to_dict() for m in frontier_now(s, k)] if rounds else []}
+            "frontier": [m.to_dict() for m in frontier_now(s, k)] if rounds else [],
+            "memory": [asdict(t) for t in search_memory.tally(memory)],
+            "held_now": [h.text()[len(search_memory.HELD_PREFIX):] for h in held]}
 
 
 def _member(m: dict) -> str:
@@ -83,4 +98,29 @@ def search_lines(arms: dict[str, list[dict]]) -> list[str]:
         md += [f"| {x['step']} | {x['tried']} | {x['passed']} | {x['inconclusive']} | {x['failed']} | "
                f"{', '.join(x['knobs']) or _nothing(x)} |" for x in r["search"]["rounds"]]
         md += ["", "</details>"]
+    return md + [""] + memory_lines(runs)
+
+
+def memory_lines(runs: list[tuple[str, dict]]) -> list[str]:
+    """The search memory's section: per run, one row per knob or family, most rollouts first."""
+    runs = [(arm, r) for arm, r in runs if r["search"].get("memory")]
+    if not runs:
+        return []
+    md = ["## Search memory: what each knob and family cost and returned", "",
+          "Tries: candidates the gate judged. Replay rows: stored rollouts re-scored (nothing generated). "
+          "Rollouts: probe and trial rollouts generated, each with an equal share of the incumbent arm its "
+          "round shared. Changed nothing: inconclusive with no change the gate could see (counted apart from "
+          "inconclusive). Held back: draws the memory refused because the move (or, after "
+          f"{search_memory.FAMILY_TRIES} such tries in a row, the family) was inconclusive or changed nothing and "
+          "validation accuracy has not moved beyond its 95% interval since (paired over the same problems).", "",
+          "| run | knob / family | tries | replay rows | rollouts | passed | inconclusive | changed nothing | failed "
+          "| promoted | held back |", "|---" * 11 + "|"]
+    for arm, r in runs:
+        md += [f"| {arm} s{r['seed']} | {search_memory.family_name(f['family'])} | {f['tries']} | {f['replay_rows']} | "
+               f"{f['rollouts']:.0f} | {f['passed']} | {f['inconclusive']} | {f['nothing']} | {f['failed']} | "
+               f"{f['promoted']} | {f['held']} |" for f in r["search"]["memory"]]
+    for arm, r in runs:
+        held = r["search"].get("held_now") or []
+        md += ["", f"**{arm} s{r['seed']}** held now: " + ("none" if not held else "")]
+        md += [f"- {h}" for h in held[:SHOWN]] + ([f"- ... and {len(held) - SHOWN} more"] if len(held) > SHOWN else [])
     return md + [""]
