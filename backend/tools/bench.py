@@ -461,6 +461,8 @@ def one_step(b: Bench, engine: str, micro: int | None, fused: bool, steps: int =
     from backend.progress import StepProgress
     from backend.runs import create_run, harness_code
 
+    from .bench_overhead import clocked
+
     sets = [f"train.tasks_per_step={b.a.tasks}", f"train.group_size={b.a.group}",
             f"train.max_new_tokens_cap={b.a.step_new}", "evolve.enabled=false", f"model.engine={engine}",
             f"model.device={b.device}", f"model.name={b.a.model}", f"model.gguf_file={b.a.gguf}",
@@ -486,7 +488,9 @@ def one_step(b: Bench, engine: str, micro: int | None, fused: bool, steps: int =
     try:
         for s in range(1, steps + 1):
             b.sync()
-            row = eng.train_step(s, StepProgress(steps, quiet=True).start(s))
+            with clocked({}) as phases:
+                row = eng.train_step(s, StepProgress(steps, quiet=True).start(s))
+            row["phases"] = phases
             metrics = json.loads(row["metrics_json"])
             row["trained"] = trained = metrics.get("trained_sequences")
             row["ckpt_ms"] = metrics.get("ckpt_ms", 0.0)
@@ -524,11 +528,14 @@ def step_rows(b: Bench, base: dict | None, ours: dict, base_name: str) -> None:
               f"{ours['trained']} sequences" + (f" vs {base['trained']}" if base else "")))
     for r, who in ((ours, "ours"),) + (((base, "baseline"),) if base else ()):
         over = r["score_ms"] + r["diagnose_ms"] + r["store_ms"]
-        rest = r["total_ms"] - r["gen_ms"] - r["train_ms"] - over - r.get("ckpt_ms", 0.0)
         b.add(Row("step", f"  engine overhead ({who})", "", f"{over:.0f} ms", f"{over / r['total_ms']:.1%}",
                   f"of the step: scoring {r['score_ms']:.0f} ms, diagnosis {r['diagnose_ms']:.0f} ms, "
                   f"store {r['store_ms']:.0f} ms; outside it: checkpoint and building rows "
-                  f"{r.get('ckpt_ms', 0.0):.0f} ms, the rest (tasks, filter) {rest:.0f} ms"))
+                  f"{r.get('ckpt_ms', 0.0):.0f} ms"))
+        if r.get("phases"):
+            from .bench_overhead import breakdown
+
+            b.add(Row("step", f"  host work by function ({who})", "", "", "", breakdown(r["phases"], r["total_ms"])))
 
 
 def bench_step(b: Bench) -> dict | None:
@@ -589,8 +596,8 @@ def variant_rows(b: Bench, today: dict, new: dict, name: str, sets: tuple[str, .
               f"(<= {new['micro_batch']} rows); {new['trained']} vs {today['trained']} sequences"))
     b.add(Row("step", f"  {name}: engine overhead", f"{over(today):.0f} ms", f"{over(new):.0f} ms",
               f"{over(new) / new['total_ms']:.1%} of step", f"scoring {new['score_ms']:.0f}, diagnosis "
-              f"{new['diagnose_ms']:.0f}, store {new['store_ms']:.0f} ms; checkpoint and building rows {new['ckpt_ms']:.0f} "
-              f"ms (today {today['ckpt_ms']:.0f})"))
+              f"{new['diagnose_ms']:.0f}, store {new['store_ms']:.0f} ms; checkpoint and building rows "
+              f"{new['ckpt_ms']:.0f} ms (today {today['ckpt_ms']:.0f})"))
 
 
 # ---------------------------------------------------------------- dtype

@@ -178,11 +178,12 @@ def card_rows(b) -> list[dict]:
     def steps(res):
         return "/".join(str(r["steps"]) for r in res["rates"])
 
-    share = f"model.gpu_share {b.a.card_share}" if b.cuda else "CPU, one thread each"
-    note = (f"{n} runs x ({share}), {'gpu' if b.cuda else 'cpu'} profile; steps timed per run: today {steps(today)}, new {steps(ours)}; "
+    share = f"model.gpu_share {b.a.card_share}, gpu profile" if b.cuda else "CPU, one thread each, cpu profile"
+    note = (f"{n} runs x ({share}); steps timed per run: today {steps(today)}, new {steps(ours)}; "
             f"windows {today['window_s']:.0f}s / {ours['window_s']:.0f}s after start-ups of "
             f"{today['started_s'] or 0:.0f}s / {ours['started_s'] or 0:.0f}s; new: {', '.join(new) or '-'}")
     if t_n < n or o_n < n:
         note += f"; runs with a rate: {t_n} / {o_n} of {n} (a longer --card-deadline, or see the logs)"
-    return [dict(what=f"card throughput, {n} runs sharing one card", baseline=fmt(t, t_half), ours=fmt(o, o_half),
-                 ratio=f"{o / t:.2f}x" if t and o else "", note=note, data={"today": today, "new": ours})]
+    return [dict(what=f"card throughput, {n} runs sharing one card", baseline=fmt(t, t_half),
+                 ours=fmt(o, o_half), ratio=f"{o / t:.2f}x" if t and o else "", note=note,
+                 data={"today": today, "new": ours})]

@@ -77,8 +77,6 @@ def measure(b, model, tok, samples, settings: dict) -> dict:
            "passes": shape["micro_batches"], "rows": shape["micro_batch"], "seq_tokens": shape["seq_tokens"],
            "padded_tokens": shape["padded_tokens"],
            "peak_gib": torch.cuda.max_memory_allocated(b.device) / (1 << 30) if b.cuda else 0.0}
-    del trainer
-    b.free()
     return out
 
 
@@ -95,7 +93,7 @@ def trainer_rows(b, model, tok, names: list[str]) -> list[dict]:
             res[name] = measure(b, model, tok, samples, VARIANTS[name])
         except Exception as e:  # a variant that fails is a row, not a crash
             res[name] = {"error": f"{type(e).__name__}: {e}"[:160]}
-            b.free()
+        b.free()  # the variant's trainer (optimizer state) is gone with measure's frame
         b.log(f"trainer {name}: " + ", ".join(f"{k} {v}" for k, v in res[name].items()
                                               if k not in ("grad", "times")))
     return [_row(b, name, res[name], res.get("today"), len(samples)) for name in names]
@@ -115,6 +113,7 @@ def _row(b, name: str, r: dict, base: dict | None, n: int) -> dict:
     if ok and name != "today":
         rel = float((r["grad"] - base["grad"]).norm() / base["grad"].norm().clamp(min=1e-30))
         note += f"; vs today: |dloss| {abs(r['loss'] - base['loss']):.1e}, |dgrad|/|grad| {rel:.1e}"
-    return dict(what=what, baseline=f"{base_tps:,.0f} tok/s" if ok and name != "today" else "", ours=f"{tps:,.0f} tok/s",
-                ratio=f"{tps / base_tps:.2f}x" if ok and name != "today" else "",
+    shown = ok and name != "today"
+    return dict(what=what, baseline=f"{base_tps:,.0f} tok/s" if shown else "", ours=f"{tps:,.0f} tok/s",
+                ratio=f"{tps / base_tps:.2f}x" if shown else "",
                 note=note, data={k: v for k, v in r.items() if k != "grad"})
