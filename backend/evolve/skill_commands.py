@@ -12,13 +12,16 @@ from __future__ import annotations
 
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import Iterator, TypedDict
 
 from backend.store import Store
-from backend.types import JSON
 
 from . import skills as sk
-from .skills import SkillError
+from .skills import SkillCard, SkillError
+
+
+Source = Store | str | Path
+"""A run (its `Store`, folder or `run.db`) or, for reading, a skill library file or folder of cards."""
 
 
 def _is_run(path: Path) -> bool:
@@ -26,7 +29,7 @@ def _is_run(path: Path) -> bool:
 
 
 @contextmanager
-def _store(store_or_path: Any, readonly: bool) -> Any:
+def _store(store_or_path: Source, readonly: bool) -> Iterator[Store]:
     if isinstance(store_or_path, Store):
         yield store_or_path
         return
@@ -40,7 +43,7 @@ def _store(store_or_path: Any, readonly: bool) -> Any:
         store.close()
 
 
-def _cards(store_or_path: Any) -> list[JSON]:
+def _cards(store_or_path: Source) -> list[SkillCard]:
     if not isinstance(store_or_path, Store):
         path = Path(store_or_path).expanduser()
         if not path.exists():
@@ -71,7 +74,7 @@ class Imported(TypedDict):
     action: str
 
 
-def skills_list(store_or_path: Any) -> list[SkillSummary]:
+def skills_list(store_or_path: Source) -> list[SkillSummary]:
     """One summary row per card: name, domain, trigger labels, change, uses, helped."""
     return [{"name": c["name"], "domain": c.get("domain", ""), "labels": c["trigger"].get("labels", []),
              "change": f"{c['change'].get('op')} {c['change'].get('name')}",
@@ -79,7 +82,7 @@ def skills_list(store_or_path: Any) -> list[SkillSummary]:
             for c in _cards(store_or_path)]
 
 
-def skills_show(store_or_path: Any, name: str) -> JSON:
+def skills_show(store_or_path: Source, name: str) -> SkillCard:
     """The full card named `name`."""
     for c in _cards(store_or_path):
         if c["name"] == name:
@@ -87,7 +90,7 @@ def skills_show(store_or_path: Any, name: str) -> JSON:
     raise SkillError(f"no skill named '{name}'")
 
 
-def export_skills(store_or_path: Any, dest: Any) -> list[str]:
+def export_skills(store_or_path: Source, dest: str | Path) -> list[str]:
     """Write the cards to `dest` (a .json library file, or a folder: one file per card)."""
     if isinstance(store_or_path, Store) or _is_run(Path(store_or_path).expanduser()):
         with _store(store_or_path, readonly=True) as store:
@@ -99,7 +102,7 @@ def export_skills(store_or_path: Any, dest: Any) -> list[str]:
     return [str(dest)]
 
 
-def import_skills(store_or_path: Any, src: Any) -> list[Imported]:
+def import_skills(store_or_path: Source, src: str | Path) -> list[Imported]:
     """Import cards from a library file, a card file or a folder into a run."""
     with _store(store_or_path, readonly=False) as store:
         return [{"name": n, "action": a} for n, a in sk.import_skills(store, src)]

@@ -29,12 +29,12 @@ import json
 import os
 import re
 from pathlib import Path
-from typing import Any, TYPE_CHECKING
+from typing import Any, NotRequired, TYPE_CHECKING, TypedDict, cast
 
 from backend.errors import EvoError
 from backend.harness.loader import HarnessError, check_source
 from backend.store import dumps, loads
-from backend.types import JSON
+from backend.store.base import Row
 
 
 if TYPE_CHECKING:
@@ -52,6 +52,83 @@ class SkillError(EvoError, ValueError):
     """A skill file or card is unusable; one line for the user."""
 
 
+class SkillTrigger(TypedDict, total=False):
+    """When a card applies: the failure labels it fixed, the failure table it was learned from."""
+
+    labels: list[str]
+    signature: str
+    domain: str
+
+
+class SkillChange(TypedDict, total=False):
+    """A card's single-factor change: `op` (replace, add, remove, set) on the top-level `name`."""
+
+    op: str
+    name: str
+    source: str
+    """The definition's source (none for `remove`)."""
+    kind: str
+    template: str | None
+    """The snippet it was made from (None for an LLM's or a hand-made change)."""
+    title: str
+    hypothesis: str
+    expected: str
+
+
+class GainEvidence(TypedDict):
+    """A paired validation gain as a card keeps it (`gain_evidence`)."""
+
+    effect: float
+    ci_low: float
+    ci_high: float
+    p_value: NotRequired[float]
+    n: int
+    discordant: NotRequired[int | None]
+    test: str
+    against: NotRequired[str]
+    """What the gain was measured against, when not the run's own evaluation before the promotion."""
+
+
+class SkillEvidence(TypedDict, total=False):
+    """Why a card is believed: per learning (run, intervention), its gain. Merging two cards
+    concatenates these lists (`_merge_evidence`)."""
+
+    runs: list[str]
+    deltas: list[float]
+    backtests: list[dict[str, Any]]
+    """What the change's backtest measured (agreement and dead groups, old and new)."""
+    interventions: list[int]
+    gains: list[GainEvidence]
+
+
+class SkillCard(TypedDict):
+    """A skill card, as files and the proposers hold it (the module docstring shows one). The
+    store keeps it as a `skills` row (`SkillRow`); `validate` makes one of untrusted JSON."""
+
+    name: str
+    trigger: SkillTrigger
+    change: SkillChange
+    domain: NotRequired[str]
+    evidence: NotRequired[SkillEvidence]
+    uses: NotRequired[int]
+    helped: NotRequired[int]
+    source: NotRequired[str]
+    """Where the card came from: run:<name>, import:<file>, population:<name>."""
+
+
+class SkillRow(TypedDict):
+    """A card as a `skills` row: the trigger, change and evidence as JSON text."""
+
+    name: str
+    domain: str
+    trigger_json: str
+    change_json: str
+    evidence_json: str
+    uses: int
+    helped: int
+    source: str
+
+
 def evidence_shows_gain(gain: Effect | None) -> bool:
     """The one rule for learning a skill: a paired validation gain whose 95% interval is above zero."""
     return gain is not None and gain.n > 0 and gain.ci_low > 0
@@ -64,7 +141,7 @@ def backtest_shows_gain(ci_low: float | None) -> bool:
     return ci_low is not None and ci_low > 0
 
 
-def gain_evidence(gain: Effect) -> JSON:
+def gain_evidence(gain: Effect) -> GainEvidence:
     """What a card keeps of a `stats.Effect`: the effect, its interval, p-value and sample sizes."""
     d = gain.detail or {}
     return {"effect": round(gain.effect, 4), "ci_low": round(gain.ci_low, 4), "ci_high": round(gain.ci_high, 4),
@@ -72,18 +149,29 @@ def gain_evidence(gain: Effect) -> JSON:
             "discordant": d.get("only_new", 0) + d.get("only_old", 0) if d else None, "test": gain.test}
 
 
-def card_from_row(row: JSON) -> JSON:
+def _card_from_row(row: Row) -> SkillCard:
+    """A `skills` row as a card (the store boundary)."""
     return {"name": row["name"], "domain": row["domain"] or "", "trigger": loads(row["trigger_json"], {}),
             "change": loads(row["change_json"], {}), "evidence": loads(row["evidence_json"], {}),
             "uses": row["uses"] or 0, "helped": row["helped"] or 0, "source": row["source"] or ""}
 
 
-def cards(store: Store) -> list[JSON]:
-    return [card_from_row(r) for r in store.skill_rows()]
+def _card_row(card: SkillCard, name: str, source: str) -> SkillRow:
+    """A card as a new `skills` row named `name`."""
+    return {"name": name, "domain": card.get("domain") or card["trigger"].get("domain") or "",
+            "trigger_json": dumps(card["trigger"]) or "{}", "change_json": dumps(card["change"]) or "{}",
+            "evidence_json": dumps(card.get("evidence") or {}) or "{}", "uses": int(card.get("uses") or 0),
+            "helped": int(card.get("helped") or 0), "source": source or card.get("source") or ""}
 
 
-def validate(card: JSON, where: str) -> JSON:
-    """Check one card's shape; raise SkillError naming the file and the problem."""
+def cards(store: Store) -> list[SkillCard]:
+    """Every card of the run, most helpful first, then by name."""
+    return [_card_from_row(r) for r in store.skill_rows()]
+
+
+def validate(card: object, where: str) -> SkillCard:
+    """Check the shape of one card read from a file (untrusted JSON) and return it typed; raise
+    SkillError naming the file and the problem."""
     if not isinstance(card, dict):
         raise SkillError(f"{where}: a skill card must be a JSON object")
     for key, typ in REQUIRED.items():
@@ -106,44 +194,43 @@ def validate(card: JSON, where: str) -> JSON:
     labels = card["trigger"].get("labels", [])
     if not isinstance(labels, list) or not all(isinstance(x, str) for x in labels):
         raise SkillError(f"{where}: skill '{card['name']}' trigger labels must be a list of strings")
-    return card
+    return cast(SkillCard, card)
 
 
-def _identity(change: JSON) -> tuple[Any, ...]:
+def _identity(change: SkillChange) -> tuple[Any, ...]:
     return change.get("op"), change.get("name"), re.sub(r"\s+", " ", change.get("source") or "").strip()
 
 
-def _merge_evidence(a: JSON, b: JSON) -> JSON:
-    out = dict(a)
+def _merge_evidence(a: SkillEvidence, b: SkillEvidence) -> SkillEvidence:
+    """`a` with `b`'s lists appended (other values: `b`'s). Cards from files may carry keys of
+    their own, kept as they are."""
+    out: dict[str, Any] = dict(a)
     for k, v in (b or {}).items():
         out[k] = (out.get(k) or []) + v if isinstance(v, list) else v
-    return out
+    return cast(SkillEvidence, out)
 
 
-def upsert(store: Store, card: JSON, source: str = "") -> tuple[str, str]:
+def upsert(store: Store, card: SkillCard, source: str = "") -> tuple[str, str]:
     """Insert a card, or merge it into the card with the same change. Returns (name, 'added'|'merged')."""
     rows = store.skill_rows()
     for row in rows:
-        old = card_from_row(row)
+        old = _card_from_row(row)
         if _identity(old["change"]) == _identity(card["change"]):
             store.update_skill(row["id"], {
-                "evidence_json": dumps(_merge_evidence(old["evidence"], card.get("evidence") or {})),
-                "uses": old["uses"] + int(card.get("uses") or 0),
-                "helped": old["helped"] + int(card.get("helped") or 0)})
+                "evidence_json": dumps(_merge_evidence(old.get("evidence") or {}, card.get("evidence") or {})),
+                "uses": old.get("uses", 0) + int(card.get("uses") or 0),
+                "helped": old.get("helped", 0) + int(card.get("helped") or 0)})
             return old["name"], "merged"
     taken = {r["name"] for r in rows}
     name, n = card["name"], 2
     while name in taken:
         name, n = f"{card['name']}-{n}", n + 1
-    store.add_skill({
-        "name": name, "domain": card.get("domain") or card["trigger"].get("domain") or "",
-        "trigger_json": dumps(card["trigger"]), "change_json": dumps(card["change"]),
-        "evidence_json": dumps(card.get("evidence") or {}), "uses": int(card.get("uses") or 0),
-        "helped": int(card.get("helped") or 0), "source": source or card.get("source") or ""})
+    store.add_skill(dict(_card_row(card, name, source)))
     return name, "added"
 
 
-def bump(store: Store, names: list[str], uses: int = 0, helped: int = 0, evidence: JSON | None = None) -> None:
+def bump(store: Store, names: list[str], uses: int = 0, helped: int = 0,
+         evidence: SkillEvidence | None = None) -> None:
     """Count a use of (or a help by) the named skills."""
     for name in names:
         r = store.skill_row(name)
@@ -155,7 +242,7 @@ def bump(store: Store, names: list[str], uses: int = 0, helped: int = 0, evidenc
         store.update_skill(r["id"], values)
 
 
-def track_record(card: JSON) -> float:
+def track_record(card: SkillCard) -> float:
     """A card's prior from its record: (helped + 1) / (failed uses + 2), smoothed odds of helping.
 
     A card is learned with `helped` 1 and `uses` 0 (it helped without being proposed from a
@@ -167,14 +254,15 @@ def track_record(card: JSON) -> float:
     return (1 + helped) / (2 + failed)
 
 
-def retrieve(store: Store, table: list[FailureRow], domain: str, k: int = 4, shared: bool = True) -> list[JSON]:
+def retrieve(store: Store, table: list[FailureRow], domain: str, k: int = 4,
+             shared: bool = True) -> list[SkillCard]:
     """Cards whose trigger labels show up in the failure table, best match first; `shared`:
     the global library's cards too (`evolve.skill_library`), else the run's own.
 
     Match = sum of the shares of the trigger labels present, times a prior from
     the card's `track_record`."""
     shares = {e["label"]: e["share"] for e in table}
-    scored = []
+    scored: list[tuple[float, str, SkillCard]] = []
     for card in cards(store) + (global_cards(exclude=store) if shared else []):
         if card.get("domain") and domain and card["domain"] != domain:
             continue
@@ -188,7 +276,7 @@ def retrieve(store: Store, table: list[FailureRow], domain: str, k: int = 4, sha
 # ---------------------------------------------------------------- files
 
 
-def read_file(path: Path) -> list[JSON]:
+def read_file(path: Path) -> list[SkillCard]:
     """Cards in one JSON file: a library {"evotui_skills": 1, "skills": [...]} or a single card."""
     try:
         data = json.loads(Path(path).read_text())
@@ -203,7 +291,8 @@ def read_file(path: Path) -> list[JSON]:
     return [validate(data, str(path))]
 
 
-def write_library(path: Path, items: list[JSON]) -> None:
+def write_library(path: Path, items: list[SkillCard]) -> None:
+    """Write `items` as one library file, atomically."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".json.tmp")
     tmp.write_text(json.dumps({"evotui_skills": FORMAT, "skills": items}, indent=2) + "\n")
@@ -244,7 +333,7 @@ def shares_library(ctx: EvolveContext) -> bool:
     return ctx.cfg.evolve.skill_library == "global"
 
 
-def for_round(ctx: EvolveContext, table: list[FailureRow], k: int) -> list[JSON]:
+def for_round(ctx: EvolveContext, table: list[FailureRow], k: int) -> list[SkillCard]:
     """The `k` cards a round's proposer (offline or LLM) may draw from; none, with a warning,
     when reading them fails. The library is written by other runs and other versions, and a
     card that breaks retrieval must cost the round its skills, not its other candidates
@@ -261,7 +350,7 @@ def global_library() -> Path | None:
     return Path(home).expanduser() / "skills.json" if home else None
 
 
-def global_cards(exclude: Any = None) -> list[JSON]:
+def global_cards(exclude: Store | None = None) -> list[SkillCard]:
     """Cards of the global library (those not already in `exclude`'s store)."""
     path = global_library()
     if not path or not path.is_file():
@@ -274,7 +363,7 @@ def global_cards(exclude: Any = None) -> list[JSON]:
     return [c for c in items if _identity(c["change"]) not in have]
 
 
-def save_global(card: JSON) -> None:
+def save_global(card: SkillCard) -> None:
     """Merge one card into the global library (best effort)."""
     path = global_library()
     if not path:

@@ -13,7 +13,7 @@ intervention into a skill card that stores that interval and the sample size.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from backend.harness.loader import Harness
 from backend.types import Intervention
@@ -78,11 +78,11 @@ def learn_skill(ctx: EvolveContext, row: Intervention, gain: stats.Effect) -> st
         return None
     p = row.params
     m = bt.metrics if bt else {}
-    summary = {k: m.get(k) for k in ("agreement_old", "agreement_new", "dead_frac_old", "dead_frac_new", "revived")
-               if k in m} or m.get("deltas", {})
+    kept = ("agreement_old", "agreement_new", "dead_frac_old", "dead_frac_new", "revived")
+    summary: dict[str, Any] = {k: m.get(k) for k in kept if k in m} or m.get("deltas", {})
     run_name = store.run().get("name") or str(store.path.parent)
-    evidence = {"runs": [run_name], "deltas": [round(gain.effect, 4)], "backtests": [summary],
-                "interventions": [row.id], "gains": [sk.gain_evidence(gain)]}
+    evidence: sk.SkillEvidence = {"runs": [run_name], "deltas": [round(gain.effect, 4)], "backtests": [summary],
+                                  "interventions": [row.id], "gains": [sk.gain_evidence(gain)]}
     table = failure_table(store, range(max(1, (row.promoted_step or 1) - ctx.cfg.evolve.window + 1),
                                        (row.promoted_step or 1) + 1))
     if row.skills:  # it came from skills: credit them instead of writing a near-copy
@@ -91,19 +91,20 @@ def learn_skill(ctx: EvolveContext, row: Intervention, gain: stats.Effect) -> st
         ctx.log("info", f"skills {', '.join(row.skills)} helped again (validation {gain.text()})")
         return row.skills[0]
     name = p.get("name") or (row.names or [""])[0]
-    op = p.get("op") if p.get("op") in sk.CHANGE_OPS else "set"  # an LLM's diff becomes "set this definition"
-    change = {"op": op, "name": name, "source": "" if op == "remove" else definition(row.code, name) or "",
-              "kind": row.kind, "template": p.get("template"), "title": row.title,
-              "hypothesis": row.hypothesis, "expected": row.expected}
-    card = {"name": p.get("template") or f"{row.kind}-{row.target or 'general'}",
-            "domain": ctx.harness.domain,
-            "trigger": {"labels": [row.target] if row.target else [],
-                        "signature": ", ".join(f"{e['label']} {e['share']:.2f}" for e in table[:4]),
-                        "domain": ctx.harness.domain},
-            "change": change, "evidence": evidence, "uses": 0, "helped": 1}
+    op = str(p.get("op")) if p.get("op") in sk.CHANGE_OPS else "set"  # an LLM's diff becomes "set this definition"
+    change: sk.SkillChange = {
+        "op": op, "name": name, "source": "" if op == "remove" else definition(row.code, name) or "",
+        "kind": row.kind, "template": p.get("template"), "title": row.title,
+        "hypothesis": row.hypothesis, "expected": row.expected}
+    card: sk.SkillCard = {
+        "name": p.get("template") or f"{row.kind}-{row.target or 'general'}", "domain": ctx.harness.domain,
+        "trigger": {"labels": [row.target] if row.target else [],
+                    "signature": ", ".join(f"{e['label']} {e['share']:.2f}" for e in table[:4]),
+                    "domain": ctx.harness.domain},
+        "change": change, "evidence": evidence, "uses": 0, "helped": 1}
     name, action = sk.upsert(store, card, source=f"run:{run_name}")
     if sk.shares_library(ctx):
-        sk.save_global(dict(card, name=name))
+        sk.save_global({**card, "name": name})
     ctx.effects.skills.append(name)
     ctx.log("info", f"skill '{name}' {action} from intervention #{row.id} (validation {gain.text()})")
     return name
@@ -139,7 +140,7 @@ def after_eval(ctx: EvolveContext, accuracy: float | None = None) -> Effects:
         delta = None if base is None else accuracy - base
         gain = validation_gain(store, row.baseline_eval_id, current)
         store.set_judged(row.id, ctx.step, current.id, accuracy, delta,
-                         sk.gain_evidence(gain) if gain is not None else None)
+                         dict(sk.gain_evidence(gain)) if gain is not None else None)
         active = store.run()["harness_version"] == row.child_version
         dropped = delta is not None and -delta > cfg.rollback_drop
         if (dropped or (gain is not None and gain.harmful)) and active and not rolled_back:
