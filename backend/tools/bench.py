@@ -47,6 +47,8 @@ The `step` section also runs the loop's step with each of `--step-variants`
     evotui bench --quick              # CPU-sized, a couple of minutes
     evotui bench --out /tmp/bench     # full sizes (a GPU); logs and rows.json there
     evotui bench -- --only gen --batch 512 --new 256   # options after `--`
+    evotui bench -- --only trainer,step --skip-hf      # trainer settings against today's
+    evotui bench -- --only card --card-deadline 540    # six runs sharing the card, both settings
 
 Timings are never asserted anywhere; this prints a table.
 """
