@@ -40,7 +40,7 @@ import os
 import random
 import re
 from dataclasses import dataclass
-from typing import Any, TYPE_CHECKING, TypedDict, cast
+from typing import Any, TYPE_CHECKING, TypedDict
 
 from backend.config import LLMProposerConfig
 from backend.harness.loader import HarnessError, check_source
@@ -52,7 +52,8 @@ from . import space
 from .failures import FailureRow, RoundMetrics
 from .edit import EditError, apply_unified_diff, set_definition
 from .interventions import Candidate, params
-from .offline import SkillCard, judgeable_knobs, run_knobs
+from .offline import judgeable_knobs, run_knobs
+from .skills import SkillCard
 
 
 if TYPE_CHECKING:
@@ -311,7 +312,7 @@ def propose(ctx: EvolveContext, table: list[FailureRow], metrics: RoundMetrics, 
     """Up to `n` candidates from one chat completion; failures come back as failed candidates.
     `trials`: whether the knobs only a trial can judge are shown (`schedule.judgeable_by_trial`)."""
     cfg = ctx.cfg.evolve.llm
-    cards = cast(list[SkillCard], sk.for_round(ctx, table, k=3))
+    cards = sk.for_round(ctx, table, k=3)
     names = [c["name"] for c in cards]
 
     def failed(why: str) -> list[Candidate]:

@@ -36,7 +36,7 @@ from __future__ import annotations
 import random
 import dataclasses
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Mapping, NotRequired, TypedDict, cast
+from typing import TYPE_CHECKING, Any, Callable, Mapping, cast
 
 from backend.types import JSON
 
@@ -48,6 +48,7 @@ from . import space
 from .failures import FailureRow, RoundMetrics
 from .edit import Edit, EditError
 from .interventions import Candidate
+from .skills import SkillCard
 from .templates import TEMPLATES, MakeContext, Template, mutate_numbers
 
 
@@ -60,38 +61,6 @@ SKILL_BONUS = 0.05
 """How far a retrieved skill ranks above the snippet it was made from."""
 EXPLORE, RECORD, RELEVANCE = 0.3, 0.2, 0.5
 """Weights of a knob's score: less-tried first, its record of passes, its match to the failure table."""
-
-
-class SkillTrigger(TypedDict, total=False):
-    """When a skill card applies: its failure labels and the signature it was learned from."""
-
-    labels: list[str]
-    signature: str
-
-
-class SkillChange(TypedDict, total=False):
-    """A skill card's single-factor change (`skills.py` describes the card)."""
-
-    op: str
-    name: str
-    source: str
-    kind: str
-    template: str
-    title: str
-    hypothesis: str
-    expected: str
-
-
-class SkillCard(TypedDict):
-    """A skill card as the proposers read it (`skills.for_round`)."""
-
-    name: str
-    trigger: SkillTrigger
-    change: SkillChange
-    domain: NotRequired[str]
-    uses: NotRequired[int]
-    helped: NotRequired[int]
-    source: NotRequired[str]
 
 
 Option = Template | SkillCard | tuple[space.Knob, space.Steps]
@@ -131,7 +100,7 @@ def options(ctx: EvolveContext, table: list[FailureRow], metrics: RoundMetrics, 
     """(score, key, option) for every snippet, skill and knob that fits this round, best first
     (`trials`: whether knobs only a trial can judge may be offered)."""
     return rank(ctx, table, metrics, judgeable_knobs(ctx, trials)[0],
-                cast(list[SkillCard], sk.for_round(ctx, table, k=4)))
+                sk.for_round(ctx, table, k=4))
 
 
 def rank(ctx: EvolveContext, table: list[FailureRow], metrics: RoundMetrics, knobs: list[space.Knob],
@@ -252,7 +221,7 @@ def propose(ctx: EvolveContext, table: list[FailureRow], metrics: RoundMetrics, 
     diagnosis = dg.diagnose(table, metrics)
     motive = diagnosis.text() if diagnosis.stuck else None
     knobs = split_knobs(space.knobs(*knob_args(ctx)), trials)[0]
-    ranked = rank(ctx, table, metrics, knobs, cast(list[SkillCard], sk.for_round(ctx, table, k=4)))
+    ranked = rank(ctx, table, metrics, knobs, sk.for_round(ctx, table, k=4))
     cap = MakeContext(max_new_tokens_cap=ctx.cfg.train.max_new_tokens_cap)
     seen = set(exclude)
     out: list[Candidate] = []
