@@ -1,9 +1,9 @@
 """The evolution core's typed surface: untyped dicts in public signatures, and how deep a round's calls nest.
 
 - A public function (or method) of `backend/evolve` that takes or returns `JSON` (or
-  `dict[str, Any]`) hands its reader a dict whose keys they must look up elsewhere. The
-  count may only go down (`CEILING`); typed records replace them, converted at the store
-  boundary.
+  `dict[str, Any]`) hands its reader a dict whose keys they must look up elsewhere. There
+  are none (`CEILING` 0): typed records replace them, converted at the store boundary
+  (`backend/evolve/rows.py`, `skills.SkillRow`).
 - A round's calls inside `backend/evolve` nest at most `MAX_DEPTH` frames deep
   (`benchmarks/round_modules.py` traces a real round at tiny sizes), so a reader can follow
   one step of the round down and back.
@@ -18,8 +18,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 EVOLVE = ROOT / "backend" / "evolve"
-CEILING = 44
-"""Public signatures in backend/evolve with an untyped dict today; lower it as they go."""
+CEILING = 0
+"""Public signatures in backend/evolve with an untyped dict: none; typed records replace them."""
 MAX_DEPTH = 8
 UNTYPED = ("JSON", "dict[str, Any]", "Dict[str, Any]")
 
