@@ -429,6 +429,22 @@ def bench_unsloth(b: Bench, ids, att, mask, adv, micro: int, chunk: int, peft_ro
               f"fused chunks and micro-batch {micro}"))
 
 
+T975 = {1: 12.71, 2: 4.30, 3: 3.18, 4: 2.78, 5: 2.57, 6: 2.45, 7: 2.36, 8: 2.31, 9: 2.26, 10: 2.23}
+
+
+def interval(xs: list[float], fmt: str = "{:.2f}") -> str:
+    """ "mean +- half-width of its 95% t-interval (n=N)" of repeated timings; n=1: the value alone."""
+    n = len(xs)
+    if n == 0:
+        return "-"
+    m = sum(xs) / n
+    if n == 1:
+        return f"{fmt.format(m)} (n=1)"
+    sd = (sum((x - m) ** 2 for x in xs) / (n - 1)) ** 0.5
+    half = T975.get(n - 1, 1.96) * sd / n ** 0.5
+    return f"{fmt.format(m)} +- {fmt.format(half)} (n={n})"
+
+
 def _ratio(a, c) -> str:
     return f"{a[0] / c[0]:.2f}x" if a and c else ""
 
@@ -503,6 +519,7 @@ def one_step(b: Bench, engine: str, micro: int | None, fused: bool, steps: int =
     finally:
         grpo.token_logprobs = plain
     row = min(rows[1:] or rows, key=lambda r: r["total_ms"])
+    row["steps_ms"] = {k: [r[k] for r in rows[1:] or rows] for k in ("total_ms", "gen_ms", "train_ms")}
     row["engine"] = eng.generator.name
     row["micro_batch"] = row["shape"].get("micro_batch", cfg.train.micro_batch)
     store.close()
@@ -590,12 +607,18 @@ def variant_rows(b: Bench, today: dict, new: dict, name: str, sets: tuple[str, .
     def over(r):
         return r["score_ms"] + r["diagnose_ms"] + r["store_ms"]
 
+    def spread(k):
+        return (f"s per step after the first: today {interval([x / 1000 for x in today['steps_ms'][k]])}, "
+                f"{name} {interval([x / 1000 for x in new['steps_ms'][k]])}")
+
     b.add(Row("step", f"GRPO step, {name} vs today", s(today, "total_ms"), s(new, "total_ms"), rat("total_ms"),
-              f"{', '.join(sets)}; best step after the first of {b.a.steps}", {"today": today, "ours": new}))
+              f"{', '.join(sets)}; best step after the first of {b.a.steps}; {spread('total_ms')}",
+              {"today": today, "ours": new}))
     b.add(Row("step", f"  {name}: generate", s(today, "gen_ms"), s(new, "gen_ms"), rat("gen_ms")))
     b.add(Row("step", f"  {name}: train", s(today, "train_ms"), s(new, "train_ms"), rat("train_ms"),
-              f"today {_padding(today)} (micro-batch {today['micro_batch']}); {name} {_padding(new)} "
-              f"(<= {new['micro_batch']} rows); {new['trained']} vs {today['trained']} sequences"))
+              f"{spread('train_ms')}; today {_padding(today)} (micro-batch {today['micro_batch']}); "
+              f"{name} {_padding(new)} (<= {new['micro_batch']} rows); {new['trained']} vs {today['trained']} "
+              f"sequences"))
     b.add(Row("step", f"  {name}: engine overhead", f"{over(today):.0f} ms", f"{over(new):.0f} ms",
               f"{over(new) / new['total_ms']:.1%} of step", f"scoring {new['score_ms']:.0f}, diagnosis "
               f"{new['diagnose_ms']:.0f}, store {new['store_ms']:.0f} ms; checkpoint and building rows "

@@ -106,7 +106,10 @@ def _row(b, name: str, r: dict, base: dict | None, n: int) -> dict:
     tps = r["seq_tokens"] / r["s"]
     ok = base is not None and "error" not in base
     base_tps = base["seq_tokens"] / base["s"] if ok else None
-    note = (f"{r['passes']} passes of <= {r['rows']} rows, padding {1 - r['seq_tokens'] / r['padded_tokens']:.0%}"
+    from .bench import interval
+
+    note = (f"tok/s per repeat {interval([r['seq_tokens'] / t for t in r['times']], '{:,.0f}')}; "
+            f"{r['passes']} passes of <= {r['rows']} rows, padding {1 - r['seq_tokens'] / r['padded_tokens']:.0%}"
             f"; first step {r['warm_s']:.1f}s; repeats bit-identical {'yes' if r['repeats_identical'] else 'NO'}")
     if b.cuda:
         note += f"; peak {r['peak_gib']:.1f} GiB"
