@@ -121,6 +121,6 @@ def memory_lines(runs: list[tuple[str, dict]]) -> list[str]:
                f"{f['promoted']} | {f['held']} |" for f in r["search"]["memory"]]
     for arm, r in runs:
         held = r["search"].get("held_now") or []
-        md += ["", f"**{arm} s{r['seed']}** held now: " + ("none" if not held else "")]
+        md += ["", f"**{arm} s{r['seed']}** held now:" + (" none" if not held else "\n")]
         md += [f"- {h}" for h in held[:SHOWN]] + ([f"- ... and {len(held) - SHOWN} more"] if len(held) > SHOWN else [])
     return md + [""]
