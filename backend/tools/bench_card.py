@@ -66,7 +66,7 @@ def _read(run_dir: Path) -> tuple[int, int]:
 
 def run_sets(b, share: float, cuda: bool) -> list[str]:
     """The `--set` overrides every run of the section gets."""
-    from .bench import bench_harness
+    from .bench_common import bench_harness
 
     sets = [f"model.name={b.a.model}", f"model.gguf_file={b.a.gguf}", f"model.device={b.device}",
             "evolve.enabled=false", "eval.every=1000000", "eval.n_val=8", "eval.n_test=8",

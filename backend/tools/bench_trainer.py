@@ -106,7 +106,7 @@ def _row(b, name: str, r: dict, base: dict | None, n: int) -> dict:
     tps = r["seq_tokens"] / r["s"]
     ok = base is not None and "error" not in base
     base_tps = base["seq_tokens"] / base["s"] if ok else None
-    from .bench import interval
+    from .bench_common import interval
 
     note = (f"tok/s per repeat {interval([r['seq_tokens'] / t for t in r['times']], '{:,.0f}')}; "
             f"{r['passes']} passes of <= {r['rows']} rows, padding {1 - r['seq_tokens'] / r['padded_tokens']:.0%}"

@@ -1,0 +1,36 @@
+"""What several `evotui bench` sections share: the math harness of the loop sections, and the
+interval of repeated timings. Kept apart from bench.py so the section modules import it
+without importing the command (no cycle)."""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+
+def bench_harness() -> str:
+    """The default math harness plus a small brevity reward, so no group is dead and every step trains."""
+    from backend.harness.loader import default_harness_path
+
+    code = default_harness_path("math").read_text()
+    code = code.replace('REWARD_WEIGHTS = {"correct": 1.0, "format": 0.1}',
+                        'REWARD_WEIGHTS = {"correct": 1.0, "format": 0.1, "brevity": 0.01}')
+    path = Path(tempfile.mkdtemp(prefix="evotui-bench-")) / "harness.py"
+    path.write_text(code + "\n\ndef reward_brevity(r):\n    return -len(r.completion) / 1000\n")
+    return str(path)
+
+
+T975 = {1: 12.71, 2: 4.30, 3: 3.18, 4: 2.78, 5: 2.57, 6: 2.45, 7: 2.36, 8: 2.31, 9: 2.26, 10: 2.23}
+
+
+def interval(xs: list[float], fmt: str = "{:.2f}") -> str:
+    """ "mean +- half-width of its 95% t-interval (n=N)" of repeated timings; n=1: the value alone."""
+    n = len(xs)
+    if n == 0:
+        return "-"
+    m = sum(xs) / n
+    if n == 1:
+        return f"{fmt.format(m)} (n=1)"
+    sd = (sum((x - m) ** 2 for x in xs) / (n - 1)) ** 0.5
+    half = T975.get(n - 1, 1.96) * sd / n ** 0.5
+    return f"{fmt.format(m)} +- {fmt.format(half)} (n={n})"
