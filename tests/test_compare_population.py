@@ -146,3 +146,12 @@ def test_a_tiny_best_of_n_arm_trains_n_runs_and_reports_one(tmp_path, tiny_overr
         s.close()
     (g,) = groups_in(out)
     assert (g.arm, g.seed, len(g.members)) == ("best-of-n", 3, 2)
+
+
+def test_compare_refuses_a_population_of_one(tmp_path, capsys):
+    from evotui.cli import main
+
+    assert main(["compare", "--population", "1", "--arms", "population", "--seeds", "0", "--out",
+                 str(tmp_path / "cmp")]) == 2
+    assert "a population has at least 2 members" in capsys.readouterr().err
+    assert not (tmp_path / "cmp").exists()
