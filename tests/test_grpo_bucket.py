@@ -96,3 +96,32 @@ def test_cpu_rows_shrink_with_length_within_the_ceiling(model):
     assert memory.cpu_rows(model, 100, ceiling=8, budget=1) == 1
     rows = memory.rows_at_length(model, "cpu", 5, auto=False)
     assert rows(10) == rows(1000) == 5
+
+
+def test_cuda_plan_gives_short_passes_more_rows_within_the_budget_and_the_cap(model):
+    """The CUDA planner, without a card: a fixed budget (as `MemoryPlan` holds after the first step)
+    lets 2 rows of the longest length fit a pass; shorter passes take more, never past the
+    estimate at their own longest row, and an out-of-memory cap bounds every pass."""
+    from backend.policy.grpo import MemoryPlan
+    from backend.policy.shape import Spec
+
+    spec = Spec.of(model.get_base_model().config)
+    samples = batch()
+    lengths = [len(s.prompt_ids) + len(s.completion_ids) for s in samples]
+    per = [memory.train_bytes_per_sequence(spec, T, 4, 4) for T in range(max(lengths) + 1)]
+    budget = int((2.5 * per[max(lengths)] + memory.RESERVE) / memory.MARGIN)
+    cfg = TrainConfig(micro_batch=8, logprob_chunk=4, auto_micro_batch=True, length_buckets=True)
+    trainer = GRPOTrainer(model, SimpleNamespace(pad_token_id=0), cfg, "cuda")
+    trainer.plan = MemoryPlan(budget=budget, share=budget)
+    trainer._pick_micro_batch(samples)
+    fits = [memory.pick_micro_batch(spec, max(lengths[i] for i in p), budget, 4, 4) for p in trainer.passes]
+    assert len(trainer.passes[0]) == 2 and all(len(p) <= f for p, f in zip(trainer.passes, fits))
+    assert max(len(p) for p in trainer.passes) > 2 and trainer.rows == max(len(p) for p in trainer.passes)
+    assert sorted(i for p in trainer.passes for i in p) == list(range(len(samples)))
+    trainer.micro_batch = 1  # the loop's halving after an out-of-memory error: a cap on every pass
+    trainer._pick_micro_batch(samples)
+    assert [len(p) for p in trainer.passes] == [1] * len(samples)
+    trainer.cfg.length_buckets = False  # today's plan: every pass sized for the step's longest row
+    trainer.plan.cap = None
+    trainer._pick_micro_batch(samples)
+    assert trainer.passes == buckets.in_order(len(samples), 2)
