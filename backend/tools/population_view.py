@@ -98,7 +98,9 @@ def read_population(pop_dir: Path) -> PopulationView:
 
 def reported_member(scores: list[Score]) -> int | None:
     """The member reported on test: the one the others were compared to (the best on
-    validation) at the last comparison; None before the first."""
+    validation) at the last comparison; None before the first. The rule of
+    `population.coordinator.reported_member`, read from the same `best` flag here, as the TUI
+    may not import the coordinator (it reaches the engine)."""
     last = _last_scores(scores)
     best = [s.member for s in last.values() if s.best]
     return min(best) if best else None

@@ -115,14 +115,13 @@ def _last_val(r: dict) -> float | None:
     return r["val_evals"][-1]["accuracy"] if r["val_evals"] else None
 
 
-def reported_index(g: Group, records: list[dict | None]) -> int | None:
-    """The member reported on test: a population's best at its last comparison (its store's
-    scores), else (best-of-n, or no comparison yet) the highest last validation accuracy, the
-    lowest index on a tie. Never chosen on test."""
-    if g.population:
-        best = read_population(g.dir).reported
-        if best is not None and best < len(records) and records[best] is not None:
-            return best
+def reported_index(records: list[dict | None], view: PopulationView | None = None) -> int | None:
+    """The member reported on test: a population's best at its last comparison (`view`, its
+    store's scores), else (best-of-n, or no comparison yet) the highest last validation accuracy,
+    the lowest index on a tie. Never chosen on test."""
+    best = view.reported if view is not None else None
+    if best is not None and best < len(records) and records[best] is not None:
+        return best
     vals = [(v, -i) for i, r in enumerate(records) if r is not None and (v := _last_val(r)) is not None]
     if vals:
         return -max(vals)[1]
@@ -133,15 +132,16 @@ def group_record(g: Group, collect_run: Callable[[Path], dict]) -> dict:
     """The group as one run of its arm: its reported member's record (test and validation curves,
     steps), with every member's rollouts and decisions, complete when every run is."""
     records = [collect_run(m) if (m / "run.db").is_file() else None for m in g.members]
-    rep = reported_index(g, records)
+    view = read_population(g.dir) if g.population else None
+    rep = reported_index(records, view)
     done = [r for r in records if r is not None]
     base = dict(records[rep]) if rep is not None else _empty(g)
     spent = [rollouts_of(m) for m in g.members if (m / "run.db").is_file()]
-    status, complete = _group_status(g, records)
+    status, complete = _group_status(records, view)
     base.update(
         arm=g.arm, seed=g.seed, dir=str(g.dir), member=rep, members=len(g.members), status=status,
         complete=complete, steps_done=min((r["steps_done"] for r in done), default=0),
-        steps_total=max((r["steps_total"] or 0 for r in done), default=None),
+        steps_total=view.population.steps_total if view else max((r["steps_total"] or 0 for r in done), default=None),
         wall_s=sum(r.get("wall_s") or 0 for r in done), train_rollouts=sum(t for t, _ in spent),
         probe_rollouts=sum(r.get("probe_rollouts") or 0 for r in done), search_rollouts=sum(x for _, x in spent),
         rollouts_used=sum(t + x for t, x in spent),
@@ -153,18 +153,14 @@ def group_record(g: Group, collect_run: Callable[[Path], dict]) -> dict:
 def _empty(g: Group) -> dict:
     return {"dir": str(g.dir), "profile": "", "test_evals": [], "val_evals": [], "steps": [], "promoted": [],
             "blocked": [], "skills": [], "decisions": [], "repeated": [], "skipped": [], "audit": None,
-            "search": None, "interventions": 0}
+            "search": {}, "interventions": 0}
 
 
-def _group_status(g: Group, records: list[dict | None]) -> tuple[str, bool]:
-    """(status, complete): a population's own status (done: complete); best-of-n is finished when
-    every run is complete, else the first unfinished run's status."""
-    if g.population:
-        ps = PopulationStore.open(g.dir, readonly=True)
-        try:
-            status = ps.population().status
-        finally:
-            ps.close()
+def _group_status(records: list[dict | None], view: PopulationView | None) -> tuple[str, bool]:
+    """(status, complete): a population's own status (finished: complete); best-of-n is finished
+    when every run is complete, else the first unfinished run's status."""
+    if view is not None:
+        status = view.population.status
         return ("finished" if status in FINISHED else status), status in FINISHED
     left = [r for r in records if r is None or not r["complete"]]
     if not left:
@@ -331,7 +327,7 @@ def best_of_n_lines(groups: list[Group], collect_run: Callable[[Path], dict]) ->
           "| seed | run | run seed | last validation | reported |", "|---|---|---|---|---|"]
     for g in rows:
         records = [collect_run(m) for m in g.members]
-        rep = reported_index(g, records)
+        rep = reported_index(records)
         for i, r in enumerate(records):
             val = _last_val(r)
             md.append(f"| {g.seed} | {Path(r['dir']).name} | {r['seed']} | "
