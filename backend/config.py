@@ -105,6 +105,12 @@ class TrainConfig:
     allows at that length. The loss (summed, divided by the step's token count) is the same; only
     the order of the additions differs, so twins still train identically. False: passes in the
     rollouts' order, each padded to its longest (`evotui bench --only trainer` compares both)."""
+    causal_only: bool = False
+    """Training passes run attention with the causal mask alone, no padding mask. The passes are
+    right-padded, so a real token attends only to earlier tokens, all real: its values are the
+    masked pass's, and padding positions compute values the loss mask drops (zero gradient).
+    PyTorch's SDPA then takes its flash kernel (`is_causal`) instead of the masked
+    memory-efficient one. False: the padding mask, as before (`evotui bench --only trainer`)."""
     compile: bool = False
     """torch.compile the transformer body of the training passes (dynamic shapes). Off by
     default: the first steps pay the compilation; `evotui bench --only trainer` measures it."""
