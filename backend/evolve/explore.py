@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from typing import Callable
 
 from backend.config import RunConfig
 from backend.harness.loader import Harness
@@ -52,15 +53,17 @@ class ExploreMove:
     target: str
 
 
-def propose_move(store: Store, cfg: RunConfig, step: int) -> ExploreMove | None:
+def propose_move(store: Store, cfg: RunConfig, step: int,
+                 propose: Callable[..., list[Candidate]] = offline.propose) -> ExploreMove | None:
     """The first knob move of the offline proposer's ranking, built on the member's active
-    harness, that passes the safety gate; None when none does (each try stays recorded)."""
+    harness, that passes the safety gate; None when none does (each try stays recorded).
+    `propose`: the proposer (`offline.propose`'s signature; a test passes hostile ones)."""
     hv = int(store.run()["harness_version"])
     harness = Harness.from_code((store.harness_version(hv) or {})["code"])
     ctx = EvolveContext(store, cfg, step, hv, harness)
     steps = range(max(1, step - cfg.evolve.window + 1), step + 1)
     table, metrics = diagnose.failure_table(store, steps), diagnose.round_metrics(store, steps)
-    cands = offline.propose(ctx, table, metrics, cfg.evolve.candidates, store.known_codes(), trials=True)
+    cands = propose(ctx, table, metrics, cfg.evolve.candidates, store.known_codes(), trials=True)
     shares = {row["label"]: row["share"] for row in table}
     for c in cands:
         if "knob" not in c.params or c.parent_version != hv:

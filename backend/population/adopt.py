@@ -66,7 +66,7 @@ def source_state(run_dir: Path) -> SourceState:
 
 
 def _marked(store: Store, note: str) -> Adopted | None:
-    for v in store.harness_versions():
+    for v in store.live_versions():
         if (v.get("note") or "").startswith(note + ":") or v.get("note") == note:
             return Adopted(store.run().get("policy_version"), int(v["id"]))
     return None
@@ -79,8 +79,9 @@ def copy_checkpoint(src: Path, target_run: Path, event_id: int) -> Path:
     if final.is_dir():  # a resume after the rename: already whole
         return final
     root.mkdir(parents=True, exist_ok=True)
+    for stale in root.glob(f".tmp-e{event_id}-*"):  # a copy a kill cut short
+        shutil.rmtree(stale, ignore_errors=True)
     tmp = root / f".tmp-e{event_id}-{os.getpid()}"
-    shutil.rmtree(tmp, ignore_errors=True)
     shutil.copytree(src, tmp)
     os.replace(tmp, final)
     return final
@@ -90,9 +91,7 @@ def _activate(store: Store, code: str, note: str, values: dict, intervention_id:
     """Inside a transaction: the new active harness version, the old one superseded."""
     old = int(store.run()["harness_version"])
     old_code = (store.harness_version(old) or {})["code"]
-    for v in store.harness_versions():
-        if v["status"] == "active":
-            store.update("harness_versions", v["id"], {"status": "superseded"})
+    store.update("harness_versions", old, {"status": "superseded"})  # the active one: the run points at it
     vid = store.insert("harness_versions", {
         "parent": old, "created_at": now(), "code": code, "sha": sha(code), "status": "active",
         "diff": unified_diff(old_code, code, f"a/harness_v{old}.py", "b/harness.py"),
