@@ -1,5 +1,6 @@
-"""Passes by length (`train.length_buckets`): the same loss and LoRA gradient as passes in the
-rollouts' order, less padding, and the same bits on a second run (twins)."""
+"""Passes by length (`train.length_buckets`) and attention without the padding mask
+(`train.causal_only`): the same loss and LoRA gradient as today's passes (in the rollouts'
+order, padding masked), less padding, and the same bits on a second run (twins)."""
 
 from __future__ import annotations
 
@@ -33,8 +34,8 @@ def batch() -> list[Sample]:
 
 def run(model, bucketed: bool, **kw) -> tuple[dict, dict, GRPOTrainer]:
     """One step at lr 0 (the weights stay): its stats, the LoRA gradients, the trainer."""
-    cfg = TrainConfig(lr=0.0, micro_batch=3, logprob_chunk=4, max_grad_norm=1e9, auto_micro_batch=False,
-                      length_buckets=bucketed, **kw)
+    kw.setdefault("length_buckets", bucketed)
+    cfg = TrainConfig(lr=0.0, micro_batch=3, logprob_chunk=4, max_grad_norm=1e9, auto_micro_batch=False, **kw)
     trainer = GRPOTrainer(model, SimpleNamespace(pad_token_id=0), cfg, "cpu")
     stats = trainer.step(batch())
     grads = {n: p.grad.detach().clone() for n, p in model.named_parameters() if p.requires_grad}
@@ -46,13 +47,14 @@ def model():
     return tiny_lora_model()
 
 
+@pytest.mark.parametrize("new", [{}, {"causal_only": True}], ids=["buckets", "buckets-causal"])
 @pytest.mark.parametrize("kw", [{}, {"kl_coef": 0.1, "ppo_epochs": 2}], ids=["one-pass", "kl-two-epochs"])
-def test_bucketed_loss_and_gradient_equal_the_unbucketed(model, kw):
+def test_bucketed_loss_and_gradient_equal_the_unbucketed(model, kw, new):
     """The loss is a sum over passes divided by one count for the step: the partition changes the
     order of additions only (and with KL and two epochs, the old and reference log-probs follow
-    the same passes)."""
+    the same passes). Without the padding mask a real token sees the same tokens."""
     plain, g_plain, t_plain = run(model, False, **kw)
-    ours, g_ours, t_ours = run(model, True, **kw)
+    ours, g_ours, t_ours = run(model, True, **kw, **new)
     assert t_plain.passes == buckets.in_order(len(PROMPT_LENS), 3)
     assert t_ours.passes != t_plain.passes
     assert ours["loss"] == pytest.approx(plain["loss"], rel=1e-5, abs=1e-7)
@@ -65,9 +67,19 @@ def test_bucketed_loss_and_gradient_equal_the_unbucketed(model, kw):
     assert t_ours.last_shape["seq_tokens"] == t_plain.last_shape["seq_tokens"]
 
 
-def test_bucketed_twins_are_bit_identical(model):
-    _, a, _ = run(model, True)
-    _, b, _ = run(model, True)
+def test_causal_only_alone_equals_the_masked_passes(model):
+    plain, g_plain, _ = run(model, False)
+    ours, g_ours, t_ours = run(model, False, causal_only=True)
+    assert t_ours.passes == buckets.in_order(len(PROMPT_LENS), 3)
+    assert ours["loss"] == pytest.approx(plain["loss"], rel=1e-5, abs=1e-7)
+    for n in g_ours:
+        torch.testing.assert_close(g_ours[n], g_plain[n], rtol=1e-4, atol=1e-7, msg=n)
+
+
+@pytest.mark.parametrize("kw", [{}, {"causal_only": True}], ids=["buckets", "buckets-causal"])
+def test_bucketed_twins_are_bit_identical(model, kw):
+    _, a, _ = run(model, True, **kw)
+    _, b, _ = run(model, True, **kw)
     for n in a:
         assert torch.equal(a[n], b[n]), n
 

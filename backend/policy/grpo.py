@@ -21,7 +21,8 @@ kernels while the device runs them instead of waiting three times per micro-batc
 (transformers still reads the padding mask at each forward's start)
 (tests/test_distributed_passes.py). With `train.length_buckets` the passes hold rows of
 like length (backend/policy/buckets.py), so little of a pass is padding; with
-`train.compile` the transformer body runs compiled.
+`train.compile` the transformer body runs compiled; with `train.causal_only` attention
+runs without the padding mask (the rows are right-padded: `_hidden`).
 """
 
 from __future__ import annotations
@@ -66,18 +67,17 @@ def _chunk_logprobs(head, h, targets, want_entropy: bool):
 
 
 def checkpointed_token_logprobs(model, input_ids, attention_mask, chunk: int = 64, want_entropy: bool = False,
-                                body=None):
+                                body=None, right_padded: bool = False):
     """Log-prob of each next token: (B, T-1), plus entropy (B, T-1) if asked.
 
     Chunks of `chunk` positions go through the LM head one at a time; with
     grad enabled each chunk is checkpointed, so backward recomputes its logits
     (three head matmuls per chunk). Used where the head itself trains; see
-    `token_logprobs` for the usual frozen-head case. `body`: the transformer body to run in
-    place of the model's own (a compiled one, `GRPOTrainer`).
+    `token_logprobs` for the usual frozen-head case. `body`, `right_padded`: as `token_logprobs`'s.
     """
     own, head = backbone_and_head(model)
     body = own if body is None else body
-    hidden, targets = _hidden(body, input_ids, attention_mask)
+    hidden, targets = _hidden(body, input_ids, attention_mask, right_padded)
     lps, ents = [], []
     for s in range(0, hidden.shape[1], chunk):
         h, t = hidden[:, s:s + chunk], targets[:, s:s + chunk]
@@ -90,8 +90,18 @@ def checkpointed_token_logprobs(model, input_ids, attention_mask, chunk: int = 6
     return torch.cat(lps, 1), torch.cat(ents, 1)
 
 
-def _hidden(body, input_ids, attention_mask):
-    """Last hidden states (B, T-1, H) that predict input_ids[:, 1:], and those targets."""
+def _hidden(body, input_ids, attention_mask, right_padded: bool = False):
+    """Last hidden states (B, T-1, H) that predict input_ids[:, 1:], and those targets.
+
+    `right_padded`: every row's tokens come first and its padding after them (`collate`), so the
+    causal mask alone keeps a real token from seeing padding, and the padding mask is left out:
+    no mask to build or read, and attention runs its causal kernel. Positions count from 0 in
+    every row (a real token's are then the masked pass's); padding positions keep counting, so
+    transformers does not take the rows for packed sequences."""
+    if right_padded:
+        pos = torch.arange(input_ids.shape[1], device=input_ids.device)[None]  # (1, T)
+        hidden = body(input_ids=input_ids, position_ids=pos, use_cache=False).last_hidden_state
+        return hidden[:, :-1], input_ids[:, 1:]
     pos = (attention_mask.cumsum(-1) - 1).clamp(min=0)
     hidden = body(input_ids=input_ids, attention_mask=attention_mask, position_ids=pos).last_hidden_state
     return hidden[:, :-1], input_ids[:, 1:]
@@ -127,7 +137,8 @@ class _HeadLogprob(torch.autograd.Function):
         return (g[..., None] * jac).to(ctx.h_dtype), None, None, None
 
 
-def token_logprobs(model, input_ids, attention_mask, chunk: int = 64, want_entropy: bool = False, body=None):
+def token_logprobs(model, input_ids, attention_mask, chunk: int = 64, want_entropy: bool = False, body=None,
+                   right_padded: bool = False):
     """Log-prob of each next token: (B, T-1), plus entropy (B, T-1, no gradient) if asked.
 
     The trainer's path. With grad enabled and a frozen LM head (LoRA), each
@@ -136,12 +147,14 @@ def token_logprobs(model, input_ids, attention_mask, chunk: int = 64, want_entro
     Otherwise (no grad, or a trainable head) it is `checkpointed_token_logprobs`.
     Values and gradients match the checkpointed path (tests/test_bench.py). `body`: the
     transformer body to run in place of the model's own (a compiled one, `GRPOTrainer`).
+    `right_padded`: the rows are right-padded, so attention needs no padding mask (`_hidden`);
+    the values at padding positions are then meaningless, and callers mask them out.
     """
     own, head = backbone_and_head(model)
     if not torch.is_grad_enabled() or head.weight.requires_grad:
-        return checkpointed_token_logprobs(model, input_ids, attention_mask, chunk, want_entropy, body)
+        return checkpointed_token_logprobs(model, input_ids, attention_mask, chunk, want_entropy, body, right_padded)
     body = own if body is None else body
-    hidden, targets = _hidden(body, input_ids, attention_mask)
+    hidden, targets = _hidden(body, input_ids, attention_mask, right_padded)
     outs = [_HeadLogprob.apply(hidden[:, s:s + chunk], head.weight, targets[:, s:s + chunk], want_entropy)
             for s in range(0, hidden.shape[1], chunk)]
     return torch.cat([o[0] for o in outs], 1), torch.cat([o[1] for o in outs], 1)
@@ -295,8 +308,10 @@ class GRPOTrainer:
             yield collate([samples[i] for i in rows], self.tok.pad_token_id, self.device)
 
     def _logprobs(self, ids, att, want_entropy: bool = False):
-        """`token_logprobs` of the trainer's passes, through the compiled body under `train.compile`."""
-        return token_logprobs(self.model, ids, att, self.cfg.logprob_chunk, want_entropy, self._body())
+        """`token_logprobs` of the trainer's passes (right-padded by `collate`), through the compiled
+        body under `train.compile`, without the padding mask under `train.causal_only`."""
+        return token_logprobs(self.model, ids, att, self.cfg.logprob_chunk, want_entropy, self._body(),
+                              bool(getattr(self.cfg, "causal_only", False)))
 
     def _body(self):
         """The compiled transformer body (`train.compile`), else None (the model's own).
