@@ -42,7 +42,8 @@ table at the end gives the ratio ours / baseline for each line:
          card (`--only card`, within `--card-deadline`; backend/tools/bench_card.py).
 
 The `step` section also runs the loop's step with each of `--step-variants`
-(default: passes by length) after today's, in the same process.
+(default: passes by length, then also without the padding mask) after today's,
+in the same process.
 
     evotui bench --quick              # CPU-sized, a couple of minutes
     evotui bench --out /tmp/bench     # full sizes (a GPU); logs and rows.json there
@@ -73,7 +74,7 @@ from .bench_common import bench_harness, interval  # noqa: F401 (bench_harness: 
 
 SECTIONS = ("gen", "train", "trainer", "determinism", "step", "trl", "dtype", "harness", "dist", "ddp", "card")
 DEFAULT_SECTIONS = ("gen", "train", "determinism", "step", "trl", "harness")
-TRAINER_VARIANTS = ("today", "buckets", "nondet", "compiled")  # bench_trainer.VARIANTS, without importing it
+TRAINER_VARIANTS = ("today", "buckets", "causal", "nondet", "compiled")  # bench_trainer.VARIANTS, without importing it
 
 
 @dataclass
@@ -736,16 +737,17 @@ def parse(argv: list[str], quick: bool):
     p.add_argument("--group", type=int, default=8 if cuda else 4, help="step: group size")
     p.add_argument("--step-new", type=int, default=128 if cuda else 32, help="step: max new tokens")
     p.add_argument("--steps", type=int, default=2 if cuda else 3, help="step, trl: steps run (fastest after the first)")
-    p.add_argument("--step-variants", default="buckets:train.length_buckets=true",
+    p.add_argument("--step-variants", default="buckets:train.length_buckets=true;"
+                   "causal:train.length_buckets=true,train.causal_only=true",
                    help='step: more steps against today\'s, "name:key=value,...;name2:..." (empty: none)')
     p.add_argument("--skip-hf", action="store_true", help="step: no plain-generate baseline step (CUDA: ~100 s)")
-    p.add_argument("--trainer-variants", default="buckets,nondet,compiled",
-                   help="trainer: variants against today's, of buckets, nondet, compiled")
+    p.add_argument("--trainer-variants", default="buckets,causal,nondet,compiled",
+                   help="trainer: variants against today's, of buckets, causal, nondet, compiled")
     p.add_argument("--card-runs", type=int, default=6, help="card: runs sharing the card")
     p.add_argument("--card-share", type=float, default=0.15, help="card: model.gpu_share of each run")
     p.add_argument("--card-deadline", type=float, default=540.0,
                    help="card: seconds for both settings together (start, measure, stop)")
-    p.add_argument("--card-new", default="train.length_buckets=true",
+    p.add_argument("--card-new", default="train.length_buckets=true,train.causal_only=true",
                    help="card: the new settings, comma-separated key=value")
     p.add_argument("--gpus", type=int, default=0, help="ddp: ranks against one (default: every visible GPU; "
                    "2 on the CPU)")

@@ -7,9 +7,11 @@ rollouts of mixed length, on the configured model, in one process on one device:
             micro-batch planned for the step's longest row (the defaults);
 - buckets   `train.length_buckets`: rows sorted by length, each pass padded to its
             own longest and as many rows as the memory plan allows at that length;
-- buckets, not deterministic   the same without torch's deterministic algorithms
+- causal    buckets and `train.causal_only`: attention without the padding mask
+            (the causal kernel);
+- nondet    causal without torch's deterministic algorithms
             (`train.deterministic = false`): what determinism costs on this path;
-- buckets + compile  `train.compile` as well (the first step compiles).
+- compiled  causal and `train.compile` (the first step compiles).
 
 The rollouts: `--tasks` x `--group` rows, prompts of 80 to 130 tokens (the default
 math harness's), completions uniform up to `--step-new` tokens with a third of the
@@ -29,11 +31,13 @@ import torch
 VARIANTS = {
     "today": {},
     "buckets": {"length_buckets": True},
-    "nondet": {"length_buckets": True, "deterministic": False},
-    "compiled": {"length_buckets": True, "compile": True},
+    "causal": {"length_buckets": True, "causal_only": True},
+    "nondet": {"length_buckets": True, "causal_only": True, "deterministic": False},
+    "compiled": {"length_buckets": True, "causal_only": True, "compile": True},
 }
 NAMES = {"today": "today: passes in order", "buckets": "buckets (train.length_buckets)",
-         "nondet": "buckets, train.deterministic=false", "compiled": "buckets + train.compile"}
+         "causal": "buckets + train.causal_only", "nondet": "buckets + causal_only, deterministic=false",
+         "compiled": "buckets + causal_only + train.compile"}
 
 
 def rollouts(n: int, group: int, new: int, vocab: int, seed: int = 0) -> list:
