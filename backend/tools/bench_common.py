@@ -1,11 +1,23 @@
-"""What several `evotui bench` sections share: the math harness of the loop sections, and the
-interval of repeated timings. Kept apart from bench.py so the section modules import it
+"""What several `evotui bench` sections share: the table's `Row`, the math harness of the loop
+sections, and the interval of repeated timings. Kept apart from bench.py so the section modules import it
 without importing the command (no cycle)."""
 
 from __future__ import annotations
 
 import tempfile
+from dataclasses import dataclass, field
 from pathlib import Path
+
+
+@dataclass
+class Row:
+    section: str
+    what: str
+    baseline: str = ""
+    ours: str = ""
+    ratio: str = ""
+    note: str = ""
+    data: dict = field(default_factory=dict)
 
 
 def bench_harness() -> str:
