@@ -550,7 +550,8 @@ def parse(argv: list[str], quick: bool):
     # the cores and OpenMP's spin-waits slowed both sides 10-30x (measured here).
     p.add_argument("--threads", type=int, default=1 if quick else 0)
     p.add_argument("--reps", type=int, default=1 if quick else 3)
-    p.add_argument("--profile", action="store_true", help="gen: print kernel times of eager decode steps")
+    p.add_argument("--profile", action="store_true",
+                   help="gen: print kernel times of eager decode steps; trainer: of one step per variant")
     cuda = torch.cuda.is_available() and not quick
     p.add_argument("--batch", type=int, default=512 if cuda else 8, help="gen: prompts decoded together")
     p.add_argument("--new", type=int, default=256 if cuda else 32, help="gen: new tokens per prompt")

@@ -20,6 +20,8 @@ lr is 0, so every variant sees the same weights: the table gives each one's loss
 LoRA gradient against today's (the loss is the same sum in another order) and whether
 its repeats gave bit-identical gradients (what twins need). tok/s counts the rows'
 own tokens, not padding; "padding" is the share of computed tokens that were padding.
+With `--profile`, one more step of each variant runs under torch.profiler and the log
+gets its kernel times (where a step's device time goes); it is not in the timings.
 """
 
 from __future__ import annotations
@@ -76,12 +78,27 @@ def measure(b, model, tok, samples, settings: dict) -> dict:
         times.append(t)
         grads.append(_grads(model))
     shape = trainer.last_shape
+    if b.a.profile:
+        profile(b, lambda: trainer.step(samples))
     out = {"s": sorted(times)[len(times) // 2], "times": times, "warm_s": warm_s, "loss": stats["loss"],
            "grad": grads[0], "repeats_identical": all(torch.equal(grads[0], g) for g in grads[1:]),
            "passes": shape["micro_batches"], "rows": shape["micro_batch"], "seq_tokens": shape["seq_tokens"],
            "padded_tokens": shape["padded_tokens"],
            "peak_gib": torch.cuda.max_memory_allocated(b.device) / (1 << 30) if b.cuda else 0.0}
     return out
+
+
+def profile(b, step) -> None:
+    """Log the kernel times of one `step()` (CUDA; CPU ops on the CPU), largest first."""
+    from torch.profiler import ProfilerActivity, profile as torch_profile
+
+    acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if b.cuda else [])
+    with torch_profile(activities=acts) as prof:
+        step()
+        b.sync()
+    key = "cuda_time_total" if b.cuda else "cpu_time_total"
+    b.log("trainer profile, one step:\n" + prof.key_averages().table(sort_by=key, row_limit=25,
+                                                                     max_name_column_width=60))
 
 
 def trainer_rows(b, model, tok, names: list[str]) -> list[dict]:
