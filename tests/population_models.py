@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 NOISE = 1e-3
 """Scale of the random attention and MLP weights: too small to change a greedy answer."""
 MARGIN = 2.0
@@ -58,3 +60,38 @@ def gcd_harness(path: Path, spread: str) -> str:
     code = code[:start] + 'CURRICULUM = {"datasets": {"gcd": 1.0}, "level": 1}' + code[end:]
     path.write_text(code)
     return str(path)
+
+
+EVERY, STEPS, TASKS, GROUP = 2, 4, 2, 2
+SETS = [f"train.tasks_per_step={TASKS}", f"train.group_size={GROUP}", "train.max_new_tokens_cap=8",
+        "train.micro_batch=4", "train.keep_checkpoints=0", "eval.n_val=32", "eval.n_test=8",
+        "eval.max_new_tokens=4", "math.datasets=['gcd']", f"population.every={EVERY}", f"steps={STEPS}"]
+
+
+@pytest.fixture(scope="module")
+def model_and_harness(tmp_path_factory):
+    """The answer-one model and a gcd harness whose reward never ties (import it into a test module)."""
+    from tiny_llama import write_spread_harness
+
+    d = tmp_path_factory.mktemp("population-model")
+    spread = write_spread_harness(d / "spread.py")
+    return save_answer_one_llama(d / "one"), gcd_harness(d / "gcd.py", spread)
+
+
+def make_population(pop: Path, model_and_harness, mode: str, auto_promote: bool = True) -> None:
+    """A new population whose member 1 trains with a learning rate of 1 (its own run config)."""
+    from backend.config import load_config
+    from backend.population import coordinator
+    from backend.population.members import member_config
+    from backend.runs import create_run, harness_code
+
+    model, harness = model_and_harness
+    cfg = load_config(None, [*SETS, f"model.name='{model}'", f"harness='{harness}'", "population.size=2",
+                             f"population.mode='{mode}'", f"evolve.auto_promote={str(auto_promote).lower()}"])
+    ps = coordinator.create(cfg, pop)
+    m1 = member_config(ps.population().config(), 1, EVERY)
+    ps.close()
+    m1.train.lr = 1.0
+    create_run(pop / "m1", m1, harness_code(m1)).close()
+
+

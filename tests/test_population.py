@@ -16,39 +16,11 @@ import pytest
 
 from backend.config import load_config
 from backend.population import adopt, coordinator
-from backend.population.members import member_config
 from backend.population.store import PopulationStore
-from backend.runs import create_run, harness_code
 from backend.store import Store
 
-from population_models import gcd_harness, save_answer_one_llama
+from population_models import EVERY, GROUP, SETS, STEPS, TASKS, make_population, model_and_harness  # noqa: F401
 from soak_checks import _evals_and_rounds, _harness_versions, _steps_and_rollouts
-from tiny_llama import write_spread_harness
-
-EVERY, STEPS, TASKS, GROUP = 2, 4, 2, 2
-SETS = [f"train.tasks_per_step={TASKS}", f"train.group_size={GROUP}", "train.max_new_tokens_cap=8",
-        "train.micro_batch=4", "train.keep_checkpoints=0", "eval.n_val=32", "eval.n_test=8",
-        "eval.max_new_tokens=4", "math.datasets=['gcd']", f"population.every={EVERY}", f"steps={STEPS}"]
-
-
-@pytest.fixture(scope="module")
-def model_and_harness(tmp_path_factory):
-    d = tmp_path_factory.mktemp("population-model")
-    spread = write_spread_harness(d / "spread.py")
-    return save_answer_one_llama(d / "one"), gcd_harness(d / "gcd.py", spread)
-
-
-def make_population(pop: Path, model_and_harness, mode: str) -> None:
-    """A new population whose member 1 trains with a learning rate of 1 (its own run config)."""
-    model, harness = model_and_harness
-    cfg = load_config(None, [*SETS, f"model.name='{model}'", f"harness='{harness}'", "population.size=2",
-                             f"population.mode='{mode}'", "evolve.auto_promote=true"])
-    ps = coordinator.create(cfg, pop)
-    m1 = member_config(ps.population().config(), 1, EVERY)
-    ps.close()
-    m1.train.lr = 1.0
-    create_run(pop / "m1", m1, harness_code(m1)).close()
-
 
 def store(run: Path) -> Store:
     return Store.open(run, readonly=True)
@@ -59,7 +31,7 @@ class Killed(BaseException):
 
 
 @pytest.fixture(scope="module")
-def explore_pop(tmp_path_factory, model_and_harness):
+def explore_pop(tmp_path_factory, model_and_harness):  # noqa: F811  (the imported fixture)
     """Explore mode, killed halfway through copying a checkpoint, then resumed to the end."""
     pop = tmp_path_factory.mktemp("explore") / "pop"
     make_population(pop, model_and_harness, "explore")
