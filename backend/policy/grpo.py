@@ -100,7 +100,7 @@ def _hidden(body, input_ids, attention_mask, right_padded: bool = False):
     transformers does not take the rows for packed sequences."""
     if right_padded:
         pos = torch.arange(input_ids.shape[1], device=input_ids.device)[None]  # (1, T)
-        hidden = body(input_ids=input_ids, position_ids=pos, use_cache=False).last_hidden_state
+        hidden = body(input_ids=input_ids, position_ids=pos).last_hidden_state
         return hidden[:, :-1], input_ids[:, 1:]
     pos = (attention_mask.cumsum(-1) - 1).clamp(min=0)
     hidden = body(input_ids=input_ids, attention_mask=attention_mask, position_ids=pos).last_hidden_state
