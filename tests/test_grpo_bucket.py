@@ -137,3 +137,22 @@ def test_cuda_plan_gives_short_passes_more_rows_within_the_budget_and_the_cap(mo
     trainer.plan.cap = None
     trainer._pick_micro_batch(samples)
     assert trainer.passes == buckets.in_order(len(samples), 2)
+
+
+def test_causal_only_builds_no_attention_mask(model, monkeypatch):
+    """The point of `train.causal_only`: transformers gets no mask to build (SDPA then runs
+    `is_causal`, the flash kernel on a GPU); the masked pass builds one."""
+    import transformers.models.llama.modeling_llama as llama
+
+    from backend.policy.grpo import token_logprobs
+
+    built = []
+    make = llama.create_causal_mask
+    monkeypatch.setattr(llama, "create_causal_mask", lambda *a, **k: built.append(make(*a, **k)) or built[-1])
+    ids = torch.randint(1, 64, (3, 9), generator=torch.Generator().manual_seed(0))
+    att = torch.ones_like(ids)
+    att[0, 6:] = att[1, 8:] = 0
+    with torch.enable_grad():
+        token_logprobs(model, ids, att, 4, right_padded=True)
+        token_logprobs(model, ids, att, 4)
+    assert len(built) == 2 and built[0] is None and built[1] is not None
