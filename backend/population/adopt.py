@@ -25,6 +25,7 @@ import os
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from backend.evolve import interventions as iv
 from backend.evolve.edit import unified_diff
@@ -87,7 +88,7 @@ def copy_checkpoint(src: Path, target_run: Path, event_id: int) -> Path:
     return final
 
 
-def _activate(store: Store, code: str, note: str, values: dict, intervention_id: int | None = None) -> int:
+def _activate(store: Store, code: str, note: str, values: dict[str, Any], intervention_id: int | None = None) -> int:
     """Inside a transaction: the new active harness version, the old one superseded."""
     old = int(store.run()["harness_version"])
     old_code = (store.harness_version(old) or {})["code"]

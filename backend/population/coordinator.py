@@ -20,6 +20,7 @@ events are applied (each idempotent: `adopt.py`), nothing is decided twice.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from backend.config import RunConfig, config_from_dict, to_dict
 from backend.errors import EvoError
@@ -58,7 +59,7 @@ def create(cfg: RunConfig, pop_dir: Path) -> PopulationStore:
     return ps
 
 
-def start(cfg: RunConfig, pop_dir: Path, jobs: int, quiet: bool = False) -> dict:
+def start(cfg: RunConfig, pop_dir: Path, jobs: int, quiet: bool = False) -> dict[str, Any]:
     """Create a population and train it to the end; returns its summary (`summary`)."""
     from backend.runs import harness_code
 
@@ -71,7 +72,7 @@ def start(cfg: RunConfig, pop_dir: Path, jobs: int, quiet: bool = False) -> dict
     return drive(pop_dir, jobs, quiet)
 
 
-def resume(pop_dir: Path, steps: int | None, jobs: int, quiet: bool = False) -> dict:
+def resume(pop_dir: Path, steps: int | None, jobs: int, quiet: bool = False) -> dict[str, Any]:
     """Go on with a stopped population (to `steps`, when given)."""
     ps = PopulationStore.open(pop_dir)
     try:
@@ -93,7 +94,7 @@ def default_jobs(size: int) -> int:
     return size if visible_gpus() else 1
 
 
-def drive(pop_dir: Path, jobs: int, quiet: bool = False) -> dict:
+def drive(pop_dir: Path, jobs: int, quiet: bool = False) -> dict[str, Any]:
     """Segments until the last step (see the module docstring); the summary. `jobs` 0: `default_jobs`."""
     ps = PopulationStore.open(pop_dir)
     try:
@@ -282,7 +283,7 @@ def total_rollouts(pop_dir: Path) -> int:
     return total
 
 
-def summary(pop_dir: Path) -> dict:
+def summary(pop_dir: Path) -> dict[str, Any]:
     """The end summary's facts: reported member, its test accuracy, rollouts, copies and moves."""
     ps = PopulationStore.open(pop_dir, readonly=True)
     try:
@@ -299,9 +300,11 @@ def summary(pop_dir: Path) -> dict:
             "moves_won": sum(e.kind == "move" and e.outcome == "won" for e in events)}
 
 
-def end_line(out: dict) -> str:
+def end_line(out: dict[str, Any]) -> str:
     """The population's end summary, one grep-able line."""
-    acc = lambda v: f"{v:.3f}" if isinstance(v, float) else "n/a"  # noqa: E731
+    def acc(v: object) -> str:
+        return f"{v:.3f}" if isinstance(v, float) else "n/a"
+
     return (f"population {out['status']} at step {out['step']}/{out['steps_total']}: reported member "
             f"m{out['reported_member']} (validation {acc(out['val_acc'])}, test {acc(out['test_acc'])}); "
             f"{out['copies']} copies, {out['moves']} moves ({out['moves_won']} won); {out['rollouts']} rollouts "

@@ -68,8 +68,8 @@ def learn_skill(run_dir: Path, e: Event, out: Outcome) -> int | None:
                                         "ci_high": round(out.high, 4), "n": out.n, "test": "mcnemar-exact",
                                         "against": f"m{e.parent} (population parent)"}]},
                 "uses": 0, "helped": 1}
-        sk.validate(card, f"population move e{e.id}")
-        card_name, _ = sk.upsert(store, card, source=f"population:{run_dir.parent.name}")
+        typed = sk.validate(card, f"population move e{e.id}")
+        card_name, _ = sk.upsert(store, typed, source=f"population:{run_dir.parent.name}")
         got = store.skill_row(card_name)
         return int(got["id"]) if got else None
     finally:

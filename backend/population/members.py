@@ -25,6 +25,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from backend.config import RunConfig, apply_overrides, config_from_dict, to_toml
 from backend.store import Store
@@ -42,7 +43,7 @@ def member_seed(seed: int, idx: int) -> int:
     return seed * SEED_STRIDE + idx
 
 
-def member_config(base: dict, idx: int, every: int) -> RunConfig:
+def member_config(base: dict[str, Any], idx: int, every: int) -> RunConfig:
     """Member `idx`'s run config from the population's base config (a plain tree)."""
     data = json.loads(json.dumps(base))
     name = data.get("name") or "population"
@@ -94,14 +95,14 @@ def run_segment(pop_dir: Path, base: RunConfig, configs: list[RunConfig], step: 
     share = grid_config(base, jobs, gpus)["model"]["gpu_share"]
     todo = [i for i in range(len(configs)) if not reached(pop_dir / f"m{i}", step)]
     done: dict[int, int | None] = {i: None for i in range(len(configs)) if i not in todo}
-    running: list[tuple[subprocess.Popen, int, str | None]] = []
+    running: list[tuple[subprocess.Popen[bytes], int, str | None]] = []
     logs = pop_dir / "logs"
     logs.mkdir(exist_ok=True)
     while running or (todo and not stopping.requested):
         while todo and len(running) < jobs and not stopping.requested:
             i = todo.pop(0)
             cfg = config_from_dict(apply_overrides(_tree(configs[i]), [f"model.gpu_share={share}"]))
-            gpu = pick_gpu(gpus, [g for *_, g in running])
+            gpu = pick_gpu(gpus, [g for *_, g in running if g is not None])
             running.append((_launch(pop_dir, i, cfg, step, gpu, jobs, not gpus, logs), i, gpu))
         if stopping.requested and not stopping.sent:
             stopping.sent = True
@@ -115,14 +116,14 @@ def run_segment(pop_dir: Path, base: RunConfig, configs: list[RunConfig], step: 
     return [MemberRun(i, done.get(i), logs / f"m{i}.log") for i in range(len(configs))]
 
 
-def _tree(cfg: RunConfig) -> dict:
+def _tree(cfg: RunConfig) -> dict[str, Any]:
     from backend.config import to_dict
 
     return to_dict(cfg)
 
 
 def _launch(pop_dir: Path, idx: int, cfg: RunConfig, step: int, gpu: str | None, jobs: int, cpu: bool,
-            logs: Path) -> subprocess.Popen:
+            logs: Path) -> subprocess.Popen[bytes]:
     env = dict(os.environ, **({"CUDA_VISIBLE_DEVICES": gpu} if gpu is not None else {}))
     if cpu and jobs > 1 and "OMP_NUM_THREADS" not in os.environ:
         # members side by side on CPU: one thread pool per core in each would oversubscribe them

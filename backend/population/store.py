@@ -350,7 +350,7 @@ class PopulationStore:
                 if p.kind not in EVENT_KINDS:
                     raise ValueError(f"unknown event kind {p.kind!r}")
                 ev = p.evidence
-                ids.append(int(self.db.table("events").insert({
+                ids.append(int(self.db.table("events").insert({  # type: ignore[arg-type]  # rowid table
                     "step": p.step, "kind": p.kind, "member": p.member, "parent": p.parent, "status": "planned",
                     "diff": ev.diff, "low": ev.low, "high": ev.high, "n": ev.n,
                     "compared_json": json.dumps(list(ev.compared)), "parent_score": p.parent_score,
@@ -396,13 +396,15 @@ class PopulationStore:
     def events(self, *, step: int | None = None, member: int | None = None,
                statuses: Sequence[str] = ()) -> list[Event]:
         """Events in id order, filtered by step, target member and status."""
-        where, args = [], []
-        if step is not None:
-            where.append("step = ?"), args.append(step)
-        if member is not None:
-            where.append("member = ?"), args.append(member)
+        where: list[str] = []
+        args: list[int | str] = []
+        for clause, value in (("step = ?", step), ("member = ?", member)):
+            if value is not None:
+                where.append(clause)
+                args.append(value)
         if statuses:
-            where.append(f"status IN ({', '.join('?' * len(statuses))})"), args.extend(statuses)
+            where.append(f"status IN ({', '.join('?' * len(statuses))})")
+            args.extend(statuses)
         return [_event(r) for r in self.db.table("events").rows_where(" AND ".join(where) or None, args,
                                                                        order_by="id")]
 
