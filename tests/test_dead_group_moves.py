@@ -111,6 +111,12 @@ def test_the_offline_proposer_puts_dead_group_moves_first_only_when_stuck(tmp_pa
             "lenient_extraction", "partial_format_credit"}  # the snippets that revive dead groups
     else:
         assert not any("diagnosis" in c.params for c in cands)
+    ctx.policy = SimpleNamespace(trials=False)  # a live policy that cannot trial: a probe would only defer them
+    ranked = offline.options(ctx, table, metrics, schedule.judgeable_by_trial(ctx))
+    assert ranked[0][1][len(space.PREFIX):] not in RESCUES
+    ctx.policy = SimpleNamespace(trials=True)
+    ranked = offline.options(ctx, table, metrics, schedule.judgeable_by_trial(ctx))
+    assert (ranked[0][1][len(space.PREFIX):] in RESCUES) is first_rescues
     store.close()
 
 
@@ -187,3 +193,23 @@ def test_partial_test_credit_pays_the_share_passed_and_nothing_gameable():
     assert passed(_view("failed", 3, total=0)) == 0.0  # HumanEval: no case count
     rank = t.score({e["label"]: e for e in _table(0.9)}, _metrics(0.9))
     assert rank > t.score({e["label"]: e for e in _table(0.1)}, _metrics(0.1))
+
+
+def test_an_llm_answer_choosing_a_dead_group_move_travels_over_http_with_its_diagnosis(tmp_path):
+    """A real local chat server answers with a hint move: the request listed the knob, the answer
+    becomes one move of the space, and the candidate keeps the diagnosis the model was shown."""
+    from backend.evolve import llm
+    from chat_server import ChatServer, llm_config
+
+    store = build_run(tmp_path / "run.db", steps=1)
+    answer = json.dumps({"interventions": [{"title": "Hint all-wrong groups", "target": "dead_groups",
+                                            "hypothesis": "no correct rollout to learn from",
+                                            "expected": "fewer dead groups", "knob": "SAMPLING.hint", "value": 0.2}]})
+    with ChatServer(lambda body: answer) as srv:
+        ctx = context(store, cfg=llm_config(srv.url))
+        (c,) = llm.propose(ctx, _table(0.9), _metrics(0.9), 3, set(), trials=True)
+    (req,) = srv.requests
+    assert '"knob": "SAMPLING.hint"' in req["body"]["messages"][-1]["content"]
+    assert c.error is None and c.proposer == "llm" and c.params["knob"] == "SAMPLING.hint"
+    assert c.params["diagnosis"].startswith("dead groups 0.90 [") and changed_names(c.parent_code, c.code) == ["SAMPLING"]
+    store.close()

@@ -330,9 +330,13 @@ def propose(ctx: EvolveContext, table: list[FailureRow], metrics: RoundMetrics, 
         items = parse_answer(text)
     except ValueError as e:
         return failed(f"llm: malformed answer: {str(e)[:200]}")
+    diagnosis = dg.diagnose(table, metrics)
+    rescues = {k.name for k in run_knobs(ctx) if k.rescues} if diagnosis.stuck else set()
     out = []
     for item in items[:n]:
         c = candidate_from(item, ctx, names)
+        if c.params.get("knob") in rescues:  # a move acting on dead groups keeps the diagnosis it was shown
+            c.params["diagnosis"] = diagnosis.text()
         if c.error or c.code not in exclude:
             out.append(c)
     return out

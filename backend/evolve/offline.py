@@ -17,7 +17,8 @@ Each round it ranks three kinds of option against the failure table:
 pass-rate target, hints, resampling, a longer token budget where rollouts are
 cut off: `space.rescue_first`) and the snippets that revive them (lenient
 extraction, partial credit: `Template.rescues`) rank before every other
-option, by score among themselves; each candidate of such a move carries the
+option, by score among themselves (the knob moves only where training will
+judge them: a run that trials, or the population); each candidate of such a move carries the
 diagnosis with its numbers (`deadgroups.Diagnosis.text`) in its hypothesis
 and its params. The knob moves change what training draws or sees, so only a
 trial or the population judges them (`space.why_trial`); the snippets are
@@ -107,13 +108,17 @@ def rank(ctx: EvolveContext, table: list[FailureRow], metrics: RoundMetrics, kno
          cards: list[SkillCard]) -> list[Ranked]:
     """`options` from the knobs and skill cards this round may offer: by score, except that in a
     stuck window the moves acting on dead groups come first (`space.rescue_first`, and the snippets
-    that revive dead groups: `Template.rescues`), by score among themselves."""
+    that revive dead groups: `Template.rescues`), by score among themselves. The knob moves come
+    first only where training will judge them (`trained`: this run trials them, or the round has
+    no live policy and its moves go to the population's comparison, `explore.propose_move`);
+    without that each would end inconclusive and take a slot from a move the gate can judge."""
     by_label = {e["label"]: e for e in table}
     domain = ctx.harness.domain
     stuck = dg.of_table(by_label, metrics).stuck
     opts: list[Ranked] = [(t.score(by_label, cast(JSON, metrics)), t.id, t) for t in TEMPLATES
                           if domain in t.domains]
     first = {t.id for t in TEMPLATES if t.rescues and stuck}
+    trained = ctx.policy is None or ctx.policy.trials
     made_by = {key: score for score, key, _ in opts}
     # a skill ranks at least as high as the snippet it was made from, and above it: the same
     # change, with a record of having helped (and its card counts the use)
@@ -127,7 +132,7 @@ def rank(ctx: EvolveContext, table: list[FailureRow], metrics: RoundMetrics, kno
     for knob in knobs:
         steps = space.Steps.of(knob, history.get(knob.name, []))
         opts.append((knob_score(knob, shares, steps), space.PREFIX + knob.name, (knob, steps)))
-        if space.rescue_first(knob, by_label, metrics):
+        if trained and space.rescue_first(knob, by_label, metrics):
             first.add(space.PREFIX + knob.name)
     return sorted([o for o in opts if o[0] > 0], key=lambda o: (o[1] not in first, -o[0], o[1]))
 
