@@ -104,6 +104,8 @@ def build_root(spec: dict) -> None:
         elif os.path.exists(path):
             bind("/dev/null", root + path, readonly=True)
     bind(spec["workdir"], root + spec["inner_workdir"], readonly=False)
+    for point in spec.get("mount_points", []):  # where a pool worker's jobs mount their own dirs
+        os.makedirs(root + point, exist_ok=True)
     for dev in ("null", "zero", "random", "urandom"):
         bind("/dev/" + dev, root + "/dev/" + dev, readonly=False)
     os.makedirs(root + "/proc", exist_ok=True)

@@ -1,0 +1,192 @@
+"""Sandbox side of a warm pool worker: confine once, then fork a confined child per job.
+
+Run as a script (`python -I -B _forkserver.py SPEC.json`), never imported by
+the trusted process. It enters the same namespaces and private read-only root
+as `_launcher.py` (ns mode only), with the pool's job folders bound at /pool,
+preloads the modules a job's driver imports, and answers one JSON request a
+line on stdin with one reply a line on stdout. Per job it forks:
+
+- C1 (trusted, this code): new mount, pid, network, ipc and uts namespaces, so
+  nothing a job leaves (processes, shared memory, a hostname) outlives it;
+  forks C2 and relays its status, killing it on SIGTERM (the wall clock).
+- C2, pid 1 of the job's own pid namespace: a fresh /tmp and /proc, the job's
+  work dir bound at /sandbox, /pool unmounted, stdio to the job's files, every
+  other descriptor closed; then the same uid drop, rlimits and no_new_privs as
+  the launcher, every capability dropped (checked), the scrubbed environment,
+  and only then the untrusted `main` in this already started interpreter.
+
+So a job costs two forks instead of an interpreter start plus a root build.
+The interpreter's hash seed is the worker's, shared by the jobs it runs.
+"""
+
+import ctypes
+import io
+import json
+import os
+import resource
+import runpy
+import signal
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import _launcher as L  # noqa: E402
+
+del sys.path[0]
+
+MNT_DETACH = 2
+CAP_VERSION_3 = 0x20080522
+
+
+def drop_caps() -> None:
+    """Clear every capability set (a user-namespace root keeps them across fork) and check."""
+    header = (ctypes.c_uint32 * 2)(CAP_VERSION_3, 0)
+    data = (ctypes.c_uint32 * 6)()
+    L.check(L.libc.capset(header, data), "capset")
+    with open("/proc/self/status") as f:
+        eff = [ln.split()[1] for ln in f if ln.startswith(("CapEff:", "CapPrm:"))]
+    if len(eff) != 2 or any(int(v, 16) for v in eff):
+        L.fail(f"capabilities remain: {eff}")
+
+
+def stdio(job: dict) -> None:
+    """The job's stdin, stdout and stderr (files the host reads), and no other descriptor."""
+    base = "/pool/" + job["name"]
+    fds = (os.open(base + "/stdin", os.O_RDONLY),  # empty for none: /dev/null is no device in here
+           os.open(base + "/stdout", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600),
+           os.open(base + "/stderr", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600))
+    for i, fd in enumerate(fds):
+        os.dup2(fd, i)
+    os.closerange(3, resource.getrlimit(resource.RLIMIT_NOFILE)[0])
+
+
+def enter_job(spec: dict, job: dict) -> None:
+    """C2: the job's private view of the root, its stdio, its uid and limits."""
+    base = "/pool/" + job["name"]
+    L.mount(None, "/", None, L.MS_REC | L.MS_PRIVATE)
+    L.mount("tmpfs", "/tmp", "tmpfs", L.MS_NOSUID | L.MS_NODEV, f"size={spec['tmp_mb']}m,mode=1777")
+    L.bind(base + "/work", spec["job_workdir"], readonly=False)
+    L.libc.mount(b"proc", b"/proc", b"proc", L.MS_NOSUID | L.MS_NODEV | L.MS_NOEXEC, None)
+    L.check(L.libc.umount2(b"/pool", MNT_DETACH), "umount /pool")
+    os.chdir(spec["job_workdir"])
+    L.drop_and_limit(dict(uid=spec.get("uid"), gid=spec.get("gid"), limits=job["limits"]))
+    drop_caps()
+
+
+def run_main(spec: dict, job: dict) -> int:
+    """Run the job's program as `python -I -B main.py ARGV` would; return its exit status."""
+    os.environ.clear()
+    os.environ.update(spec["env"])
+    sys.argv = [job["main"]] + job["argv"]
+    sys.path[:0] = spec["job_paths"]
+    sys.stdin = sys.__stdin__ = io.TextIOWrapper(io.FileIO(0, "r", closefd=False), "utf-8", "surrogateescape")
+    sys.stdout = sys.__stdout__ = io.TextIOWrapper(io.FileIO(1, "w", closefd=False), "utf-8", "surrogateescape")
+    sys.stderr = sys.__stderr__ = io.TextIOWrapper(io.FileIO(2, "w", closefd=False), "utf-8",
+                                                   "backslashreplace", line_buffering=True)
+    code = 0
+    try:
+        runpy.run_path(job["main"], run_name="__main__")
+    except SystemExit as e:
+        code = e.code if isinstance(e.code, int) else 0 if e.code is None else 1
+        if not isinstance(e.code, int) and e.code is not None:
+            print(e.code, file=sys.stderr)
+    except BaseException:
+        sys.excepthook(*sys.exc_info())
+        code = 1
+    for end in (_threads_and_atexit, sys.stdout.flush, sys.stderr.flush):
+        try:
+            end()
+        except BaseException:
+            code = code or 120
+    return code & 0xFF
+
+
+def _threads_and_atexit() -> None:
+    import atexit
+
+    if "threading" in sys.modules:
+        sys.modules["threading"]._shutdown()
+    atexit._run_exitfuncs()
+
+
+def job_process(spec: dict, job: dict) -> None:
+    """C1 then C2 (never returns)."""
+    try:
+        L.check(L.libc.unshare(L.CLONE_NEWNS | L.CLONE_NEWPID | L.CLONE_NEWNET | L.CLONE_NEWIPC
+                               | L.CLONE_NEWUTS), "unshare")
+        signal.signal(signal.SIGTERM, L._on_term)
+        pid = os.fork()
+        if pid:
+            L._child["pid"] = pid
+            if L._child["term"]:
+                os.kill(pid, signal.SIGKILL)
+            L.relay(pid)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        stdio(job)
+        enter_job(spec, job)
+    except BaseException as e:  # before the untrusted code: a broken sandbox, not a failing program
+        L.fail(f"{type(e).__name__}: {e}")
+    os._exit(run_main(spec, job))
+
+
+def wait_job(pid: int, timeout_s: float) -> tuple[int, bool]:
+    """Wait for C1 up to the wall clock; past it, SIGTERM (C1 kills the job's pid 1), then SIGKILL."""
+    deadline = time.monotonic() + timeout_s
+    pause = 0.001
+    timed_out = False
+    while True:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            return os.waitstatus_to_exitcode(status), timed_out
+        now = time.monotonic()
+        if not timed_out and now >= deadline:
+            timed_out, deadline = True, now + 2.0
+            os.kill(pid, signal.SIGTERM)
+        elif timed_out and now >= deadline:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+            raise RuntimeError("a job's relay did not stop")  # its pid 1 may live: this worker is done
+        time.sleep(pause)
+        pause = min(pause * 1.5, 0.02)
+
+
+def serve(spec: dict, requests, reply_fd: int) -> None:
+    for mod in spec.get("preload", []):
+        __import__(mod)
+    os.write(reply_fd, b'{"ready": true}\n')
+    for line in requests:
+        job = json.loads(line)
+        pid = os.fork()
+        if pid == 0:
+            job_process(spec, job)
+        rc, timed_out = wait_job(pid, job["timeout_s"])
+        while True:  # reap anything reparented to us (nothing should be)
+            try:
+                if os.waitpid(-1, os.WNOHANG)[0] == 0:
+                    break
+            except ChildProcessError:
+                break
+        os.write(reply_fd, (json.dumps({"name": job["name"], "rc": rc, "timed_out": timed_out}) + "\n").encode())
+
+
+def main() -> None:
+    with open(sys.argv[1]) as f:
+        spec = json.load(f)
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    requests = os.fdopen(os.dup(0), "rb")
+    reply_fd = os.dup(1)
+    null = os.open(os.devnull, os.O_RDWR)
+    os.dup2(null, 0)
+    os.dup2(null, 1)
+    L.enter_namespaces(spec)  # the caller stays outside as the relay; this is pid 1 of the worker's namespace
+    serve(spec, requests, reply_fd)
+
+
+if __name__ == "__main__":
+    try:
+        main()
+    except Exception as e:
+        import traceback
+
+        where = traceback.extract_tb(e.__traceback__)[-1]
+        L.fail(f"{type(e).__name__}: {e} (in {where.name}, line {where.lineno})")

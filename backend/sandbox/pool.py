@@ -1,0 +1,249 @@
+"""A pool of warm sandbox workers: `run_many` without an interpreter start per job.
+
+Each worker is a long-lived fork server (`_forkserver.py`) inside the same
+namespaces, private read-only root and hidden paths as a `run_python` run; it
+forks a fresh confined child per job (its own pid, mount, network, ipc and uts
+namespaces, /tmp, work dir at /sandbox, the uid, rlimits and no_new_privs of a
+fresh run, no capabilities), so a job costs a fork instead of a process start
+and a root build. Results are the same `SandboxResult`s, classified the same way.
+
+A worker that dies, hangs past a job's wall clock or answers nonsense is closed
+(with everything it started) and the job is retried once on a fresh worker;
+a second failure is a "crashed" result with the reason, never a lost one.
+Jobs the pool cannot take exactly as `run_python` would (another `hide` or
+`pythonpath`, a `cwd_files_dir`, or a machine without namespaces) run through
+`run_python` itself. `close()` ends every worker; so does the host's exit.
+
+    >>> with SandboxPool(2) as pool:
+    ...     [r.status for r in pool.run_many([{"code": "print(1)"}, {"code": "assert 0"}])]
+    ['passed', 'failed']
+"""
+
+from __future__ import annotations
+
+import atexit
+import itertools
+import json
+import os
+import select
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import weakref
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from . import _modes
+from . import SandboxResult, _force_remove, _prepare, _read, _spec, classify, run_python, sandbox_mode
+from .process import SandboxProcess
+
+FORKSERVER = str(Path(__file__).with_name("_forkserver.py"))
+PRELOAD = ("json", "traceback", "builtins")
+START_TIMEOUT_S = 30.0
+REPLY_SLACK_S = 10.0  # past a job's wall clock, how long the worker may take to say so
+_POOLS: "weakref.WeakSet[SandboxPool]" = weakref.WeakSet()
+
+
+class WorkerBroken(Exception):
+    """A worker stopped answering or died; the job it held has no result from it."""
+
+
+class Worker:
+    """One fork server: start, run one job at a time, close."""
+
+    def __init__(self, hide: list[str], pythonpath: list[str], preload: tuple[str, ...]):
+        mode = sandbox_mode()
+        uid = _modes.acquire_uid() if mode.drop_uid else None
+        home = Path(tempfile.mkdtemp(prefix="evotui-pool-"))
+        self.uid, self.home, self.jobs = uid, home, itertools.count()
+        try:
+            (home / "jobs").mkdir()
+            (home / "root").mkdir()
+            os.chmod(home, 0o711)
+            os.chmod(home / "jobs", 0o711)
+            spec = _spec(mode, home, home / "jobs", "main.py", [], pythonpath, hide, uid, {})
+            spec.update(inner_workdir="/pool", mount_points=["/sandbox"], job_workdir="/sandbox",
+                        job_paths=["/sandbox"] + [str(Path(p).resolve()) for p in pythonpath],
+                        preload=list(preload))
+            (home / "spec.json").write_text(json.dumps(spec))
+            with open(home / "stderr", "wb") as err:
+                proc = subprocess.Popen([sys.executable, "-I", "-B", FORKSERVER, str(home / "spec.json")],
+                                        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err,
+                                        env={"LANG": "C.UTF-8"}, cwd=str(home), start_new_session=True,
+                                        close_fds=True)
+        except BaseException:
+            if uid is not None:
+                _modes.release_uid(uid)
+            shutil.rmtree(home, onerror=_force_remove)
+            raise
+        self.proc = SandboxProcess(proc, home, uid, mode.namespaces, mode.name)
+        self.mode = mode.name
+        try:
+            if self._reply(START_TIMEOUT_S) != {"ready": True}:
+                raise WorkerBroken("no ready line")
+        except WorkerBroken as e:
+            tail = self.proc.stderr_tail()
+            self.close()
+            raise WorkerBroken(f"the pool worker did not start: {e}; {tail}") from None
+
+    def _reply(self, timeout_s: float) -> dict:
+        out = self.proc.proc.stdout
+        ready, _, _ = select.select([out], [], [], timeout_s)
+        if not ready:
+            raise WorkerBroken("no answer in time")
+        line = out.readline()
+        if not line:
+            raise WorkerBroken(f"the worker exited ({self.proc.proc.poll()})")
+        try:
+            return json.loads(line)
+        except ValueError:
+            raise WorkerBroken("an unreadable answer") from None
+
+    def run(self, job: dict) -> SandboxResult:
+        """Run one `run_python`-style job; raises WorkerBroken when the worker fails it."""
+        start = time.monotonic()
+        name = str(next(self.jobs))
+        jdir = self.home / "jobs" / name
+        timeout_s = float(job.get("timeout_s", 5.0))
+        cpu_s = job.get("cpu_s")
+        limits = dict(memory_mb=int(job.get("memory_mb", 512)), file_mb=int(job.get("max_file_mb", 16)),
+                      nofile=256, cpu_s=max(1, int(-(-(cpu_s or timeout_s) // 1))),
+                      nproc=_modes.nproc_limit(job.get("max_procs", 16), self.uid))
+        try:
+            jdir.mkdir()
+            try:
+                _prepare(jdir, job["code"], job.get("files"), None, job.get("main", "main.py"), self.uid)
+                (jdir / "stdin").write_text(job.get("stdin") or "")
+                for name_ in ("stdout", "stderr"):  # the host's, outside the work dir
+                    (jdir / name_).touch(0o600)
+            except Exception as e:  # the job's own files are bad (a path that escapes): as run_python says
+                return SandboxResult("crashed", None, "", "", _ms(start),
+                                     {"sandbox_error": f"{type(e).__name__}: {e}", "mode": self.mode})
+            request = dict(name=name, main=job.get("main", "main.py"), argv=list(job.get("argv") or []),
+                           timeout_s=timeout_s, limits=limits)
+            try:
+                self.proc.proc.stdin.write((json.dumps(request) + "\n").encode())
+                self.proc.proc.stdin.flush()
+            except OSError as e:
+                raise WorkerBroken(f"cannot send the job: {e}") from None
+            answer = self._reply(timeout_s + REPLY_SLACK_S)
+            if answer.get("name") != name or not isinstance(answer.get("rc"), int):
+                raise WorkerBroken(f"an answer for another job: {answer}")
+            max_output = job.get("max_output", 20_000)
+            out, out_cut = _read(jdir / "stdout", max_output)
+            err, err_cut = _read(jdir / "stderr", max_output)
+        finally:
+            shutil.rmtree(jdir, onerror=_force_remove)
+        rc, timed_out = answer["rc"], bool(answer.get("timed_out"))
+        status, detail = classify(rc, timed_out, err, limits["cpu_s"], _ms(start))
+        detail.update(mode=self.mode, **({"truncated": True} if out_cut or err_cut else {}))
+        return SandboxResult(status, rc, out, err, _ms(start), detail)
+
+    def alive(self) -> bool:
+        return self.proc.alive()
+
+    def close(self) -> None:
+        self.proc.close()  # kills the worker's namespace (every job in it), reaps its uid, removes its files
+
+
+class SandboxPool:
+    """Up to `size` warm workers (default: one per core) for jobs with these `hide` and `pythonpath`."""
+
+    def __init__(self, size: int | None = None, *, hide: list[str] | None = None,
+                 pythonpath: list[str] | None = None, preload: tuple[str, ...] = PRELOAD):
+        self.size = max(1, int(size or os.cpu_count() or 1))
+        self.hide = sorted(str(Path(p).resolve()) for p in hide or [])
+        self.pythonpath = [str(Path(p).resolve()) for p in pythonpath or []]
+        self.preload = tuple(preload)
+        self._idle: list[Worker] = []
+        self._lock = threading.Lock()
+        self._closed = False
+        self.restarts = 0
+        _POOLS.add(self)
+
+    def fits(self, job: dict) -> bool:
+        """Whether a worker runs this job exactly as `run_python` would."""
+        return (sandbox_mode().namespaces and not job.get("cwd_files_dir")
+                and sorted(str(Path(p).resolve()) for p in job.get("hide") or []) == self.hide
+                and [str(Path(p).resolve()) for p in job.get("pythonpath") or []] == self.pythonpath)
+
+    def run(self, job: dict) -> SandboxResult:
+        if not self.fits(job):
+            return run_python(**job)
+        reason = ""
+        for _attempt in range(2):
+            try:
+                worker = self._take()
+            except (OSError, WorkerBroken) as e:
+                reason = f"{type(e).__name__}: {e}"
+                continue
+            try:
+                res = worker.run(job)
+            except WorkerBroken as e:
+                reason = f"pool worker failed: {e}"
+                worker.close()
+                with self._lock:
+                    self.restarts += 1
+                continue
+            except BaseException:
+                worker.close()
+                raise
+            self._give(worker)
+            return res
+        return SandboxResult("crashed", None, "", "", 0, {"sandbox_error": reason[:300], "mode": "pool"})
+
+    def run_many(self, jobs: list[dict]) -> list[SandboxResult]:
+        """Every job's result, in job order, `size` at a time."""
+        jobs = list(jobs)
+        if not jobs:
+            return []
+        with ThreadPoolExecutor(min(len(jobs), self.size), thread_name_prefix="sandbox-pool") as ex:
+            return list(ex.map(self.run, jobs))
+
+    def _take(self) -> Worker:
+        with self._lock:
+            if self._closed:
+                raise OSError("the sandbox pool is closed")
+            while self._idle:
+                w = self._idle.pop()
+                if w.alive():
+                    return w
+                w.close()
+                self.restarts += 1
+        return Worker(self.hide, self.pythonpath, self.preload)
+
+    def _give(self, worker: Worker) -> None:
+        with self._lock:
+            if not self._closed and len(self._idle) < self.size:
+                self._idle.append(worker)
+                return
+        worker.close()
+
+    def workers(self) -> list[Worker]:
+        with self._lock:
+            return list(self._idle)
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed, idle, self._idle = True, self._idle, []
+        for w in idle:
+            w.close()
+
+    def __enter__(self) -> "SandboxPool":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+@atexit.register
+def _close_all() -> None:
+    for pool in list(_POOLS):
+        pool.close()
+
+
+def _ms(start: float) -> int:
+    return int((time.monotonic() - start) * 1000)
