@@ -161,3 +161,23 @@ def test_a_hostile_move_never_becomes_a_harness(explore_pop, tmp_path):
         assert "sandbox" in tried["hostile sandbox"].reason
     finally:
         s.close()
+
+
+def test_a_won_move_becomes_a_skill_card_with_its_interval(explore_pop, tmp_path):
+    from backend.population import lineage
+    from backend.population.store import Outcome
+
+    pop, *_ = explore_pop
+    ps = PopulationStore.open(pop, readonly=True)
+    move = ps.events()[1]
+    ps.close()
+    run = tmp_path / "m1"
+    shutil.copytree(pop / "m1", run)
+    sid = lineage.learn_skill(run, move, Outcome("won", STEPS, 0.2, 0.05, 0.35, 32))
+    s = Store.open(run, readonly=True)
+    try:
+        [card] = [r for r in s.skill_rows() if r["id"] == sid]
+        assert move.knob in card["change_json"] and '"ci_low":0.05' in card["evidence_json"]
+        assert '"n":32' in card["evidence_json"] and card["helped"] == 1
+    finally:
+        s.close()
