@@ -33,6 +33,7 @@ from pathlib import Path
 
 from . import _modes
 from ._modes import CANDIDATES, IS_ROOT, Mode
+from ._output import read_capped as _read
 
 LAUNCHER = str(Path(__file__).with_name("_launcher.py"))
 INNER_WORKDIR = "/sandbox"
@@ -329,18 +330,6 @@ def _wait_exit(pid: int, timeout_s: float) -> bool:
         time.sleep(pause)
         pause = min(pause * 1.5, 0.02)
     return True
-
-
-def _read(path: Path, limit: int) -> tuple[str, bool]:
-    size = path.stat().st_size if path.exists() else 0
-    with open(path, "rb") as f:
-        if size <= limit:
-            return f.read().decode("utf-8", "replace"), False
-        head = f.read(limit // 2)
-        f.seek(size - limit // 2)
-        tail = f.read()
-    cut = f"\n...[{size - len(head) - len(tail)} bytes cut]...\n"
-    return head.decode("utf-8", "replace") + cut + tail.decode("utf-8", "replace"), True
 
 
 def _force_remove(func, path, _exc_info):

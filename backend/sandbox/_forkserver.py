@@ -2,7 +2,7 @@
 
 Run as a script (`python -I -B _forkserver.py SPEC.json`), never imported by
 the trusted process. It enters the same namespaces and private read-only root
-as `_launcher.py` (ns mode only), with the pool's job folders bound at /pool,
+as `_launcher.py` (ns mode only), with the pool's job folders bound under /tmp,
 preloads the modules a job's driver imports, and answers one JSON request a
 line on stdin with one reply a line on stdout. Per job it forks:
 
@@ -10,7 +10,7 @@ line on stdin with one reply a line on stdout. Per job it forks:
   nothing a job leaves (processes, shared memory, a hostname) outlives it;
   forks C2 and relays its status, killing it on SIGTERM (the wall clock).
 - C2, pid 1 of the job's own pid namespace: a fresh /tmp and /proc, the job's
-  work dir bound at /sandbox, /pool unmounted, stdio to the job's files, every
+  work dir bound at /sandbox, the pool's folder unmounted, stdio to the job's files, every
   other descriptor closed; then the same uid drop, rlimits and no_new_privs as
   the launcher, every capability dropped (checked), the scrubbed environment,
   and only then the untrusted `main` in this already started interpreter.
@@ -19,18 +19,21 @@ So a job costs two forks instead of an interpreter start plus a root build.
 The interpreter's hash seed is the worker's, shared by the jobs it runs.
 """
 
+import base64
 import ctypes
 import io
 import json
 import os
 import resource
 import runpy
+import shutil
 import signal
 import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import _launcher as L  # noqa: E402
+from _output import read_capped  # noqa: E402
 
 del sys.path[0]
 
@@ -49,9 +52,9 @@ def drop_caps() -> None:
         L.fail(f"capabilities remain: {eff}")
 
 
-def stdio(job: dict) -> None:
+def stdio(spec: dict, job: dict) -> None:
     """The job's stdin, stdout and stderr (files the host reads), and no other descriptor."""
-    base = "/pool/" + job["name"]
+    base = spec["pool_dir"] + "/" + job["name"]
     fds = (os.open(base + "/stdin", os.O_RDONLY),  # empty for none: /dev/null is no device in here
            os.open(base + "/stdout", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600),
            os.open(base + "/stderr", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600))
@@ -62,12 +65,12 @@ def stdio(job: dict) -> None:
 
 def enter_job(spec: dict, job: dict) -> None:
     """C2: the job's private view of the root, its stdio, its uid and limits."""
-    base = "/pool/" + job["name"]
+    base = spec["pool_dir"] + "/" + job["name"]
     L.mount(None, "/", None, L.MS_REC | L.MS_PRIVATE)
-    L.mount("tmpfs", "/tmp", "tmpfs", L.MS_NOSUID | L.MS_NODEV, f"size={spec['tmp_mb']}m,mode=1777")
     L.bind(base + "/work", spec["job_workdir"], readonly=False)
+    L.check(L.libc.umount2(spec["pool_dir"].encode(), MNT_DETACH), "umount the pool")
+    L.mount("tmpfs", "/tmp", "tmpfs", L.MS_NOSUID | L.MS_NODEV, f"size={spec['tmp_mb']}m,mode=1777")
     L.libc.mount(b"proc", b"/proc", b"proc", L.MS_NOSUID | L.MS_NODEV | L.MS_NOEXEC, None)
-    L.check(L.libc.umount2(b"/pool", MNT_DETACH), "umount /pool")
     os.chdir(spec["job_workdir"])
     L.drop_and_limit(dict(uid=spec.get("uid"), gid=spec.get("gid"), limits=job["limits"]))
     drop_caps()
@@ -122,7 +125,7 @@ def job_process(spec: dict, job: dict) -> None:
                 os.kill(pid, signal.SIGKILL)
             L.relay(pid)
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
-        stdio(job)
+        stdio(spec, job)
         enter_job(spec, job)
     except BaseException as e:  # before the untrusted code: a broken sandbox, not a failing program
         L.fail(f"{type(e).__name__}: {e}")
@@ -150,23 +153,65 @@ def wait_job(pid: int, timeout_s: float) -> tuple[int, bool]:
         pause = min(pause * 1.5, 0.02)
 
 
+def prepare(spec: dict, job: dict) -> str:
+    """The job's folder in the pool: work/ with its files (owned by the job's uid), stdin, and
+    empty stdout and stderr that only this side can read. Returns the folder."""
+    base = spec["pool_dir"] + "/" + job["name"]
+    work = base + "/work"
+    os.mkdir(base, 0o711)
+    os.mkdir(work)
+    for rel, content in {**job["files"], job["main"]: job["code"]}.items():
+        dst = os.path.realpath(os.path.join(work, rel))
+        if not dst.startswith(work + "/"):
+            raise ValueError(f"file path escapes the work dir: {rel}")
+        os.makedirs(os.path.dirname(dst), exist_ok=True)
+        with open(dst, "wb") as f:
+            f.write(base64.b64decode(content["b64"]) if isinstance(content, dict) else content.encode())
+    with open(base + "/stdin", "w") as f:
+        f.write(job["stdin"])
+    for name in ("stdout", "stderr"):
+        os.close(os.open(base + "/" + name, os.O_WRONLY | os.O_CREAT, 0o600))
+    if spec.get("uid") is not None:
+        for dirpath, _dirs, names in os.walk(work):
+            os.chown(dirpath, spec["uid"], spec["gid"])
+            for n in names:
+                os.chown(os.path.join(dirpath, n), spec["uid"], spec["gid"], follow_symlinks=False)
+    return base
+
+
+def run_job(spec: dict, job: dict) -> dict:
+    """Prepare, fork, wait, read the output, remove the folder: the reply for one job."""
+    try:
+        base = prepare(spec, job)
+    except (OSError, ValueError) as e:
+        shutil.rmtree(spec["pool_dir"] + "/" + job["name"], ignore_errors=True)
+        return {"prepare_error": f"{type(e).__name__}: {e}"}
+    pid = os.fork()
+    if pid == 0:
+        job_process(spec, job)
+    rc, timed_out = wait_job(pid, job["timeout_s"])
+    while True:  # reap anything reparented to us (nothing should be)
+        try:
+            if os.waitpid(-1, os.WNOHANG)[0] == 0:
+                break
+        except ChildProcessError:
+            break
+    out, out_cut = read_capped(base + "/stdout", job["max_output"])
+    err, err_cut = read_capped(base + "/stderr", job["max_output"])
+    shutil.rmtree(base, ignore_errors=True)
+    return {"rc": rc, "timed_out": timed_out, "stdout": out, "stderr": err, "truncated": out_cut or err_cut}
+
+
 def serve(spec: dict, requests, reply_fd: int) -> None:
     for mod in spec.get("preload", []):
         __import__(mod)
     os.write(reply_fd, b'{"ready": true}\n')
     for line in requests:
         job = json.loads(line)
-        pid = os.fork()
-        if pid == 0:
-            job_process(spec, job)
-        rc, timed_out = wait_job(pid, job["timeout_s"])
-        while True:  # reap anything reparented to us (nothing should be)
-            try:
-                if os.waitpid(-1, os.WNOHANG)[0] == 0:
-                    break
-            except ChildProcessError:
-                break
-        os.write(reply_fd, (json.dumps({"name": job["name"], "rc": rc, "timed_out": timed_out}) + "\n").encode())
+        reply = dict(run_job(spec, job), name=job["name"])
+        data = (json.dumps(reply) + "\n").encode()
+        while data:
+            data = data[os.write(reply_fd, data):]
 
 
 def main() -> None:

@@ -22,6 +22,7 @@ Jobs the pool cannot take exactly as `run_python` would (another `hide` or
 from __future__ import annotations
 
 import atexit
+import base64
 import itertools
 import json
 import os
@@ -37,12 +38,13 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from . import _modes
-from . import SandboxResult, _force_remove, _prepare, _read, _spec, classify, run_python, sandbox_mode
+from . import SandboxResult, _force_remove, _spec, classify, run_python, sandbox_mode
 from .process import SandboxProcess
 
 FORKSERVER = str(Path(__file__).with_name("_forkserver.py"))
-PRELOAD = ("json", "traceback", "builtins")
+PRELOAD = ("json", "traceback", "builtins", "pkgutil", "time")
 START_TIMEOUT_S = 30.0
+POOL_DIR = "/tmp/.evotui-pool"  # inside a worker; each job's fresh /tmp covers it
 REPLY_SLACK_S = 10.0  # past a job's wall clock, how long the worker may take to say so
 _POOLS: "weakref.WeakSet[SandboxPool]" = weakref.WeakSet()
 
@@ -65,7 +67,7 @@ class Worker:
             os.chmod(home, 0o711)
             os.chmod(home / "jobs", 0o711)
             spec = _spec(mode, home, home / "jobs", "main.py", [], pythonpath, hide, uid, {})
-            spec.update(inner_workdir="/pool", mount_points=["/sandbox"], job_workdir="/sandbox",
+            spec.update(inner_workdir=POOL_DIR, pool_dir=POOL_DIR, mount_points=["/sandbox"], job_workdir="/sandbox",
                         job_paths=["/sandbox"] + [str(Path(p).resolve()) for p in pythonpath],
                         preload=list(preload))
             (home / "spec.json").write_text(json.dumps(spec))
@@ -106,41 +108,33 @@ class Worker:
         """Run one `run_python`-style job; raises WorkerBroken when the worker fails it."""
         start = time.monotonic()
         name = str(next(self.jobs))
-        jdir = self.home / "jobs" / name
         timeout_s = float(job.get("timeout_s", 5.0))
         cpu_s = job.get("cpu_s")
         limits = dict(memory_mb=int(job.get("memory_mb", 512)), file_mb=int(job.get("max_file_mb", 16)),
                       nofile=256, cpu_s=max(1, int(-(-(cpu_s or timeout_s) // 1))),
                       nproc=_modes.nproc_limit(job.get("max_procs", 16), self.uid))
+        files = {rel: ({"b64": base64.b64encode(c).decode()} if isinstance(c, bytes) else c)
+                 for rel, c in (job.get("files") or {}).items()}
+        request = dict(name=name, code=job["code"], files=files, main=job.get("main", "main.py"),
+                       argv=[str(a) for a in job.get("argv") or []], stdin=job.get("stdin") or "",
+                       timeout_s=timeout_s, limits=limits, max_output=int(job.get("max_output", 20_000)))
         try:
-            jdir.mkdir()
-            try:
-                _prepare(jdir, job["code"], job.get("files"), None, job.get("main", "main.py"), self.uid)
-                (jdir / "stdin").write_text(job.get("stdin") or "")
-                for name_ in ("stdout", "stderr"):  # the host's, outside the work dir
-                    (jdir / name_).touch(0o600)
-            except Exception as e:  # the job's own files are bad (a path that escapes): as run_python says
-                return SandboxResult("crashed", None, "", "", _ms(start),
-                                     {"sandbox_error": f"{type(e).__name__}: {e}", "mode": self.mode})
-            request = dict(name=name, main=job.get("main", "main.py"), argv=list(job.get("argv") or []),
-                           timeout_s=timeout_s, limits=limits)
-            try:
-                self.proc.proc.stdin.write((json.dumps(request) + "\n").encode())
-                self.proc.proc.stdin.flush()
-            except OSError as e:
-                raise WorkerBroken(f"cannot send the job: {e}") from None
-            answer = self._reply(timeout_s + REPLY_SLACK_S)
-            if answer.get("name") != name or not isinstance(answer.get("rc"), int):
-                raise WorkerBroken(f"an answer for another job: {answer}")
-            max_output = job.get("max_output", 20_000)
-            out, out_cut = _read(jdir / "stdout", max_output)
-            err, err_cut = _read(jdir / "stderr", max_output)
-        finally:
-            shutil.rmtree(jdir, onerror=_force_remove)
-        rc, timed_out = answer["rc"], bool(answer.get("timed_out"))
+            self.proc.proc.stdin.write((json.dumps(request) + "\n").encode())
+            self.proc.proc.stdin.flush()
+        except OSError as e:
+            raise WorkerBroken(f"cannot send the job: {e}") from None
+        answer = self._reply(timeout_s + REPLY_SLACK_S)
+        if answer.get("name") != name:
+            raise WorkerBroken(f"an answer for another job: {str(answer)[:200]}")
+        if "prepare_error" in answer:  # the job's own files are bad (a path that escapes): as run_python says
+            return SandboxResult("crashed", None, "", "", _ms(start),
+                                 {"sandbox_error": answer["prepare_error"], "mode": self.mode})
+        if not isinstance(answer.get("rc"), int):
+            raise WorkerBroken(f"an answer without an exit status: {str(answer)[:200]}")
+        rc, timed_out, err = answer["rc"], bool(answer.get("timed_out")), answer.get("stderr", "")
         status, detail = classify(rc, timed_out, err, limits["cpu_s"], _ms(start))
-        detail.update(mode=self.mode, **({"truncated": True} if out_cut or err_cut else {}))
-        return SandboxResult(status, rc, out, err, _ms(start), detail)
+        detail.update(mode=self.mode, **({"truncated": True} if answer.get("truncated") else {}))
+        return SandboxResult(status, rc, answer.get("stdout", ""), err, _ms(start), detail)
 
     def alive(self) -> bool:
         return self.proc.alive()
