@@ -252,6 +252,9 @@ class CodeConfig:
     """Wall and CPU limit for one completion's test run in the sandbox."""
     memory_mb: int = 512
     """Address-space limit for one test run."""
+    sandbox_pool: bool = True
+    """Run the tests on warm sandbox workers (one per core, a fork per test run, the same
+    isolation) instead of a fresh sandboxed interpreter per run."""
 
 
 @dataclass
