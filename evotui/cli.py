@@ -310,6 +310,8 @@ def _headless(args) -> int:
                                    args.seed)
         if cfg.population.size:
             return _population(args, cfg)
+        if args.jobs is not None:
+            raise UsageError("--jobs is for a population of runs (--population N)")
         if cfg.profile:
             from backend.profiles import describe
 
