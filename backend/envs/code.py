@@ -33,6 +33,7 @@ from pathlib import Path
 
 from backend.envs.split import in_validation
 from backend.sandbox import run_many
+from backend.sandbox.pool import SandboxPool
 
 from . import codegen
 from .base import Task, Verdict
@@ -107,6 +108,21 @@ class CodeEnv:
         self.source = cfg.source
         self.levels = list(cfg.heldout_levels or [0])
         self._he: tuple[list[Task], list[Task]] | None = None
+        self._pool: SandboxPool | None = None
+
+    def _run_many(self, jobs: list[dict]) -> list:
+        """The jobs' sandbox results: on warm workers (`code.sandbox_pool`), else a fresh process each."""
+        if not self.cfg.sandbox_pool:
+            return run_many(jobs)
+        if self._pool is None:
+            self._pool = SandboxPool(hide=[data_dir()])
+        return self._pool.run_many(jobs)
+
+    def close(self) -> None:
+        """End the warm sandbox workers, if any (a later evaluation starts new ones)."""
+        pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.close()
 
     def _humaneval(self) -> tuple[list[Task], list[Task]]:
         """HumanEval's (train, held-out) lists, split by a hash of the task id."""
@@ -193,7 +209,7 @@ class CodeEnv:
             jobs.append(job)
             where.append(i)
             keys.append(key)
-        for i, (nonce, n_tests), res in zip(where, keys, run_many(jobs)):
+        for i, (nonce, n_tests), res in zip(where, keys, self._run_many(jobs)):
             out[i] = _verdict(res, nonce, n_tests)
         return out  # type: ignore[return-value]
 

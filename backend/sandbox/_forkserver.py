@@ -69,7 +69,13 @@ def enter_job(spec: dict, job: dict) -> None:
     L.mount(None, "/", None, L.MS_REC | L.MS_PRIVATE)
     L.bind(base + "/work", spec["job_workdir"], readonly=False)
     L.check(L.libc.umount2(spec["pool_dir"].encode(), MNT_DETACH), "umount the pool")
+    # A fresh /tmp covers the read-only binds under it (a pythonpath in the host's /tmp, with
+    # its hidden paths): carry them over by descriptor, as the launcher binds them into its /tmp.
+    under_tmp = [(p, os.open(p, os.O_PATH)) for p in spec["ro_binds"] if p.startswith("/tmp/") and os.path.exists(p)]
     L.mount("tmpfs", "/tmp", "tmpfs", L.MS_NOSUID | L.MS_NODEV, f"size={spec['tmp_mb']}m,mode=1777")
+    for path, fd in under_tmp:
+        L.bind(f"/proc/self/fd/{fd}", path, readonly=True)
+        os.close(fd)
     L.libc.mount(b"proc", b"/proc", b"proc", L.MS_NOSUID | L.MS_NODEV | L.MS_NOEXEC, None)
     os.chdir(spec["job_workdir"])
     L.drop_and_limit(dict(uid=spec.get("uid"), gid=spec.get("gid"), limits=job["limits"]))

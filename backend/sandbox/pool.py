@@ -148,7 +148,7 @@ class SandboxPool:
 
     def __init__(self, size: int | None = None, *, hide: list[str] | None = None,
                  pythonpath: list[str] | None = None, preload: tuple[str, ...] = PRELOAD):
-        self.size = max(1, int(size or os.cpu_count() or 1))
+        self.size = max(1, int(size or len(os.sched_getaffinity(0)) or 1))
         self.hide = sorted(str(Path(p).resolve()) for p in hide or [])
         self.pythonpath = [str(Path(p).resolve()) for p in pythonpath or []]
         self.preload = tuple(preload)
