@@ -26,10 +26,15 @@ def _score_text(s: Score) -> str:
     return f"m{s.member} {s.acc:.3f} ({s.diff:+.3f} [{s.low:+.3f}, {s.high:+.3f}]){mark}"
 
 
+def _short(value: str | None, width: int = 32) -> str:
+    text = str(value)
+    return text if len(text) <= width else text[:width - 3] + "..."
+
+
 def _event_text(e: Event) -> str:
     if e.kind == "copy":
         return f"m{e.member}<-m{e.parent} {e.status}"
-    what = f"{e.knob} {e.old_value}->{e.new_value}" if e.knob else "no move"
+    what = f"{e.knob} {_short(e.old_value)}->{_short(e.new_value)}" if e.knob else "no move"
     return f"m{e.member} {what} {e.status}" + (f" ({e.error})" if e.error and not e.knob else "")
 
 
