@@ -21,7 +21,7 @@ from __future__ import annotations
 import math
 import statistics
 import time
-from typing import Any, Mapping, Sequence, TYPE_CHECKING
+from typing import Any, Mapping, Sequence, TYPE_CHECKING, TypedDict
 
 from backend.harness.loader import Harness, HarnessError
 from backend.harness.semantics import reward_threshold, stored_groups
@@ -31,7 +31,7 @@ from backend.types import Intervention, JSON, TrialArm
 from . import interventions as iv
 from . import schedule
 from .interventions import Evidence
-from .records import Scheduled, Status, Verdict
+from .records import Blocked, Scheduled, Status, Verdict
 from .replay import BLOCK_MIN, BLOCK_SHARE, MAX_ROWS, Judged, adversarial_check, adversarial_copies, replay
 from .replay import judge as judge_replay, select_rows
 from .rows import RolloutRow
@@ -163,12 +163,27 @@ def _adversarial(base: Any, cand: Any, kinds: list[str], judged: tuple[str, str,
     return verdict, reason, metrics
 
 
-def _probe_summary(rows: list[RolloutRow], h: Harness) -> JSON:
+class ProbeSummary(TypedDict):
+    """One arm of a probe, as its backtest's metrics keep it (`new` and `old`)."""
+
+    n: int
+    accuracy: float
+    reward_mean: float
+    dead_frac: float
+    invalid: int
+    """Rollouts a validity diagnostic flags..."""
+    invalid_high: list[int | None]
+    """...the ids of those that still score high, and their labels' counts."""
+    invalid_high_by_label: dict[str, int]
+    tokens: float
+
+
+def _probe_summary(rows: list[RolloutRow], h: Harness) -> ProbeSummary:
     groups = stored_groups(rows)
     thr = reward_threshold(h.weights)
     invalid = [r for r in rows if split_labels(r.get("labels")) & h.validity]
     high = [r for r in invalid if float(r.get("reward") or 0) > thr]
-    by_label: JSON = {}
+    by_label: dict[str, int] = {}
     for r in high:
         for label in split_labels(r.get("labels")) & h.validity:
             by_label[label] = by_label.get(label, 0) + 1
@@ -217,9 +232,10 @@ def needs_trial(cand: Harness, incumbent: Harness) -> str | None:
     return None
 
 
-def _blocked(new: JSON) -> JSON | None:
+def _blocked(new: ProbeSummary) -> Blocked | None:
     if len(new["invalid_high"]) >= BLOCK_MIN and len(new["invalid_high"]) > BLOCK_SHARE * max(new["invalid"], 1):
-        label = max(new["invalid_high_by_label"], key=new["invalid_high_by_label"].get)
+        by_label = new["invalid_high_by_label"]
+        label = max(by_label, key=lambda k: by_label[k])
         return {"label": label, "examples": new["invalid_high"][:8]}
     return None
 

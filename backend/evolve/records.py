@@ -7,14 +7,14 @@
     report(ctx, RoundReport(...))          -> Effects       stored on the round's row, logged
 
 Each step reads only the records before it; the store keeps them as rows (JSON
-only there: `RoundReport.row`).
+only there: `RoundReport.row`, and a replay's `ReplayMetrics`, its backtest's `metrics_json`).
 """
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 from enum import Enum
-from typing import Any, TypedDict
+from typing import Any, Sequence, TypedDict
 
 from .failures import FailureRow, RoundMetrics
 from .interventions import Evidence
@@ -111,7 +111,8 @@ class Blocked(TypedDict):
     """What blocked a candidate: the validity label, and ids of rollouts it scored high."""
 
     label: str
-    examples: list[int]
+    examples: Sequence[int | None]
+    """Rollout ids (None for a probe's rollouts, which are not stored)."""
 
 
 class ReplayMetrics(TypedDict, total=False):
