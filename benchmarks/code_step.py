@@ -15,6 +15,14 @@ code step at 64 x 8"; timings are printed, never asserted.
     # a CPU smoke test (minutes):
     .venv/bin/python benchmarks/code_step.py --profile cpu --tasks 2 --group 2 --steps 1 \
         --set train.max_new_tokens_cap=16
+    # the step's tests on warm sandbox workers and, on the same rollouts, fresh processes:
+    .venv/bin/python benchmarks/code_step.py --profile gpu --steps 3 --compare-sandbox
+    # the tests alone, no model: tasks x group reference or wrong completions, both ways
+    .venv/bin/python benchmarks/code_step.py --tests-only --tasks 64 --group 8 --repeats 5
+
+--compare-sandbox evaluates each step's rollouts a second time on the other path
+(outside the step's timing) and prints both tests columns, their ratio and how
+many verdicts differ; the step runs on the path `code.sandbox_pool` picks.
 """
 
 from __future__ import annotations
@@ -30,22 +38,36 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 
 class TimedTests:
-    """Wraps an env's evaluate_many to add up the time its sandbox runs take."""
+    """Wraps an env's evaluate_many to add up the time its sandbox runs take; with `compare`,
+    evaluates the same pairs again on the other sandbox path, timed apart, and counts differences."""
 
-    def __init__(self, env):
-        self.inner, self.ms, self.n = env.evaluate_many, 0.0, 0
+    def __init__(self, env, compare: bool = False):
+        self.env, self.inner, self.compare = env, env.evaluate_many, compare
+        self.ms, self.n, self.other_ms, self.differ = 0.0, 0, 0.0, 0
 
     def __call__(self, pairs):
         t0 = time.perf_counter()
         try:
-            return self.inner(pairs)
+            out = self.inner(pairs)
         finally:
             self.ms += (time.perf_counter() - t0) * 1000
             self.n += len(pairs)
+        if self.compare:
+            cfg = self.env.cfg
+            cfg.sandbox_pool = not cfg.sandbox_pool
+            t0 = time.perf_counter()
+            try:
+                other = self.inner(pairs)
+            finally:
+                self.other_ms += (time.perf_counter() - t0) * 1000
+                cfg.sandbox_pool = not cfg.sandbox_pool
+            self.differ += sum((a.correct, a.status) != (b.correct, b.status) for a, b in zip(out, other))
+        return out
 
-    def take(self) -> tuple[float, int]:
-        ms, n, self.ms, self.n = self.ms, self.n, 0.0, 0
-        return ms, n
+    def take(self) -> tuple[float, int, float, int]:
+        got = self.ms, self.n, self.other_ms, self.differ
+        self.ms, self.n, self.other_ms, self.differ = 0.0, 0, 0.0, 0
+        return got
 
 
 def harness_file(args, out: Path) -> str:
@@ -78,6 +100,51 @@ def engine(args):
     return cfg, Engine(out / "run", cfg, store, quiet=True, lm=load_policy(cfg.model))
 
 
+def interval(xs: list[float]) -> str:
+    """Mean and a 95% t-interval half-width (n < 2: the value alone)."""
+    import statistics
+
+    m = statistics.fmean(xs)
+    if len(xs) < 2:
+        return f"{m:.2f}"
+    t = {2: 12.71, 3: 4.30, 4: 3.18, 5: 2.78, 6: 2.57, 7: 2.45, 8: 2.36, 9: 2.31, 10: 2.26}.get(len(xs), 2.0)
+    return f"{m:.2f} +- {t * statistics.stdev(xs) / len(xs) ** 0.5:.2f}"
+
+
+def tests_only(args) -> None:
+    """Evaluate tasks x group completions (the first half of each group the task's reference
+    solution, the rest a wrong one) on fresh processes and on the warm pool, alternating,
+    --repeats times; no model. Prints seconds per batch (mean +- 95% interval) and the ratio."""
+    import random
+
+    from backend.config import CodeConfig
+    from backend.envs import codegen
+    from backend.envs.code import CodeEnv, to_task
+
+    env = CodeEnv(CodeConfig(sandbox_pool=True))
+    probs = codegen.sample(random.Random(0), args.level or 0, args.tasks)
+    pairs = [(to_task(p), f"```python\n{p.solution if g < args.group // 2 else p.prompt + '    return None'}\n```")
+             for p in probs for g in range(args.group)]
+    env.evaluate_many(pairs[: min(len(pairs), 2 * os.cpu_count())])  # start the workers: not timed
+    times: dict[bool, list[float]] = {True: [], False: []}
+    verdicts = {}
+    for _ in range(args.repeats):
+        for pool in (False, True):
+            env.cfg.sandbox_pool = pool
+            t0 = time.perf_counter()
+            verdicts[pool] = [(v.correct, v.status) for v in env.evaluate_many(pairs)]
+            times[pool].append(time.perf_counter() - t0)
+    env.close()
+    differ = sum(a != b for a, b in zip(verdicts[True], verdicts[False]))
+    ratio = [f / p for f, p in zip(times[False], times[True])]
+    load = os.getloadavg()[0]
+    print(f"code tests only: {len(pairs)} completions ({args.tasks} tasks x {args.group}), {args.repeats} repeats, "
+          f"{os.cpu_count()} CPU cores, load {load:.1f}, passed {sum(c for c, _ in verdicts[True])}")
+    print("| path | tests s per batch (mean +- 95%) |\n|---|---|")
+    print(f"| fresh process per run | {interval(times[False])} |\n| warm pool | {interval(times[True])} |")
+    print(f"speed-up (fresh / pool, paired per repeat): {interval(ratio)}; verdicts that differ: {differ}")
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--profile", default="gpu", choices=("cpu", "gpu"))
@@ -88,32 +155,48 @@ def main(argv=None) -> None:
     ap.add_argument("--level", type=int, default=None, help="training level (default: the harness's curriculum)")
     ap.add_argument("--set", action="append", default=[], help="more config overrides, key=value")
     ap.add_argument("--out", default="", help="folder for the run (default: a temporary one)")
+    ap.add_argument("--compare-sandbox", action="store_true",
+                    help="also run each step's tests on the other sandbox path and print both")
+    ap.add_argument("--tests-only", action="store_true", help="no model: time the tests of stored completions")
+    ap.add_argument("--repeats", type=int, default=3, help="--tests-only: batches per path")
     args = ap.parse_args(argv)
+    if args.tests_only:
+        return tests_only(args)
 
     from backend.progress import StepProgress
 
     cfg, eng = engine(args)
-    tests = TimedTests(eng.env)
+    tests = TimedTests(eng.env, compare=args.compare_sandbox)
     eng.env.evaluate_many = tests
+    path = "warm pool" if cfg.code.sandbox_pool else "fresh process per run"
     print(f"code step: {args.tasks} tasks x {args.group}, profile {args.profile}, engine {eng.generator.name}, "
-          f"{os.cpu_count()} CPU cores for the sandbox, harness {args.harness}")
-    print("| step | total s | generate s | tests s (rollouts) | harness s | train s | other s | passed | dead groups |")
-    print("|---|---|---|---|---|---|---|---|---|")
+          f"{os.cpu_count()} CPU cores for the sandbox (load {os.getloadavg()[0]:.1f}), tests on: {path}, "
+          f"harness {args.harness}")
+    other = " | tests s, other path | speed-up | verdicts differ" if args.compare_sandbox else ""
+    print(f"| step | total s | generate s | tests s (rollouts) | harness s | train s | other s | passed "
+          f"| dead groups{other} |")
+    print("|---" * (9 + 3 * args.compare_sandbox) + "|")
     rows = []
     for s in range(1, args.steps + 1):
         row = eng.train_step(s, StepProgress(args.steps, quiet=True).start(s))
         row["total_ms"] += row["store_ms"]
-        t_ms, n = tests.take()
+        t_ms, n, o_ms, differ = tests.take()
         harness_ms = max(row["score_ms"] - t_ms, 0) + row["diagnose_ms"]
-        other = row["total_ms"] - row["gen_ms"] - t_ms - harness_ms - row["train_ms"]
-        rows.append(dict(row, tests_ms=t_ms, harness_ms=harness_ms, other_ms=other))
+        rest = row["total_ms"] - row["gen_ms"] - t_ms - harness_ms - row["train_ms"]
+        rows.append(dict(row, tests_ms=t_ms, harness_ms=harness_ms, other_ms=rest, other_path_ms=o_ms))
+        cmp = (f" | {o_ms / 1e3:.2f} | {(o_ms if cfg.code.sandbox_pool else t_ms) / max(t_ms if cfg.code.sandbox_pool else o_ms, 1e-9):.2f}x"
+               f" | {differ}" if args.compare_sandbox else "")
         print(f"| {s} | {row['total_ms'] / 1e3:.2f} | {row['gen_ms'] / 1e3:.2f} | {t_ms / 1e3:.2f} ({n}) "
-              f"| {harness_ms / 1e3:.2f} | {row['train_ms'] / 1e3:.2f} | {other / 1e3:.2f} "
-              f"| {row['verdict_acc']:.3f} | {row['dead_group_frac']:.2f} |", flush=True)
+              f"| {harness_ms / 1e3:.2f} | {row['train_ms'] / 1e3:.2f} | {rest / 1e3:.2f} "
+              f"| {row['verdict_acc']:.3f} | {row['dead_group_frac']:.2f}{cmp} |", flush=True)
     best = min(rows[1:] or rows, key=lambda r: r["total_ms"])
     print(f"\nfastest step after warm-up: {best['total_ms'] / 1e3:.2f} s (generate {best['gen_ms'] / 1e3:.2f}, "
           f"tests {best['tests_ms'] / 1e3:.2f}, harness {best['harness_ms'] / 1e3:.2f}, "
           f"train {best['train_ms'] / 1e3:.2f}, other {best['other_ms'] / 1e3:.2f})")
+    if args.compare_sandbox:
+        with_other = best["total_ms"] - best["tests_ms"] + best["other_path_ms"]
+        print(f"the same step with its tests on the other path: {with_other / 1e3:.2f} s")
+    eng.env.close()
     eng.store.close()
 
 

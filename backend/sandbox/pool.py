@@ -233,6 +233,21 @@ class SandboxPool:
         self.close()
 
 
+_shared: dict[tuple[str, ...], SandboxPool] = {}
+_shared_lock = threading.Lock()
+
+
+def shared(hide: list[str]) -> SandboxPool:
+    """This process's pool for jobs hiding `hide` (one per core; closed at exit), for callers
+    that run many sandboxed jobs over a run without an object of their own to close it."""
+    key = tuple(sorted(str(Path(p).resolve()) for p in hide))
+    with _shared_lock:
+        pool = _shared.get(key)
+        if pool is None or pool._closed:
+            pool = _shared[key] = SandboxPool(hide=list(key))
+        return pool
+
+
 @atexit.register
 def _close_all() -> None:
     for pool in list(_POOLS):

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
-from backend.sandbox import run_many
+from backend.sandbox.pool import shared
 
 # Package data, not code (see backend/data/README.md).
 DATA_DIR = Path(__file__).resolve().parents[2] / "data" / "swe"
@@ -116,13 +116,13 @@ def parse_run(res, nonce: str) -> SuiteRun:
 
 def run_tests_many(batch: list[tuple[dict[str, str], list[str]]], timeout_s: float = 10.0,
                    memory_mb: int = 512) -> list[SuiteRun]:
-    """Run each (files, test paths) pair in its own sandbox, in parallel."""
+    """Run each (files, test paths) pair in its own sandbox, in parallel (on warm workers)."""
     jobs, nonces = [], []
     for files, targets in batch:
         job, nonce = make_test_job(files, targets, timeout_s, memory_mb)
         jobs.append(job)
         nonces.append(nonce)
-    return [parse_run(res, n) for res, n in zip(run_many(jobs), nonces)]
+    return [parse_run(res, n) for res, n in zip(shared([str(DATA_DIR)]).run_many(jobs), nonces)]
 
 
 def hidden_eval_files(workspace: dict[str, str], hidden: dict[str, str]) -> dict[str, str]:
