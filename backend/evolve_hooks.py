@@ -14,10 +14,11 @@ import traceback
 from contextlib import AbstractContextManager, nullcontext
 
 from backend.evolve import Effects, EvolveContext
+from backend.evolve.rows import RolloutRow, rollout_rows
 from backend.harness.loader import Harness
 from backend.training import Training
 from backend.trial import run_arm, trials_enabled
-from backend.types import JSON, TrialArm
+from backend.types import TrialArm
 
 
 class EnginePolicy:
@@ -30,7 +31,7 @@ class EnginePolicy:
         self.trials = trials_enabled(engine)
         self._incumbent: TrialArm | None = None
 
-    def generate(self, harness: Harness, n_tasks: int) -> list[JSON]:
+    def generate(self, harness: Harness, n_tasks: int) -> list[RolloutRow]:
         """A batch from the current policy under `harness`, as rollout rows (not stored). Every arm
         of a round's probes draws the same prompts with the same sampling seeds (one seed per step)."""
         from backend.rollout import rollout_row
@@ -45,7 +46,8 @@ class EnginePolicy:
         finally:
             engine.control.report(around)
         mnt = int(harness.sampling.get("max_new_tokens", 128))
-        return [rollout_row(s, self.step, engine.harness_version, engine.policy_version, mnt) for s in items]
+        version, policy = engine.harness_version, engine.policy_version
+        return rollout_rows(rollout_row(s, self.step, version, policy, mnt) for s in items)
 
     def trial(self, candidate: Harness) -> tuple[TrialArm, TrialArm]:
         """(incumbent arm, candidate arm), the incumbent's computed once per round (`backend.trial`)."""
