@@ -2,7 +2,7 @@
 
 Run as a script (`python -I -B _forkserver.py SPEC.json`), never imported by
 the trusted process. It enters the same namespaces and private read-only root
-as `_launcher.py` (ns mode only), with the pool's job folders bound under /tmp,
+as `_launcher.py` (ns mode only), with a tmpfs for the jobs' folders under its /tmp,
 preloads the modules a job's driver imports, and answers one JSON request a
 line on stdin with one reply a line on stdout. Per job it forks:
 
@@ -26,6 +26,7 @@ import json
 import os
 import resource
 import runpy
+import select
 import shutil
 import signal
 import sys
@@ -69,6 +70,8 @@ def enter_job(spec: dict, job: dict) -> None:
     L.mount(None, "/", None, L.MS_REC | L.MS_PRIVATE)
     L.bind(base + "/work", spec["job_workdir"], readonly=False)
     L.check(L.libc.umount2(spec["pool_dir"].encode(), MNT_DETACH), "umount the pool")
+    while L.libc.umount2(spec["pool_dir"].encode(), MNT_DETACH) == 0:  # and the host folder under it
+        pass
     # A fresh /tmp covers the read-only binds under it (a pythonpath in the host's /tmp, with
     # its hidden paths): carry them over by descriptor, as the launcher binds them into its /tmp.
     under_tmp = [(p, os.open(p, os.O_PATH)) for p in spec["ro_binds"] if p.startswith("/tmp/") and os.path.exists(p)]
@@ -140,23 +143,39 @@ def job_process(spec: dict, job: dict) -> None:
 
 def wait_job(pid: int, timeout_s: float) -> tuple[int, bool]:
     """Wait for C1 up to the wall clock; past it, SIGTERM (C1 kills the job's pid 1), then SIGKILL."""
-    deadline = time.monotonic() + timeout_s
-    pause = 0.001
-    timed_out = False
-    while True:
-        done, status = os.waitpid(pid, os.WNOHANG)
-        if done:
-            return os.waitstatus_to_exitcode(status), timed_out
-        now = time.monotonic()
-        if not timed_out and now >= deadline:
-            timed_out, deadline = True, now + 2.0
-            os.kill(pid, signal.SIGTERM)
-        elif timed_out and now >= deadline:
+    if not exited(pid, timeout_s):
+        os.kill(pid, signal.SIGTERM)
+        if not exited(pid, 2.0):
             os.kill(pid, signal.SIGKILL)
             os.waitpid(pid, 0)
             raise RuntimeError("a job's relay did not stop")  # its pid 1 may live: this worker is done
-        time.sleep(pause)
-        pause = min(pause * 1.5, 0.02)
+        return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]), True
+    return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]), False
+
+
+def exited(pid: int, timeout_s: float) -> bool:
+    """Whether child `pid` exits within `timeout_s` (left to reap): woken by its pidfd where the
+    kernel has them, else polled."""
+    try:
+        fd = os.pidfd_open(pid)
+    except (AttributeError, OSError):
+        fd = None
+    deadline = time.monotonic() + timeout_s
+    try:
+        pause = 0.001
+        while os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is None:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            if fd is not None:
+                select.select([fd], [], [], left)
+            else:
+                time.sleep(min(pause, left))
+                pause = min(pause * 1.5, 0.02)
+        return True
+    finally:
+        if fd is not None:
+            os.close(fd)
 
 
 def prepare(spec: dict, job: dict) -> str:
@@ -230,6 +249,8 @@ def main() -> None:
     os.dup2(null, 0)
     os.dup2(null, 1)
     L.enter_namespaces(spec)  # the caller stays outside as the relay; this is pid 1 of the worker's namespace
+    # The jobs' folders live in memory, never on the host's disk (whose unlinks cost milliseconds).
+    L.mount("tmpfs", spec["pool_dir"], "tmpfs", L.MS_NOSUID | L.MS_NODEV, f"size={spec['pool_mb']}m,mode=0711")
     serve(spec, requests, reply_fd)
 
 

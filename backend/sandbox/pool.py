@@ -45,6 +45,7 @@ FORKSERVER = str(Path(__file__).with_name("_forkserver.py"))
 PRELOAD = ("json", "traceback", "builtins", "pkgutil", "time")
 START_TIMEOUT_S = 30.0
 POOL_DIR = "/tmp/.evotui-pool"  # inside a worker; each job's fresh /tmp covers it
+POOL_MB = 512  # a worker's tmpfs for its job's files (a work dir on disk has no total cap)
 REPLY_SLACK_S = 10.0  # past a job's wall clock, how long the worker may take to say so
 _POOLS: "weakref.WeakSet[SandboxPool]" = weakref.WeakSet()
 
@@ -67,7 +68,7 @@ class Worker:
             os.chmod(home, 0o711)
             os.chmod(home / "jobs", 0o711)
             spec = _spec(mode, home, home / "jobs", "main.py", [], pythonpath, hide, uid, {})
-            spec.update(inner_workdir=POOL_DIR, pool_dir=POOL_DIR, mount_points=["/sandbox"], job_workdir="/sandbox",
+            spec.update(inner_workdir=POOL_DIR, pool_dir=POOL_DIR, pool_mb=POOL_MB, mount_points=["/sandbox"], job_workdir="/sandbox",
                         job_paths=["/sandbox"] + [str(Path(p).resolve()) for p in pythonpath],
                         preload=list(preload))
             (home / "spec.json").write_text(json.dumps(spec))
