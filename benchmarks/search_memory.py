@@ -76,7 +76,8 @@ def main() -> None:
     print(f"commit {rev.strip() or '?'}: {args.rounds} {'auto-promoting' if args.auto else 'supervised'} rounds, "
           f"validation moves at step {args.jump}; "
           f"{held} draws held by the search memory")
-    print(f"{'family':36} {'tries':>5} {'rollouts':>8} {'replay rows':>11}  verdicts (backtests; rollouts: candidate arms)")
+    print(f"{'family':36} {'tries':>5} {'rollouts':>8} {'replay rows':>11}  "
+          "verdicts (backtests; rollouts: candidate arms)")
     rows = sorted(fams.items(), key=lambda kv: (-kv[1]["rollouts"], -kv[1]["tries"], kv[0]))
     for fam, f in rows:
         verdicts = ", ".join(f"{v} {int(f[v])}" for v in ("passed", "inconclusive", "failed") if f.get(v))
