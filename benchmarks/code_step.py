@@ -134,6 +134,8 @@ def tests_only(args) -> None:
             t0 = time.perf_counter()
             verdicts[pool] = [(v.correct, v.status) for v in env.evaluate_many(pairs)]
             times[pool].append(time.perf_counter() - t0)
+    if env._pool is not None and env._pool.start_error:
+        print(f"the pool's workers did not start, so both paths ran fresh: {env._pool.start_error}")
     env.close()
     differ = sum(a != b for a, b in zip(verdicts[True], verdicts[False]))
     ratio = [f / p for f, p in zip(times[False], times[True])]

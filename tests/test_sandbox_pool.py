@@ -185,6 +185,13 @@ def test_a_job_whose_worker_dies_is_retried_once_then_reported(monkeypatch):
     assert lost.status == "crashed" and "pool worker failed" in lost.detail["sandbox_error"]
 
 
+def test_a_pool_whose_workers_cannot_start_runs_jobs_fresh(monkeypatch, tmp_path):
+    monkeypatch.setattr("backend.sandbox.pool.FORKSERVER", str(tmp_path / "missing.py"))
+    with SandboxPool(1) as pool:
+        r = pool.run({"code": "print('fresh')"})
+    assert r.stdout == "fresh\n" and "did not start" in pool.start_error
+
+
 def _running(marker: str) -> list[int]:
     out = []
     for pid in filter(str.isdigit, os.listdir("/proc")):
@@ -207,3 +214,21 @@ def test_close_leaves_no_process_and_no_folder():
     assert not any(_running(str(h)) for h in homes) and not _running(marker)
     assert not any(h.exists() for h in homes)
     assert pool.run({"code": "print(1)"}).status == "crashed"  # closed: no new workers
+
+
+def test_workers_end_when_their_host_dies_without_closing():
+    import subprocess
+    import sys
+    import time
+
+    code = ("import os\nfrom backend.sandbox.pool import SandboxPool\np = SandboxPool(2)\n"
+            "p.run_many([{'code': 'print(1)'}] * 2)\nprint(*[w.home for w in p.workers()], flush=True)\nos._exit(0)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=fresh.ROOT, check=True)
+    homes = out.stdout.split()
+    assert len(homes) == 2
+    for _ in range(600):  # a worker sees its requests pipe close and ends, with its jobs' namespace
+        if not any(_running(h) for h in homes):
+            break
+        time.sleep(0.1)
+    assert not any(_running(h) for h in homes)
+

@@ -12,7 +12,8 @@ A worker that dies, hangs past a job's wall clock or answers nonsense is closed
 a second failure is a "crashed" result with the reason, never a lost one.
 Jobs the pool cannot take exactly as `run_python` would (another `hide` or
 `pythonpath`, a `cwd_files_dir`, or a machine without namespaces) run through
-`run_python` itself. `close()` ends every worker; so does the host's exit.
+`run_python` itself, and so does every job once a worker fails to start
+(`start_error` says why). `close()` ends every worker; so does the host's exit.
 
     >>> with SandboxPool(2) as pool:
     ...     [r.status for r in pool.run_many([{"code": "print(1)"}, {"code": "assert 0"}])]
@@ -157,6 +158,7 @@ class SandboxPool:
         self._lock = threading.Lock()
         self._closed = False
         self.restarts = 0
+        self.start_error = ""
         _POOLS.add(self)
 
     def fits(self, job: dict) -> bool:
@@ -166,7 +168,8 @@ class SandboxPool:
                 and [str(Path(p).resolve()) for p in job.get("pythonpath") or []] == self.pythonpath)
 
     def run(self, job: dict) -> SandboxResult:
-        if not self.fits(job):
+        """One job's result: on a worker, retried once on a fresh one if its worker fails it."""
+        if not self.fits(job) or self.start_error:
             return run_python(**job)
         reason = ""
         for _attempt in range(2):
@@ -174,7 +177,10 @@ class SandboxPool:
                 worker = self._take()
             except (OSError, WorkerBroken) as e:
                 reason = f"{type(e).__name__}: {e}"
-                continue
+                if self._closed:
+                    continue
+                self.start_error = reason[:500]  # no worker starts here: every job runs fresh, as before
+                return run_python(**job)
             try:
                 res = worker.run(job)
             except WorkerBroken as e:
