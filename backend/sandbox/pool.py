@@ -6,6 +6,9 @@ forks a fresh confined child per job (its own pid, mount, network, ipc and uts
 namespaces, /tmp, work dir at /sandbox, the uid, rlimits and no_new_privs of a
 fresh run, no capabilities), so a job costs a fork instead of a process start
 and a root build. Results are the same `SandboxResult`s, classified the same way.
+Two things differ from a fresh run: the jobs of one worker share its interpreter's
+hash seed, and their work dirs live on the worker's tmpfs (POOL_MB in all) rather
+than on the host's disk.
 
 A worker that dies, hangs past a job's wall clock or answers nonsense is closed
 (with everything it started) and the job is retried once on a fresh worker;
@@ -159,6 +162,7 @@ class SandboxPool:
         self._closed = False
         self.restarts = 0
         self.start_error = ""
+        self._pid = os.getpid()
         _POOLS.add(self)
 
     def fits(self, job: dict) -> bool:
@@ -208,6 +212,8 @@ class SandboxPool:
         with self._lock:
             if self._closed:
                 raise OSError("the sandbox pool is closed")
+            if self._pid != os.getpid():  # a forked copy of the host: the workers are its parent's
+                self._idle, self._pid = [], os.getpid()
             while self._idle:
                 w = self._idle.pop()
                 if w.alive():
@@ -229,6 +235,8 @@ class SandboxPool:
 
     def close(self) -> None:
         with self._lock:
+            if self._pid != os.getpid():
+                self._idle = []
             self._closed, idle, self._idle = True, self._idle, []
         for w in idle:
             w.close()
