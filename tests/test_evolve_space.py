@@ -170,10 +170,12 @@ def test_curriculum_knobs_follow_the_runs_datasets():
     names = lambda ds: {k.name for k in space.knobs(code, "math", 256, ds)}  # noqa: E731
     default = names(["basic_arithmetic", "chain_sum"])
     assert {"CURRICULUM.level", "CURRICULUM.datasets.basic_arithmetic", "CURRICULUM.datasets.chain_sum"} <= default
-    other = names(["gcd", "decimal_chain_sum"])
+    levelled = names(["gcd", "decimal_chain_sum"])  # datasets with levels, not in the harness's mix
+    assert {n for n in levelled if n.startswith("CURRICULUM.")} == {"CURRICULUM.level", "CURRICULUM.target_pass_rate"}
+    other = names(["spell_backward", "word_sorting"])  # datasets without levels
     assert not {n for n in other if n.startswith("CURRICULUM.")}
     assert default - other == {"CURRICULUM.level", "CURRICULUM.datasets.basic_arithmetic",
-                               "CURRICULUM.datasets.chain_sum"}
+                               "CURRICULUM.datasets.chain_sum", "CURRICULUM.target_pass_rate"}
     assert names(None) == default  # unknown datasets: the harness's own mix
 
 

@@ -29,7 +29,7 @@ from backend.store.rollouts import split_labels
 from backend.types import Intervention, JSON, TrialArm
 
 from . import interventions as iv
-from . import schedule
+from . import schedule, space
 from .interventions import Evidence
 from .records import Blocked, Scheduled, Status, Verdict
 from .replay import BLOCK_MIN, BLOCK_SHARE, MAX_ROWS, Judged, adversarial_check, adversarial_copies, replay
@@ -209,27 +209,10 @@ def _probe(ctx: EvolveContext, h: Harness) -> list[RolloutRow]:
 
 
 def needs_trial(cand: Harness, incumbent: Harness) -> str | None:
-    """Why a probe cannot judge this change, or None. A change of which tasks are drawn is
-    judged on its own (easier or harder) tasks by a probe; a change of the token budget trades
-    compute for accuracy; and a sampling change trades the accuracy of the samples a probe
-    scores against the spread within a group that training learns from (a colder policy
-    answers more often right and ties more, so a probe passes a colder temperature while
-    held-out evaluation is greedy whatever the temperature). An advantage change (rule,
-    std, eps) resizes each group's update but, on a pass/fail reward, never turns it; a replay
-    scores the direction of each update against the evaluator's verdict, so it can fail a rule
-    that turns updates but never pass one (nearly every replayed advantage change scores
-    exactly 0). All need a trial judged on the validation set."""
-    if cand.advantage != incumbent.advantage:
-        return "an advantage change resizes each group's update, which a replay cannot score"
-    if cand.curriculum != incumbent.curriculum:
-        return "a curriculum change alters which tasks a probe draws"
-    for key in ("temperature", "top_p"):
-        if cand.sampling.get(key, 1.0) != incumbent.sampling.get(key, 1.0):
-            return (f"a sampling change ({key}) trades the accuracy of the samples a probe scores for the "
-                    f"spread within a group that training learns from")
-    if cand.sampling.get("max_new_tokens") != incumbent.sampling.get("max_new_tokens"):
-        return "a token-budget change spends more or less compute than the incumbent"
-    return None
+    """Why neither a replay nor a probe can judge this change, or None: the one rule in
+    `space.why_trial` (what the proposer's `Knob.needs_trial` reads too). A hint or resampling
+    change never passes on replay or probe evidence: it is left for a trial or the population."""
+    return space.why_trial(cand, incumbent)
 
 
 def _blocked(new: ProbeSummary) -> Blocked | None:

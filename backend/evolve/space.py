@@ -342,7 +342,8 @@ def _filters() -> list[Knob]:
 def _curriculum(code: str, domain: str, datasets: list[str] | None = None) -> list[Knob]:
     """The level and each dataset's weight. `datasets`: what the run draws from (math), when
     known: a weight for a dataset the run never draws, or a level its datasets ignore (math's
-    levels exist for the default datasets only), would change nothing but still cost a trial."""
+    levels exist for the datasets in `envs.math.LEVELS` only), would change nothing but still
+    cost a trial."""
     lo, hi = CURRICULUM_LEVELS.get(domain, (0, 3))
     out = []
     if datasets is None or domain != "math" or any(d in MATH_LEVELS for d in datasets):
