@@ -41,14 +41,24 @@ class Observation:
     round_id: int
 
 
+HELD_PREFIX = "search memory: "
+"""How a search-memory hold's refusal starts (`search_memory.Hold.text`): a round's report and the
+run's search report tell its skips from churn's by it."""
+
+
 @dataclass(frozen=True)
 class Skip:
-    """A candidate the churn rules refused before any backtest, and why."""
+    """A candidate the round's rules refused before any backtest (churn or the search memory), and why."""
 
     title: str
     key: str
     proposer: str
     reason: str
+
+    @property
+    def held(self) -> bool:
+        """Refused by the search memory (a hold), not by churn."""
+        return self.reason.startswith(HELD_PREFIX)
 
 
 @dataclass(frozen=True)
@@ -233,7 +243,10 @@ class RoundReport:
         made = self.decision.promoted
         also = "".join(f", then #{i}" for i in made[1:])
         promoted = f"; promoted #{made[0]}{also}, now v{self.harness_version}" if made else ""
-        skipped = f", {len(self.plan.skipped)} skipped (churn)" if self.plan.skipped else ""
+        held = sum(s.held for s in self.plan.skipped)
+        churn = len(self.plan.skipped) - held
+        skipped = f", {churn} skipped (churn)" if churn else ""
+        skipped += f", {held} held by the search memory" if held else ""
         if self.plan.spent is not None:
             left = f"; left for a trial (evolve.trials off): {', '.join(self.plan.spent)}" if self.plan.spent else ""
             skipped += f"; no untried move this run can judge{left}"
