@@ -188,7 +188,8 @@ class EvolveConfig:
     """Auto mode: after the best passed candidate, the next ones are re-applied onto the version
     just promoted and backtested again against it, up to this many promotions a round. Each is
     still one change judged on the harness it changes; two independent fixes no longer wait a
-    round for each other (session 7: format weight off at step 5, lenient extraction at step 10)."""
+    round for each other (e.g. turning a format weight off and making extraction lenient each fix
+    a different failure, and the second would otherwise be promoted a round later)."""
     frontier: int = 4
     """Size of the frontier: the active harness version and the best earlier ones that proposals
     branch from inside one run (backend/evolve/frontier.py). Called `population` before the

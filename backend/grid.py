@@ -80,7 +80,7 @@ class Stopping:
 
     Without it a SIGTERM (a scheduler's time limit, `timeout`) killed compare alone while its
     runs trained on as orphans, and a run it launched in the moment before could be killed while
-    it was created (session 10's GPU grid: `runs.run_dirs_in`)."""
+    it was created, leaving a half-made run folder (`runs.run_dirs_in` skips such staging folders)."""
 
     def __init__(self) -> None:
         self.requested = False
