@@ -174,7 +174,7 @@ def main(argv=None) -> None:
     print(f"code step: {args.tasks} tasks x {args.group}, profile {args.profile}, engine {eng.generator.name}, "
           f"{os.cpu_count()} CPU cores for the sandbox (load {os.getloadavg()[0]:.1f}), tests on: {path}, "
           f"harness {args.harness}")
-    other = " | tests s, other path | speed-up | verdicts differ" if args.compare_sandbox else ""
+    other = " | tests s, other path | speed-up (fresh / pool) | verdicts differ" if args.compare_sandbox else ""
     print(f"| step | total s | generate s | tests s (rollouts) | harness s | train s | other s | passed "
           f"| dead groups{other} |")
     print("|---" * (9 + 3 * args.compare_sandbox) + "|")
@@ -186,8 +186,9 @@ def main(argv=None) -> None:
         harness_ms = max(row["score_ms"] - t_ms, 0) + row["diagnose_ms"]
         rest = row["total_ms"] - row["gen_ms"] - t_ms - harness_ms - row["train_ms"]
         rows.append(dict(row, tests_ms=t_ms, harness_ms=harness_ms, other_ms=rest, other_path_ms=o_ms))
-        cmp = (f" | {o_ms / 1e3:.2f} | {(o_ms if cfg.code.sandbox_pool else t_ms) / max(t_ms if cfg.code.sandbox_pool else o_ms, 1e-9):.2f}x"
-               f" | {differ}" if args.compare_sandbox else "")
+        fresh_ms, pool_ms = (o_ms, t_ms) if cfg.code.sandbox_pool else (t_ms, o_ms)
+        speed = f"{fresh_ms / pool_ms:.2f}x" if min(fresh_ms, pool_ms) >= 1 else "-"
+        cmp = f" | {o_ms / 1e3:.2f} | {speed} | {differ}" if args.compare_sandbox else ""
         print(f"| {s} | {row['total_ms'] / 1e3:.2f} | {row['gen_ms'] / 1e3:.2f} | {t_ms / 1e3:.2f} ({n}) "
               f"| {harness_ms / 1e3:.2f} | {row['train_ms'] / 1e3:.2f} | {rest / 1e3:.2f} "
               f"| {row['verdict_acc']:.3f} | {row['dead_group_frac']:.2f}{cmp} |", flush=True)
