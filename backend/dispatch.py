@@ -173,14 +173,15 @@ def _apply(control: Control, ctx: "EvolveContext | None", verb: str, arg: dict) 
         control.stop_requested = True
         return "applied", "stopping at the next checkpoint"
     assert ctx is not None, f"{verb} needs the evolution context"
-    from backend.evolve import gate
+    from backend.evolve import operator_commands as operator
 
     if verb == "auto_promote":
-        return "applied", gate.set_auto_promote(ctx, arg["on"])
+        return "applied", operator.set_auto_promote(ctx, arg["on"])
     if verb == "veto":
-        return "applied", gate.veto(ctx, arg["id"], arg["reason"])
+        return "applied", operator.veto(ctx, arg["id"], arg["reason"])
     if verb == "approve":
-        return gate.approve(ctx, arg["id"], rebase=bool(arg.get("rebase")), inconclusive=bool(arg.get("inconclusive")))
+        return operator.approve(ctx, arg["id"], rebase=bool(arg.get("rebase")),
+                                inconclusive=bool(arg.get("inconclusive")))
     return _propose_edit(ctx, arg)
 
 

@@ -12,15 +12,15 @@ The loop applies the returned `Effects` (new active harness, policy to restore,
 skills learned, log lines) to itself.
 
 Operator commands (approve, veto, auto-promote) are applied by the engine's one
-dispatcher, `backend/dispatch.py`, through `gate.approve`, `gate.veto` and
-`gate.set_auto_promote`.
+dispatcher, `backend/dispatch.py`, through `operator_commands` (`approve`, `veto`,
+`set_auto_promote`).
 
 After a command the loop follows runs.harness_version (commands come through the database).
 """
 
 from .context import Effects, EvolveContext, Policy
 from .diagnose import failure_table, round_metrics
-from .gate import approve
+from .operator_commands import approve
 from .lineage import lineage
 from .promotion import promote
 from .records import RoundReport, Status, Verdict

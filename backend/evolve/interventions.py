@@ -7,7 +7,7 @@
                  \\-> failed
 
 A passed or inconclusive candidate whose base is no longer the active version
-goes back to `backtesting` when it is rebased (`gate.rebase_onto_active`), or
+goes back to `backtesting` when it is rebased (`promotion.rebase`), or
 to `failed` when its change does not apply to the active version.
 
 `inconclusive`: the backtest found no harm, but the effect's 95% interval
