@@ -72,7 +72,8 @@ def test_each_new_knob_moves_within_its_range_one_factor_at_a_time(name):
             assert changed_names(code, new) == [knob.constant] and knob.value(new) == move.new
             check_source(new)
             _validate(new)  # the engine's schema accepts it
-    target = next(space.moves(code, knobs["CURRICULUM.target_pass_rate"], space.Steps.of(knobs["CURRICULUM.target_pass_rate"], [])))
+    rate = knobs["CURRICULUM.target_pass_rate"]
+    target = next(space.moves(code, rate, space.Steps.of(rate, [])))
     assert target.new == 0.5  # switched on where groups are most mixed
 
 
@@ -211,5 +212,6 @@ def test_an_llm_answer_choosing_a_dead_group_move_travels_over_http_with_its_dia
     (req,) = srv.requests
     assert '"knob": "SAMPLING.hint"' in req["body"]["messages"][-1]["content"]
     assert c.error is None and c.proposer == "llm" and c.params["knob"] == "SAMPLING.hint"
-    assert c.params["diagnosis"].startswith("dead groups 0.90 [") and changed_names(c.parent_code, c.code) == ["SAMPLING"]
+    assert c.params["diagnosis"].startswith("dead groups 0.90 [")
+    assert changed_names(c.parent_code, c.code) == ["SAMPLING"]
     store.close()
