@@ -111,6 +111,16 @@ def interval(xs: list[float]) -> str:
     return f"{m:.2f} +- {t * statistics.stdev(xs) / len(xs) ** 0.5:.2f}"
 
 
+def pool_note(env) -> str:
+    """What the env's sandbox pool did: its workers, replacements, or why it never started."""
+    pool = env._pool
+    if pool is None:
+        return "sandbox pool: not used"
+    if pool.start_error:
+        return f"sandbox pool: its workers did not start, so every run was fresh: {pool.start_error}"
+    return f"sandbox pool: {pool.size} workers, {pool.restarts} replaced"
+
+
 def tests_only(args) -> None:
     """Evaluate tasks x group completions (the first half of each group the task's reference
     solution, the rest a wrong one) on fresh processes and on the warm pool, alternating,
@@ -134,8 +144,7 @@ def tests_only(args) -> None:
             t0 = time.perf_counter()
             verdicts[pool] = [(v.correct, v.status) for v in env.evaluate_many(pairs)]
             times[pool].append(time.perf_counter() - t0)
-    if env._pool is not None and env._pool.start_error:
-        print(f"the pool's workers did not start, so both paths ran fresh: {env._pool.start_error}")
+    note = pool_note(env)
     env.close()
     differ = sum(a != b for a, b in zip(verdicts[True], verdicts[False]))
     ratio = [f / p for f, p in zip(times[False], times[True])]
@@ -145,6 +154,7 @@ def tests_only(args) -> None:
     print("| path | tests s per batch (mean +- 95%) |\n|---|---|")
     print(f"| fresh process per run | {interval(times[False])} |\n| warm pool | {interval(times[True])} |")
     print(f"speed-up (fresh / pool, paired per repeat): {interval(ratio)}; verdicts that differ: {differ}")
+    print(note)
 
 
 def main(argv=None) -> None:
@@ -199,6 +209,7 @@ def main(argv=None) -> None:
     if args.compare_sandbox:
         with_other = best["total_ms"] - best["tests_ms"] + best["other_path_ms"]
         print(f"the same step with its tests on the other path: {with_other / 1e3:.2f} s")
+    print(pool_note(eng.env))
     eng.env.close()
     eng.store.close()
 
