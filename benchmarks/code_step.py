@@ -113,7 +113,7 @@ def interval(xs: list[float]) -> str:
 
 def pool_note(env) -> str:
     """What the env's sandbox pool did: its workers, replacements, or why it never started."""
-    pool = env._pool
+    pool = getattr(env, "_pool", None)
     if pool is None:
         return "sandbox pool: not used"
     if pool.start_error:

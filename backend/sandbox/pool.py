@@ -42,7 +42,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from . import _modes
-from . import SandboxResult, _force_remove, _spec, classify, run_python, sandbox_mode
+from . import INNER_WORKDIR, SandboxResult, _force_remove, _spec, classify, run_python, sandbox_mode
 from .process import SandboxProcess
 
 FORKSERVER = str(Path(__file__).with_name("_forkserver.py"))
@@ -72,9 +72,9 @@ class Worker:
             os.chmod(home, 0o711)
             os.chmod(home / "jobs", 0o711)
             spec = _spec(mode, home, home / "jobs", "main.py", [], pythonpath, hide, uid, {})
-            spec.update(inner_workdir=POOL_DIR, pool_dir=POOL_DIR, pool_mb=POOL_MB, mount_points=["/sandbox"], job_workdir="/sandbox",
-                        job_paths=["/sandbox"] + [str(Path(p).resolve()) for p in pythonpath],
-                        preload=list(preload))
+            spec.update(inner_workdir=POOL_DIR, pool_dir=POOL_DIR, pool_mb=POOL_MB, mount_points=[INNER_WORKDIR],
+                        job_workdir=INNER_WORKDIR, preload=list(preload),
+                        job_paths=[INNER_WORKDIR] + [str(Path(p).resolve()) for p in pythonpath])
             (home / "spec.json").write_text(json.dumps(spec))
             with open(home / "stderr", "wb") as err:
                 proc = subprocess.Popen([sys.executable, "-I", "-B", FORKSERVER, str(home / "spec.json")],
