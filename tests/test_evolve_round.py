@@ -127,3 +127,14 @@ def test_probe_failures_fail_only_their_candidate(store):
     probed = [r for r in store.rows("SELECT * FROM interventions") if r["kind"] in ("prompt", "sampling", "curriculum")]
     assert probed and all(r["status"] == "failed" and "GPU on fire" in r["reason"] for r in probed)
     assert _by_title(store, "Lenient")[0]["status"] == "passed"
+
+
+def test_the_report_counts_search_memory_holds_apart_from_churn():
+    """A round's line says how many candidates churn refused and how many the search memory held."""
+    from backend.evolve.records import HELD_PREFIX, RoundReport, Schedule, Skip
+
+    churn = Skip("flip a filter", "space:FILTERS.drop_invalid", "offline", "tried 3 times in the last 5 rounds")
+    held = Skip("hint 0.5", "space:SAMPLING.hint", "offline", f"{HELD_PREFIX}'hint 0.5' returned inconclusive (#4)")
+    line = RoundReport(7, 1, plan=Schedule(proposed=(1,), skipped=(churn, held, held))).text()
+    assert ", 1 skipped (churn), 2 held by the search memory" in line
+    assert "skipped" not in RoundReport(7, 1, plan=Schedule(skipped=(held,))).text()
