@@ -190,7 +190,7 @@ def _all_cooling(run, monkeypatch):
 
 
 def test_a_round_with_every_kind_cooling_still_proposes(run, monkeypatch):
-    """Issue 16: no empty rounds while the space has untried moves. With every kind cooling,
+    """No empty rounds while the space has untried moves. With every kind cooling,
     the offline proposer fills the round's slots with cooling kinds, marked as waived."""
     from backend.evolve.records import Observation
 
