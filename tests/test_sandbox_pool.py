@@ -9,6 +9,7 @@ closing a pool leaves no process and no folder behind.
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import uuid
 from pathlib import Path
@@ -231,4 +232,17 @@ def test_workers_end_when_their_host_dies_without_closing():
             break
         time.sleep(0.1)
     assert not any(_running(h) for h in homes)
+    for h in homes:  # what a host that dies cannot remove
+        shutil.rmtree(h, ignore_errors=True)
+
+
+def test_a_dropped_pool_closes_its_workers():
+    import gc
+
+    pool = SandboxPool(1)
+    pool.run({"code": "print(1)"})
+    (home,) = [w.home for w in pool.workers()]
+    del pool
+    gc.collect()
+    assert not _running(str(home)) and not home.exists()
 

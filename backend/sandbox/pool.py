@@ -16,7 +16,7 @@ a second failure is a "crashed" result with the reason, never a lost one.
 Jobs the pool cannot take exactly as `run_python` would (another `hide` or
 `pythonpath`, a `cwd_files_dir`, or a machine without namespaces) run through
 `run_python` itself, and so does every job once a worker fails to start
-(`start_error` says why). `close()` ends every worker; so does the host's exit.
+(`start_error` says why). `close()` ends every worker; so do dropping the pool and the host's exit.
 
     >>> with SandboxPool(2) as pool:
     ...     [r.status for r in pool.run_many([{"code": "print(1)"}, {"code": "assert 0"}])]
@@ -25,7 +25,6 @@ Jobs the pool cannot take exactly as `run_python` would (another `hide` or
 
 from __future__ import annotations
 
-import atexit
 import base64
 import itertools
 import json
@@ -51,7 +50,6 @@ START_TIMEOUT_S = 30.0
 POOL_DIR = "/tmp/.evotui-pool"  # inside a worker; each job's fresh /tmp covers it
 POOL_MB = 512  # a worker's tmpfs for its job's files (a work dir on disk has no total cap)
 REPLY_SLACK_S = 10.0  # past a job's wall clock, how long the worker may take to say so
-_POOLS: "weakref.WeakSet[SandboxPool]" = weakref.WeakSet()
 
 
 class WorkerBroken(Exception):
@@ -163,7 +161,8 @@ class SandboxPool:
         self.restarts = 0
         self.start_error = ""
         self._pid = os.getpid()
-        _POOLS.add(self)
+        # closes the idle workers when the pool is closed, dropped, or the host exits
+        self._finalize = weakref.finalize(self, _close_workers, self._idle, self._pid)
 
     def fits(self, job: dict) -> bool:
         """Whether a worker runs this job exactly as `run_python` would."""
@@ -213,7 +212,10 @@ class SandboxPool:
             if self._closed:
                 raise OSError("the sandbox pool is closed")
             if self._pid != os.getpid():  # a forked copy of the host: the workers are its parent's
-                self._idle, self._pid = [], os.getpid()
+                self._idle.clear()
+                self._pid = os.getpid()
+                self._finalize.detach()
+                self._finalize = weakref.finalize(self, _close_workers, self._idle, self._pid)
             while self._idle:
                 w = self._idle.pop()
                 if w.alive():
@@ -235,11 +237,8 @@ class SandboxPool:
 
     def close(self) -> None:
         with self._lock:
-            if self._pid != os.getpid():
-                self._idle = []
-            self._closed, idle, self._idle = True, self._idle, []
-        for w in idle:
-            w.close()
+            self._closed = True
+        self._finalize()
 
     def __enter__(self) -> "SandboxPool":
         return self
@@ -263,10 +262,15 @@ def shared(hide: list[str]) -> SandboxPool:
         return pool
 
 
-@atexit.register
-def _close_all() -> None:
-    for pool in list(_POOLS):
-        pool.close()
+def _close_workers(idle: list[Worker], owner: int) -> None:
+    """Close the workers in `idle` (only in the process that started them)."""
+    if os.getpid() != owner:
+        return
+    while idle:
+        try:
+            idle.pop().close()
+        except IndexError:
+            break
 
 
 def _ms(start: float) -> int:
