@@ -65,7 +65,7 @@ def stdio(spec: dict, job: dict) -> None:
 
 
 def enter_job(spec: dict, job: dict) -> None:
-    """C2: the job's private view of the root, its stdio, its uid and limits."""
+    """C2: the job's private view of the root (its work dir, /tmp, /proc), then its uid, limits, no capabilities."""
     base = spec["pool_dir"] + "/" + job["name"]
     L.mount(None, "/", None, L.MS_REC | L.MS_PRIVATE)
     L.bind(base + "/work", spec["job_workdir"], readonly=False)
