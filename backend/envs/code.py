@@ -17,7 +17,9 @@ driver (`_code_driver.py`) runs the solution, then the task's `check`, inside
 `sys.exit(0)` or printed fake results cannot pass. A generated task's check
 counts its hidden cases (`passed` of `total`), and only all of them, as many as
 the task has, pass. (Code that walks the driver's frames could still find the
-secret; the sandbox, not this secret, is what contains such code.)
+secret; the sandbox, not this secret, is what contains such code.) With
+`code.sandbox_pool` the runs go to warm sandbox workers (backend/sandbox/pool.py:
+the same isolation, a fork per run); `close()` ends them.
 """
 
 from __future__ import annotations
