@@ -173,9 +173,10 @@ def test_a_job_whose_worker_dies_is_retried_once_then_reported(monkeypatch):
     calls = []
 
     def dies_first(self, job):
-        calls.append(self)
-        if len(calls) == 1 or job["code"] == "print('never')":
-            os.killpg(self.proc.proc.pid, signal.SIGKILL)
+        if job["code"] != "print('ok')":  # not the pool's one probe
+            calls.append(self)
+            if len(calls) == 1 or job["code"] == "print('never')":
+                os.killpg(self.proc.proc.pid, signal.SIGKILL)
         return real(self, job)
 
     monkeypatch.setattr(Worker, "run", dies_first)
@@ -191,6 +192,18 @@ def test_a_pool_whose_workers_cannot_start_runs_jobs_fresh(monkeypatch, tmp_path
     with SandboxPool(1) as pool:
         r = pool.run({"code": "print('fresh')"})
     assert r.stdout == "fresh\n" and "did not start" in pool.start_error
+
+
+def test_a_pool_whose_jobs_cannot_run_here_runs_them_fresh(monkeypatch):
+    real = Worker.run
+
+    def setup_fails(self, job):
+        return real(self, dict(job, code="import os; os._exit(121)"))
+
+    monkeypatch.setattr(Worker, "run", setup_fails)
+    with SandboxPool(1) as pool:
+        r = pool.run({"code": "print('fresh')"})
+    assert r.stdout == "fresh\n" and "probe job" in pool.start_error
 
 
 def _running(marker: str) -> list[int]:

@@ -15,8 +15,9 @@ A worker that dies, hangs past a job's wall clock or answers nonsense is closed
 a second failure is a "crashed" result with the reason, never a lost one.
 Jobs the pool cannot take exactly as `run_python` would (another `hide` or
 `pythonpath`, a `cwd_files_dir`, or a machine without namespaces) run through
-`run_python` itself, and so does every job once a worker fails to start
-(`start_error` says why). `close()` ends every worker; so do dropping the pool and the host's exit.
+`run_python` itself, and so does every job once a worker fails to start or
+the pool's first probe job fails on it (`start_error` says why). `close()` ends
+every worker; so do dropping the pool and the host's exit.
 
     >>> with SandboxPool(2) as pool:
     ...     [r.status for r in pool.run_many([{"code": "print(1)"}, {"code": "assert 0"}])]
@@ -160,6 +161,8 @@ class SandboxPool:
         self._closed = False
         self.restarts = 0
         self.start_error = ""
+        self._probe: bool | None = None
+        self._check_lock = threading.Lock()
         self._pid = os.getpid()
         # closes the idle workers when the pool is closed, dropped, or the host exits
         self._finalize = weakref.finalize(self, _close_workers, self._idle, self._pid)
@@ -172,7 +175,7 @@ class SandboxPool:
 
     def run(self, job: dict) -> SandboxResult:
         """One job's result: on a worker, retried once on a fresh one if its worker fails it."""
-        if not self.fits(job) or self.start_error:
+        if not self.fits(job) or not self._checked():
             return run_python(**job)
         reason = ""
         for _attempt in range(2):
@@ -198,6 +201,23 @@ class SandboxPool:
             self._give(worker)
             return res
         return SandboxResult("crashed", None, "", "", 0, {"sandbox_error": reason[:300], "mode": "pool"})
+
+    def _checked(self) -> bool:
+        """Whether this pool's workers run a job right here: checked once, by running one; if
+        not, `start_error` says why and every job runs fresh (a new kernel or mode costs speed,
+        never verdicts)."""
+        with self._check_lock:
+            if self._probe is None and not self.start_error:
+                try:
+                    worker = self._take()
+                    r = worker.run({"code": "print('ok')", "timeout_s": 20})
+                    self._give(worker)
+                    self._probe = r.status == "passed" and r.stdout == "ok\n"
+                    if not self._probe:
+                        self.start_error = f"a probe job ended {r.status}: {(r.stderr or str(r.detail))[-300:]}"
+                except (OSError, WorkerBroken) as e:
+                    self.start_error = f"{type(e).__name__}: {e}"[:500]
+        return not self.start_error
 
     def run_many(self, jobs: list[dict]) -> list[SandboxResult]:
         """Every job's result, in job order, `size` at a time."""
