@@ -309,7 +309,7 @@ def run_parallel(base: RunConfig, seeds: list[int], out: Path, jobs: int, quiet:
     coevolve arm ends, as its budget depends on its probes. A population holds as many of the
     `jobs` slots as it has members training at once (`Unit.slots`). Several visible GPUs: each
     run on the GPU with the fewest runs where `jobs` allows (see `pick_gpu`), a population's
-    members spread over its least busy ones (`compare_population.unit_env`)."""
+    members spread over its least busy ones (`unit_gpus`)."""
     import subprocess
     import sys
     import time
