@@ -7,6 +7,12 @@ member is the one with the highest accuracy on them (ties: the lower index),
 and each other member gets its difference to the best with its interval. A
 member whose interval lies wholly below 0 is clearly behind.
 
+The best is picked after looking at the same answers, so each of the N - 1
+comparisons against it is one of a family: their intervals are simultaneous
+95% intervals (Bonferroni, alpha 0.05 / (N - 1) each). With plain 95%
+intervals the leader's luck alone put a member "clearly behind" too often near
+the floor, and its copy erased a member that would have become the best.
+
 An event's outcome is read the same way at the next comparison: the member
 against its parent, won (interval above 0), lost (below 0) or tied.
 """
@@ -16,7 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from backend.evolve.stats import Effect, paired_binary
+from backend.evolve.stats import ALPHA, Effect, paired_binary
 from backend.store import Store, StoreError
 
 from .store import Outcome, Score
@@ -51,11 +57,20 @@ def common_tasks(vals: list[Validation]) -> list[str]:
     return sorted(ids)
 
 
-def paired(vals: list[Validation], a: int, b: int) -> Effect:
+def paired(vals: list[Validation], a: int, b: int, alpha: float = ALPHA) -> Effect:
     """Member b minus member a over the problems every member answered."""
     ids = common_tasks(vals)
     by = {v.member: v.correct for v in vals}
-    return paired_binary([by[a][t] for t in ids], [by[b][t] for t in ids])
+    return paired_binary([by[a][t] for t in ids], [by[b][t] for t in ids], alpha=alpha)
+
+
+def against_best_alpha(members: int) -> float:
+    """Each comparison's alpha when N members are compared with the best of them (Bonferroni).
+
+    >>> against_best_alpha(3)
+    0.025
+    """
+    return ALPHA / max(members - 1, 1)
 
 
 def score(vals: list[Validation], step: int) -> list[Score]:
@@ -63,9 +78,10 @@ def score(vals: list[Validation], step: int) -> list[Score]:
     ids = common_tasks(vals)
     correct = {v.member: sum(v.correct[t] for t in ids) for v in vals}
     best = max(sorted(correct), key=lambda m: correct[m])  # max keeps the first: the lower index on a tie
+    alpha = against_best_alpha(len(vals))
     out = []
     for v in vals:
-        e = paired(vals, best, v.member) if v.member != best else None
+        e = paired(vals, best, v.member, alpha) if v.member != best else None
         out.append(Score(step=step, member=v.member, n=len(ids), correct=correct[v.member],
                          acc=correct[v.member] / max(len(ids), 1), best=v.member == best,
                          diff=e.effect if e else 0.0, low=e.ci_low if e else 0.0, high=e.ci_high if e else 0.0,

@@ -22,8 +22,9 @@ Tables (plural names; `*_json` hold JSON):
   seed, created_at.
 - scores: one row per member per comparison. id, step, member, n (validation
   problems), correct, acc, best (1: the member the others were compared to),
-  diff, low, high (paired difference member - best and its 95% interval, over
-  the same problems; 0/0/0 for the best itself), behind (1: high < 0, "clearly
+  diff, low, high (paired difference member - best and its simultaneous 95%
+  interval over the N - 1 comparisons, `scores.py`; over the same problems;
+  0/0/0 for the best itself), behind (1: high < 0, "clearly
   behind"), eval_id (the member's `evals` row), created_at.
 - events: one row per copy or move. id, step (the comparison that decided it),
   kind ('copy' | 'move'), member (the target), parent (the source member; a
