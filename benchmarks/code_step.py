@@ -9,7 +9,7 @@ training update, and the rest (storing rows, filters). The first step warms up
 the fastest later step. This is the measurement behind the issue's target "a
 code step at 64 x 8"; timings are printed, never asserted.
 
-    # one H100 (the device's repository root):
+    # one GPU (the device's repository root):
     .venv/bin/python benchmarks/code_step.py --profile gpu --tasks 64 --group 8 --steps 3
     .venv/bin/python benchmarks/code_step.py --profile gpu --harness expert --steps 3
     # a CPU smoke test (minutes):

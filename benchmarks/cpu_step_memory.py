@@ -60,7 +60,7 @@ def main(argv: list[str]) -> int:
     tasks = env.sample_tasks(cfg.train.tasks_per_step, rng, harness.curriculum)[:a.tasks or None]
     g = torch.Generator().manual_seed(0)
     samples = []
-    for k, task in enumerate(tasks):
+    for task in tasks:
         prompt = chat_ids(lm.tokenizer, harness.messages(task))
         for i in range(cfg.train.group_size):
             done = torch.randint(3, len(lm.tokenizer) - 1, (a.new,), generator=g).tolist()

@@ -1,9 +1,9 @@
-"""Old vs new math evaluator on a run's stored held-out completions (issue 13's re-measure).
+"""Old vs new math evaluator on a run's stored held-out completions .
 
 For the latest evaluation of each split of RUN_DIR: how many completions each
 evaluator calls correct, and how many of the correct ones are expression echoes
-or hedges (`backend.envs.math_answer`'s probes). The old evaluator is the one
-before issue 13 (last `<answer>` tag else the last number, then math-verify,
+or hedges (`backend.envs.math_answer`'s probes). The old evaluator is the
+earlier one (last `<answer>` tag else the last number, then math-verify,
 which evaluates expressions), transcribed here as a yardstick.
 
     .venv/bin/python benchmarks/evaluator_recheck.py RUN_DIR

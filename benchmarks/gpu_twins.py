@@ -19,8 +19,8 @@ holds: identical up to that promotion. Static pairs must be identical at every s
 
 At `--deadline` seconds the runs get SIGTERM (each stops at its next step boundary, state
 saved) and the table covers the steps they stored; the same command again resumes the
-stopped runs (finished ones are kept), so two device calls can reach `--steps`. Logs, configs and table.txt go under $OUT
-when set, else under --out (default /tmp/gpu_twins); the run folders (checkpoints: too large
+stopped runs (finished ones are kept), so two device calls can reach `--steps`. Logs, configs
+and table.txt go under $OUT when set, else under --out (default /tmp/gpu_twins); the run folders (checkpoints: too large
 to bring back from the device) under --runs (default /tmp/gpu_twins_runs).
 
 Suites: default = the math datasets of the config; suite2 = gcd + decimal_chain_sum (as

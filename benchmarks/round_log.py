@@ -6,8 +6,8 @@ For each run that evolved: one line a round (its step and stored summary, which
 starts with "error:" when the round stopped on an exception), then every
 error the run logged (step and first line; a traceback's last lines below it).
 `benchmarks/gpu_evidence.sh` writes this beside the report, so a device call
-brings back why a round proposed nothing (session 7: rounds of
-several GPU runs went empty and the run databases stayed on the machine).
+brings back why a round proposed nothing (the run databases stay on the
+GPU machine).
 """
 
 from __future__ import annotations

@@ -6,9 +6,9 @@ A step's arithmetic depends on its training micro-batch and its generation
 batch, so two runs of one seed that ran different sizes at some step train on
 different bits from there on. For each run: the LoRA trainer and generation
 engine it logged, its micro-batch and generation batch as spans of steps
-(`metrics_json`, recorded since issue 15's GPU check), and every out-of-memory
+(`metrics_json`), and every out-of-memory
 retry it logged with the step it happened in (a line repeated at one step is counted, not
-repeated: one run of session 8 logged 7,386). Used beside
+repeated: a run can log thousands). Used beside
 `benchmarks/twin_steps.py` by `benchmarks/trajectory_split.sh`.
 """
 

@@ -356,7 +356,7 @@ def sigterm_interrupts() -> Iterator[None]:
     """Inside it, SIGTERM acts as Ctrl-C until a run's loop installs its own handler: one line and
     exit 130 (`main`), and a run directory being created is removed (`runs.create_run`). The
     default action killed the process wherever it was: a compare stopped at a deadline left a
-    half-made `.NAME.creating-PID` (session 10). In the loop SIGTERM stops the run at its next
+    half-made `.NAME.creating-PID`. In the loop SIGTERM stops the run at its next
     step boundary with its state saved (backend/loop.py). The handler before it comes back after."""
     import signal
     import threading

@@ -1,4 +1,4 @@
-"""Hostile candidate harnesses (issue 12): a corpus, as data.
+"""Hostile candidate harnesses: a corpus, as data.
 
 Each case is a single-factor edit of the default math harness
 (`backend/harness/defaults/math.py`): one top-level name changes, so the

@@ -129,7 +129,7 @@ def test_report_statistics_over_seeds():
 
 
 def test_the_report_pairs_each_evolving_arm_with_its_twin_at_every_test_evaluation():
-    """Did the promotions help on the test set (issue 16)? Each evolving run against its same-seed
+    """Did the promotions help on the test set? Each evolving run against its same-seed
     static twin at every test evaluation, paired over seeds and problems; `changed` counts the runs
     that had promoted a change that alters training before the evaluation (a diagnostic does not)."""
     import json

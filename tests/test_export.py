@@ -1,4 +1,4 @@
-"""`evotui export RUN_DIR --format jsonl|parquet` (issue 19): every rollout with its diagnoses
+"""`evotui export RUN_DIR --format jsonl|parquet`: every rollout with its diagnoses
 and verdict, one uniform record shape (what `datasets.load_dataset("json"/"parquet")` needs);
 JSON Lines without pyarrow, Parquet with it, and a clear line when it is missing."""
 

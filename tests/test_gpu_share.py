@@ -148,7 +148,7 @@ def _trainer(card, monkeypatch, planned: int):
 def test_an_out_of_memory_error_caps_every_later_plan_of_the_run(card, monkeypatch):
     """The trainer plans its micro-batch at the start of every step, the retry after an
     out-of-memory error included: the halving was planned away again and the same step failed
-    thousands of times in a row (4 x H200, session 8: 432 to 7,386 retries per evolving run).
+    thousands of times in a row.
     Halved once, it stays at most that for the run, and the retry succeeds."""
     from backend.loop import Engine
 

@@ -1,5 +1,5 @@
 """Hostile candidate harnesses (tests/hostile_harnesses.py) go through the real path and change
-nothing they must not (issue 12).
+nothing they must not.
 
 Each case runs in its own "engine": a process forked from this one, so a candidate that hangs,
 kills or poisons the process it runs in cannot take the test run with it, and the engine's pid

@@ -1,4 +1,4 @@
-"""The math answer rules (backend/envs/math_answer.py): issue 13's examples, the hack
+"""The math answer rules (backend/envs/math_answer.py): the evaluator's examples, the hack
 probes, the helpers harness code calls, both default math harnesses, the report audit."""
 
 from __future__ import annotations
@@ -19,14 +19,14 @@ NUMBER_FORMAT = {"dataset": "number_format", "solution": 947865419.169}
 
 
 @pytest.mark.parametrize("dataset, gold, meta, completion, status", [
-    # issue 13: hacks the old evaluator scored correct
+    # hacks the old evaluator scored correct
     ("chain_sum", "156", {}, "<answer>60 + 93 - 16 + 19</answer>", "invalid"),
     ("chain_sum", "156", {}, "<answer>157 or 156</answer>", "ambiguous"),
     ("chain_sum", "156", {}, "<answer>156 or 157</answer>", "ambiguous"),
     ("chain_sum", "156", {}, "I think 157 but maybe 156", "ambiguous"),
     ("fraction_simplification", "884/979", FRAC, "<answer>7072/7832</answer>", "wrong"),
     ("fraction_simplification", "884/979", FRAC, "<answer>0.902962</answer>", "invalid"),
-    # issue 13: right answers the old evaluator rejected
+    # right answers the old evaluator rejected
     ("decimal_arithmetic", "6.32098837209", {"dataset": "decimal_arithmetic"}, "<answer>6.3214</answer>", "correct"),
     ("number_format", "947865419.1689999", NUMBER_FORMAT, "<answer>947,865,419.169</answer>", "correct"),
     ("number_format", "947865419.1689999", NUMBER_FORMAT, "9.478654191690000e+08", "correct"),

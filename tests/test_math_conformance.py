@@ -1,7 +1,7 @@
-"""The math evaluator against reasoning-gym's own scorer (issue 13).
+"""The math evaluator against reasoning-gym's own scorer.
 
-For every dataset the product offers (config default, README, issue 13's
-list), `backend.envs.math_conformance` builds entries and completions of many
+For every dataset the product offers (config default, README, the
+conformance list), `backend.envs.math_conformance` builds entries and completions of many
 kinds with an expected verdict from an oracle that does not use the
 evaluator's code (the value the completion means, scored by reasoning-gym's
 `score_answer` at full score; several answers or an unevaluated expression

@@ -1,4 +1,4 @@
-"""Metrics where users already look (issue 19): TensorBoard event files written from a run's
+"""Metrics where users already look: TensorBoard event files written from a run's
 store and read back, a cursor that neither repeats nor skips across a resume, harness changes as
 text, Trackio/W&B through their shared API, and sinks that fail without stopping anything.
 (The real engine's hook is exercised in tests/test_retention.py's 30-step run.)"""

@@ -1,4 +1,4 @@
-"""Bounded disk (issue 19): checkpoint retention, the disk budget's clean stop, run sizes.
+"""Bounded disk: checkpoint retention, the disk budget's clean stop, run sizes.
 
 The real engine trains a tiny random Llama (the default model's tokenizer, 2 layers of width
 32) under a harness whose reward never ties, so every step trains and checkpoints; the rules

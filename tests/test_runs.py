@@ -87,8 +87,8 @@ def _dead_pid() -> int:
 
 def test_a_staging_directory_left_by_a_killed_creation_is_neither_listed_nor_kept(tmp_path):
     """A run killed (default SIGTERM) while `create_run` built it leaves `.NAME.creating-PID`
-    with a half-made run.db. Seen on the GPU machine in session 10: `evotui report` over the
-    compare folder then failed on it. Listings skip it, and the next creation of NAME removes it."""
+    with a half-made run.db, on which `evotui report` over the compare folder used to fail.
+    Listings skip it, and the next creation of NAME removes it."""
     from backend.config import RunConfig
     from backend.runs import create_run, harness_code, run_dirs_in
 

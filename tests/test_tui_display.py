@@ -1,5 +1,5 @@
 """What the screens draw: honest sparklines, a header that keeps what matters, columns that fit,
-backtests as rows, and a version table that follows a promotion (issue 18)."""
+backtests as rows, and a version table that follows a promotion."""
 
 from __future__ import annotations
 

@@ -28,7 +28,7 @@ from .math import LEVELS, MathEnv
 
 DATASETS = ["basic_arithmetic", "chain_sum", "products", "fraction_simplification", "decimal_arithmetic",
             "number_format", "decimal_chain_sum", "gcd", "lcm", "leg_counting"]
-"""The defaults (basic_arithmetic, chain_sum), those the README and issue 13 name, and four more numeric ones."""
+"""The defaults (basic_arithmetic, chain_sum), those the README names, and four more numeric ones."""
 SEED = 4242
 _EXPR = re.compile(r"[-(]*\s*\d[\d.]*(?:\s*[)]*\s*[-+*/]\s*[(\s-]*\d[\d.]*\s*[)]*)+")
 _QNUM = re.compile(r"-?\d[\d,]*(?:\.\d+)?(?:e[+-]\d+)?")

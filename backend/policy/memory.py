@@ -62,7 +62,7 @@ def pick_micro_batch(spec: Spec, seq_len: int, free_bytes: int, chunk: int = 64,
     """The largest micro-batch whose estimated peak fits in `free_bytes` (at least 1).
 
     Past `max_tokens` tokens a micro-batch only costs memory: the GPU is busy
-    already (measured on an H200: 64 x 384 tokens ran faster than 247 x 384).
+    already (64 x 384 tokens run faster than 247 x 384 on a large card).
     """
     per = train_bytes_per_sequence(spec, seq_len, chunk, dtype_bytes)
     budget = free_bytes * MARGIN - RESERVE
