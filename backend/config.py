@@ -306,6 +306,10 @@ class PopulationConfig:
     """Training steps between two comparisons (each member evaluates at these steps)."""
     mode: str = "explore"
     """explore: copy, then one harness move; copy: copy only, the harness never moves (selection alone)."""
+    stuck_dead_share: float = 0.9
+    """A comparison where no member is clearly behind but the members' dead-group share over the
+    last `every` steps is at least this is stuck: in explore mode its last member takes one move
+    without a copy (backend/population/coordinator.py)."""
 
 
 @dataclass
@@ -469,6 +473,8 @@ def validate(cfg: RunConfig) -> RunConfig:
         bad(f"population.every must be at least 1 step, got {pop.every}")
     if pop.mode not in POPULATION_MODES:
         bad(f"population.mode must be {' or '.join(POPULATION_MODES)}, got '{pop.mode}'")
+    if not 0 < pop.stuck_dead_share <= 1:
+        bad(f"population.stuck_dead_share must be in (0, 1], got {pop.stuck_dead_share}")
     if cfg.eval.every < 1 or cfg.eval.n_val < 1 or cfg.eval.n_test < 1:
         bad("eval.every, eval.n_val and eval.n_test must be at least 1")
     if not 0 <= cfg.evolve.min_gain < cfg.evolve.min_effect:

@@ -1,6 +1,6 @@
 """One explore move for a member of a population of runs, through the safety gate.
 
-    move = propose_move(store, cfg, step)    # a gated candidate (recorded), or None
+    move = propose_move(store, cfg, step, tried)    # a gated candidate (recorded), or None
 
 The offline proposer (`offline.propose`) ranks the typed search space's knobs
 (`space.py`: curriculum, sampling, token budget, advantage rule, reward
@@ -17,13 +17,22 @@ does fails). Nothing else is asked of it: whether a move helps is judged by
 what training with it does, at the population's next comparison, not by
 replay proxies. The gate's result is a `backtests` row (mode POPULATION_GATE),
 and the intervention ends `passed` or `failed`.
+
+`tried`: the knob moves the population already tried that then tied or lost
+(`TriedMove`, from its lineage). A candidate that repeats one (`repeats`: the
+same knob the same way, or its undo) is not drawn, so the knob's next option
+in the ranking is: after `CURRICULUM.level` 1 -> 0 tied, the next dead-group
+knob (a hint, resampling, a pass-rate target, the token budget). The proposer
+draws one candidate per knob, its most promising way first; when that way was
+tried, the knob sits this move out rather than going the way its diagnosis
+does not point.
 """
 
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, Sequence
 
 from backend.config import RunConfig
 from backend.harness.loader import Harness
@@ -53,20 +62,64 @@ class ExploreMove:
     target: str
 
 
-def propose_move(store: Store, cfg: RunConfig, step: int,
+@dataclass(frozen=True)
+class TriedMove:
+    """A knob move the population tried that tied or lost: knob, old -> new (as events store them)."""
+
+    knob: str
+    old: str
+    new: str
+
+
+def _number(text: str) -> float | None:
+    try:
+        return float(text) if text not in ("True", "False") else None
+    except ValueError:
+        return None
+
+
+def _way(old: str, new: str) -> float | str:
+    """A numeric move's direction (+1 / -1); a bool or choice move's new value."""
+    a, b = _number(old), _number(new)
+    return (1.0 if b > a else -1.0) if a is not None and b is not None and a != b else new
+
+
+def repeats(tried: Sequence[TriedMove], knob: str, old: str, new: str) -> TriedMove | None:
+    """The tried move that `knob: old -> new` repeats, or None: the same knob the same way (a
+    number the same direction, a bool or choice the same value), or the tried move's undo (a tie
+    says both values train alike).
+
+    >>> t = [TriedMove("CURRICULUM.level", "1", "0")]
+    >>> [bool(repeats(t, "CURRICULUM.level", o, n)) for o, n in (("2", "1"), ("0", "1"), ("1", "2"))]
+    [True, True, False]
+    >>> bool(repeats(t, "SAMPLING.hint", "0.0", "0.2"))
+    False
+    """
+    for t in tried:
+        if t.knob == knob and (_way(t.old, t.new) == _way(old, new) or (t.old, t.new) == (new, old)):
+            return t
+    return None
+
+
+def propose_move(store: Store, cfg: RunConfig, step: int, tried: Sequence[TriedMove] = (),
                  propose: Callable[..., list[Candidate]] = offline.propose) -> ExploreMove | None:
     """The first knob move of the offline proposer's ranking, built on the member's active
-    harness, that passes the safety gate; None when none does (each try stays recorded).
-    `propose`: the proposer (`offline.propose`'s signature; a test passes hostile ones)."""
+    harness, that repeats no `tried` move and passes the safety gate; None when none does (each
+    gated try stays recorded). `propose`: the proposer (`offline.propose`'s signature; a test
+    passes hostile ones)."""
     hv = int(store.run()["harness_version"])
     harness = Harness.from_code((store.harness_version(hv) or {})["code"])
     ctx = EvolveContext(store, cfg, step, hv, harness)
     steps = range(max(1, step - cfg.evolve.window + 1), step + 1)
     table, metrics = diagnose.failure_table(store, steps), diagnose.round_metrics(store, steps)
-    cands = propose(ctx, table, metrics, cfg.evolve.candidates, store.known_codes(), trials=True)
+    # one candidate per knob at most: `tried` can take that many slots from the ranking
+    n = cfg.evolve.candidates + len({t.knob for t in tried})
+    cands = propose(ctx, table, metrics, n, store.known_codes(), trials=True)
     shares = {row["label"]: row["share"] for row in table}
     for c in cands:
         if "knob" not in c.params or c.parent_version != hv:
+            continue
+        if repeats(tried, str(c.params["knob"]), str(c.params.get("from")), str(c.params.get("to"))):
             continue
         entry = schedule.record(ctx, None, c)
         if iv.get(store, entry.id).status != "proposed":  # the static check refused it

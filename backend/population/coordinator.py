@@ -8,7 +8,20 @@
         judge the events of comparison t         (did each member beat its parent? a won move -> skill)
         decide: each member clearly behind copies a parent (parents.choose_parent) and, in explore
                 mode, takes one move (evolve.explore); all recorded as planned at once
+                (none behind but the population stuck: see below)
         t = t + K
+
+A stuck population explores. When no member is clearly behind, nobody copies;
+but if the members' pooled dead-group share over the segment just trained is
+at least `population.stuck_dead_share` (`stuck.py`: most groups teach GRPO
+nothing), then in explore mode the member ranked last on validation (ties: the
+highest index) takes one move without copying: it keeps its own policy and
+harness, and the move is its one change. The event records the dead share with
+its groups and interval and the member's validation against the best (its
+parent, whom the next comparison judges it against). Copy mode never moves.
+
+Every move, after a copy or stuck, skips the knob moves that tied or lost in
+this population before (`stuck.tried_moves`, passed to `propose_move`).
 
 `POP/population.sqlite` (`store.py`) records every step of it; `population.step`
 moves on only when a comparison's events are all decided, so a stop anywhere
@@ -28,7 +41,7 @@ from backend.evolve.explore import propose_move
 from backend.store import Store, StoreError
 from backend.grid import Stopping
 
-from . import adopt, lineage, scores as sc
+from . import adopt, lineage, scores as sc, stuck as st
 from .members import last_line, member_config, member_seed, reached, run_segment
 from .parents import choose_parent, top_labels
 from .store import Evidence, Event, Member, MoveChange, Planned, Population, PopulationStore, Score
@@ -145,9 +158,12 @@ def compare(ps: PopulationStore, pop_dir: Path, configs: list[RunConfig], pop: P
 
 def decide(ps: PopulationStore, pop_dir: Path, configs: list[RunConfig], pop: Population,
            scores: list[Score], step: int) -> None:
-    """Plan a copy (and in explore mode a move) for every member clearly behind, in one transaction."""
+    """Plan a copy (and in explore mode a move) for every member clearly behind, in one
+    transaction; with none behind, a stuck population's move (`_decide_stuck`)."""
     behind = [s for s in scores if s.behind]
     if not behind:
+        if pop.mode == "explore":
+            _decide_stuck(ps, pop_dir, configs, pop, scores, step)
         return
     events = ps.events()
     window = pop.every
@@ -163,6 +179,20 @@ def decide(ps: PopulationStore, pop_dir: Path, configs: list[RunConfig], pop: Po
         if pop.mode == "explore":
             planned.append(Planned(step, "move", s.member, parent.member, ev, round(parent.score, 4)))
     ps.plan_events(planned)
+
+
+def _decide_stuck(ps: PopulationStore, pop_dir: Path, configs: list[RunConfig], pop: Population,
+                  scores: list[Score], step: int) -> None:
+    """Plan one move, without a copy, for the last member of a stuck population (module docstring)."""
+    first = max(1, step - pop.every + 1)
+    dead = st.dead_share([pop_dir / f"m{i}" for i in range(pop.size)], first, step,
+                         configs[0].population.stuck_dead_share)
+    if not st.is_stuck(dead):
+        return
+    last = st.last_member(scores)
+    best = next(s for s in scores if s.best)
+    ev = Evidence(last.diff, last.low, last.high, last.n, tuple(s.member for s in scores))
+    ps.plan_events([Planned(step, "move", last.member, best.member, ev, None, stuck=dead)])
 
 
 def finish_events(ps: PopulationStore, pop_dir: Path, configs: list[RunConfig], pop: Population,
@@ -190,13 +220,14 @@ def _copy(ps: PopulationStore, pop_dir: Path, e: Event) -> None:
 
 def _move(ps: PopulationStore, pop_dir: Path, configs: list[RunConfig], pop: Population, e: Event) -> None:
     copied = [c for c in ps.events(step=e.step, member=e.member) if c.kind == "copy"]
-    if not copied or copied[0].status != "applied":
+    if e.stuck is None and (not copied or copied[0].status != "applied"):
         ps.set_event(e.id, "failed", error="its copy did not apply")
         return
     if e.intervention_id is None:
+        tried = st.tried_moves(ps.events())
         store = Store.open(pop_dir / f"m{e.member}", create=False)
         try:
-            move = propose_move(store, configs[e.member], e.step)
+            move = propose_move(store, configs[e.member], e.step, tried)
         finally:
             store.close()
         if move is None:

@@ -35,7 +35,8 @@ def _event_text(e: Event) -> str:
     if e.kind == "copy":
         return f"m{e.member}<-m{e.parent} {e.status}"
     what = f"{e.knob} {_short(e.old_value)}->{_short(e.new_value)}" if e.knob else "no move"
-    return f"m{e.member} {what} {e.status}" + (f" ({e.error})" if e.error and not e.knob else "")
+    stuck = f" stuck (dead {e.stuck.share:.2f} of {e.stuck.groups} groups)" if e.stuck else ""
+    return f"m{e.member} {what} {e.status}{stuck}" + (f" ({e.error})" if e.error and not e.knob else "")
 
 
 def segment_line(step: int, scores: Sequence[Score], events: Sequence[Event]) -> str:

@@ -37,7 +37,9 @@ different seeds never share a member seed (size is at most SEED_STRIDE)."""
 
 
 def member_seed(seed: int, idx: int) -> int:
-    """>>> member_seed(0, 1), member_seed(2, 0)
+    """Member `idx`'s seed.
+
+    >>> member_seed(0, 1), member_seed(2, 0)
     (1, 2000)
     """
     return seed * SEED_STRIDE + idx

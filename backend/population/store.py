@@ -46,6 +46,9 @@ Tables (plural names; `*_json` hold JSON):
   Outcome at the next comparison (the member against its parent, paired):
   outcome ('won' | 'lost' | 'tied'), outcome_step, outcome_diff, outcome_low,
   outcome_high, outcome_n; skill_id (the skill card a won move became).
+  stuck_json: a move a stuck population made without a copy (`coordinator`):
+  the members' dead-group share that made it, with its groups and 95% Wilson
+  interval (`Stuck`); NULL for a copy and for a move after a copy.
   error, created_at, updated_at.
 """
 
@@ -55,7 +58,7 @@ import json
 import sqlite3
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, fields
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
@@ -100,6 +103,11 @@ def p001_initial(db: Database) -> None:
 def p002_move_intervention(db: Database) -> None:
     db.table("events").add_column("intervention_id", int)
     db.table("events").add_column("target", str)
+
+
+@MIGRATIONS(name="p003_stuck_move")
+def p003_stuck_move(db: Database) -> None:
+    db.table("events").add_column("stuck_json", str)
 
 
 @dataclass(frozen=True)
@@ -162,6 +170,20 @@ class Evidence:
 
 
 @dataclass(frozen=True)
+class Stuck:
+    """Why a stuck population moved: the members' dead groups over steps `first`..`last`."""
+
+    dead: int
+    groups: int
+    share: float
+    low: float
+    high: float
+    first: int
+    last: int
+    threshold: float
+
+
+@dataclass(frozen=True)
 class Event:
     """A copy or a move, its evidence, what it changed, and later its outcome."""
 
@@ -190,6 +212,7 @@ class Event:
     error: str | None = None
     intervention_id: int | None = None
     target: str | None = None
+    stuck: Stuck | None = None
 
 
 @dataclass(frozen=True)
@@ -202,6 +225,8 @@ class Planned:
     parent: int
     evidence: Evidence
     parent_score: float | None = None
+    stuck: Stuck | None = None
+    """Set on a move a stuck population makes without a copy."""
 
 
 @dataclass(frozen=True)
@@ -355,6 +380,7 @@ class PopulationStore:
                     "step": p.step, "kind": p.kind, "member": p.member, "parent": p.parent, "status": "planned",
                     "diff": ev.diff, "low": ev.low, "high": ev.high, "n": ev.n,
                     "compared_json": json.dumps(list(ev.compared)), "parent_score": p.parent_score,
+                    "stuck_json": json.dumps(asdict(p.stuck)) if p.stuck else None,
                     "created_at": now(), "updated_at": now()}).last_pk))
         return ids
 
@@ -419,5 +445,6 @@ def _score(r: dict[str, Any]) -> Score:
 def _event(r: dict[str, Any]) -> Event:
     ev = Evidence(diff=r["diff"], low=r["low"], high=r["high"], n=r["n"],
                   compared=tuple(json.loads(r["compared_json"] or "[]")))
-    keep = _cols(Event) - {"evidence"}
-    return Event(evidence=ev, **{k: r[k] for k in keep})
+    stuck = Stuck(**json.loads(r["stuck_json"])) if r.get("stuck_json") else None
+    keep = _cols(Event) - {"evidence", "stuck"}
+    return Event(evidence=ev, stuck=stuck, **{k: r[k] for k in keep})

@@ -297,6 +297,10 @@ def event_lines(view: PopulationView) -> list[str]:
     for e in view.events:
         ev = e.evidence
         evidence = f"{ev.diff:+.3f} [{ev.low:+.3f}, {ev.high:+.3f}] n {ev.n}" if ev.n else "-"
+        if e.stuck:  # a stuck population's move, without a copy: the dead groups that made it
+            st = e.stuck
+            evidence += (f"; stuck: dead groups {st.dead}/{st.groups} = {st.share:.2f} [{st.low:.2f}, {st.high:.2f}] "
+                         f"(steps {st.first}-{st.last}, threshold {st.threshold:g})")
         change = (f"`{e.knob}` {e.old_value} -> {e.new_value}" if e.knob else
                   f"policy v{e.policy_version}, harness {_v(e.harness_version)}" if e.kind == "copy" else "-")
         if e.diagnosis:

@@ -1,0 +1,62 @@
+"""When a population is stuck, and what its explore move must not repeat.
+
+A comparison is stuck when the members' groups of the segment just trained
+were mostly dead (every rollout of a group got the same reward, so GRPO learns
+nothing from it): the dead groups of all members' `steps` rows over the last
+`population.every` steps (`rollout.group_stats` stores each step's
+`dead_group_frac` of its `n_groups`), pooled, as a share with its 95% Wilson
+interval, at least `population.stuck_dead_share`. The point share decides; the
+interval and the groups are stored with the move (`store.Stuck`).
+
+The member that moves is the one ranked last on validation (fewest correct on
+the paired problems; ties: the highest index, so a population of equals moves
+its last member and keeps m0 as it is).
+
+The population's lineage is its memory of what did not work: every knob move
+whose outcome was tied or lost becomes a `TriedMove` that `explore.propose_move`
+does not draw again in this population (the simple rule: not "until the policy
+moved", which a stuck population's near-zero validation could not show anyway).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Sequence
+
+from backend.evolve.explore import TriedMove
+from backend.evolve.stats import wilson_interval
+from backend.store import Store
+
+from .store import Event, Score, Stuck
+
+
+def dead_share(run_dirs: Sequence[Path], first: int, last: int, threshold: float) -> Stuck:
+    """The members' pooled dead groups over steps `first`..`last`."""
+    dead = groups = 0
+    for d in run_dirs:
+        s = Store.open(d, readonly=True)
+        try:
+            for row in s.window_steps(first, last):
+                n = int(row["n_groups"] or 0)
+                groups += n
+                dead += round(float(row["dead_group_frac"] or 0.0) * n)
+        finally:
+            s.close()
+    lo, hi = wilson_interval(dead, groups) if groups else (0.0, 1.0)
+    return Stuck(dead, groups, round(dead / groups, 4) if groups else 0.0, round(lo, 4), round(hi, 4),
+                 first, last, threshold)
+
+
+def is_stuck(s: Stuck) -> bool:
+    return s.groups > 0 and s.share >= s.threshold
+
+
+def last_member(scores: Sequence[Score]) -> Score:
+    """The member ranked last on validation (ties: the highest index)."""
+    return min(scores, key=lambda s: (s.correct, -s.member))
+
+
+def tried_moves(events: Sequence[Event]) -> list[TriedMove]:
+    """The population's knob moves that then tied or lost, oldest first."""
+    return [TriedMove(e.knob, str(e.old_value), str(e.new_value)) for e in events
+            if e.kind == "move" and e.knob and e.outcome in ("tied", "lost")]

@@ -1,0 +1,181 @@
+"""A stuck population explores: two real members at tiny sizes that are both at 0 on validation,
+with every group dead (the answer-one model says "1" on lcm problems, and the default math
+harness pays only answers in tags, so every rollout of a group earns 0).
+
+No member is ever clearly behind, so nobody copies. In explore mode the last member (a tie: the
+higher index, m1) takes one move at each comparison without a copy, and the second move does not
+repeat the first, which tied; in copy mode nothing moves."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from backend.evolve.explore import TriedMove, repeats
+from backend.population import coordinator, stuck
+from backend.population.store import PopulationStore, Score
+from backend.store import Store
+
+from population_models import SETS, model_and_harness  # noqa: F401  (the fixture)
+
+EVERY, STEPS = 2, 6
+STUCK_SETS = [*SETS, f"steps={STEPS}", "math.datasets=['lcm']"]
+
+
+def lcm_harness(path: Path) -> str:
+    """The default math harness (correct answers in tags, format) training on lcm problems."""
+    from backend.harness.loader import default_harness_path
+
+    code = default_harness_path("math").read_text()
+    start = code.index("CURRICULUM = ")
+    end = code.index("\n", start)
+    path.write_text(code[:start] + 'CURRICULUM = {"datasets": {"lcm": 1.0}, "level": 1}' + code[end:])
+    return str(path)
+
+
+def stuck_population(pop: Path, model: str, mode: str, steps: int = STEPS) -> dict:
+    from backend.config import load_config
+
+    cfg = load_config(None, [*STUCK_SETS, f"steps={steps}", f"model.name='{model}'", f"harness='{lcm_harness(pop.parent / 'h.py')}'",
+                             "population.size=2", f"population.mode='{mode}'", "evolve.auto_promote=true"])
+    return coordinator.start(cfg, pop, jobs=2, quiet=True)
+
+
+def run_of(pop: Path, m: str) -> Store:
+    return Store.open(pop / m, readonly=True)
+
+
+@pytest.fixture(scope="module")
+def explore_stuck(tmp_path_factory, model_and_harness):  # noqa: F811  (the imported fixture)
+    pop = tmp_path_factory.mktemp("stuck-explore") / "pop"
+    out = stuck_population(pop, model_and_harness[0], "explore")
+    ps = PopulationStore.open(pop, readonly=True)
+    try:
+        return pop, out, ps.scores(), ps.events()
+    finally:
+        ps.close()
+
+
+def test_the_last_member_of_a_stuck_population_moves_without_a_copy(explore_stuck):
+    pop, out, scores, events = explore_stuck
+    assert out["status"] == "finished" and out["copies"] == 0
+    assert all(s.acc == 0 and not s.behind for s in scores), scores
+    assert [e.kind for e in events] == ["move", "move"] and {e.step for e in events} == {EVERY, 2 * EVERY}
+    first = events[0]
+    assert (first.member, first.parent, first.status) == (1, 0, "applied"), first
+    assert first.evidence.n == 32 and first.evidence.compared == (0, 1)
+    s = first.stuck
+    assert s is not None and s.share >= s.threshold == 0.9 and (s.first, s.last) == (1, EVERY)
+    assert s.groups == 2 * EVERY * 2 and s.low <= s.share <= s.high  # 2 members x 2 steps x 2 tasks
+    m1 = run_of(pop, "m1")
+    try:
+        # no copy: m1 keeps its own policy (each version its own step's), and the move is its harness
+        assert not (pop / "m1" / "checkpoints" / "copies").exists()
+        assert all(v["step"] is not None for v in m1.rows("SELECT step FROM policy_versions"))
+        assert m1.intervention(first.intervention_id).status == "promoted"
+        after = m1.rows("SELECT harness_version FROM steps WHERE step BETWEEN ? AND ?", (EVERY + 1, 2 * EVERY))
+        assert {r["harness_version"] for r in after} == {first.harness_version} != {1}
+    finally:
+        m1.close()
+    m0 = run_of(pop, "m0")
+    try:
+        assert {r["harness_version"] for r in m0.rows("SELECT harness_version FROM steps")} == {1}
+    finally:
+        m0.close()
+    from backend.tools.population_view import read_population
+    from backend.tools.report_population import event_lines
+
+    assert "stuck: dead groups 8/8 = 1.00" in "\n".join(event_lines(read_population(pop)))
+
+
+def test_a_second_stuck_comparison_does_not_repeat_a_move_that_tied(explore_stuck):
+    pop, _, _, events = explore_stuck
+    first, second = events
+    assert first.outcome == "tied" and first.outcome_step == 2 * EVERY  # both members still at 0
+    assert second.member == 1 and second.status == "applied" and second.stuck is not None, second
+    assert second.knob and second.knob != first.knob, (first.knob, second.knob)
+    tried = stuck.tried_moves(events)
+    assert tried[0] == TriedMove(first.knob, first.old_value, first.new_value)
+
+
+def test_the_population_memory_is_what_keeps_a_member_from_repeating_a_tied_move(explore_stuck, tmp_path):
+    """m0 never moved. On its run the proposer's first gated move, unaided, is the one m1 tried and
+    tied; a stuck move the coordinator plans for m0 draws another knob."""
+    import shutil
+
+    from backend.evolve.explore import propose_move
+    from backend.population.members import member_config
+    from backend.population.store import Evidence, Planned
+
+    pop, _, _, events = explore_stuck
+    tied = (events[0].knob, events[0].old_value, events[0].new_value)
+    alone, together = tmp_path / "alone", tmp_path / "together"  # each its own run: a proposal is recorded
+    shutil.copytree(pop, alone)
+    shutil.copytree(pop, together)
+    ps = PopulationStore.open(together)
+    try:
+        p = ps.population()
+        configs = [member_config(p.config(), i, EVERY) for i in range(p.size)]
+        s = Store.open(alone / "m0", create=False)
+        try:
+            again = propose_move(s, configs[0], STEPS)
+        finally:
+            s.close()
+        assert again is not None and (again.knob, again.old_value, again.new_value) == tied
+        [eid] = ps.plan_events([Planned(STEPS, "move", 0, 1, Evidence(0.0, 0.0, 0.0, 32, (0, 1)),
+                                         stuck=events[0].stuck)])
+        coordinator.finish_events(ps, together, configs, p, STEPS)
+        moved = ps.event(eid)
+    finally:
+        ps.close()
+    assert moved is not None and moved.status == "applied" and moved.knob, moved
+    assert moved.knob != tied[0], moved
+
+
+def test_copy_mode_never_moves_a_stuck_population(tmp_path, model_and_harness):  # noqa: F811
+    pop = tmp_path / "pop"
+    out = stuck_population(pop, model_and_harness[0], "copy", steps=2 * EVERY)  # one decision: at step 2
+    ps = PopulationStore.open(pop, readonly=True)
+    try:
+        assert out["status"] == "finished" and ps.events() == []
+        assert all(s.acc == 0 and not s.behind for s in ps.scores())
+    finally:
+        ps.close()
+    for m in ("m0", "m1"):
+        s = run_of(pop, m)
+        try:
+            assert s.run()["harness_version"] == 1
+            assert max(r["dead_group_frac"] for r in s.rows("SELECT dead_group_frac FROM steps")) == 1.0
+        finally:
+            s.close()
+
+
+def test_a_tried_move_is_not_drawn_again_the_same_way_nor_undone():
+    t = [TriedMove("CURRICULUM.level", "1", "0"), TriedMove("SAMPLING.hint", "0.0", "0.2"),
+         TriedMove("PROMPT.system", "a", "b")]
+    assert repeats(t, "CURRICULUM.level", "2", "1") and repeats(t, "CURRICULUM.level", "0", "1")
+    assert not repeats(t, "CURRICULUM.level", "1", "2")
+    assert repeats(t, "SAMPLING.hint", "0.2", "0.4") and not repeats(t, "SAMPLING.resample_dead", "0", "1")
+    assert repeats(t, "PROMPT.system", "c", "b") and not repeats(t, "PROMPT.system", "b", "c")
+
+
+def test_the_last_member_is_the_fewest_correct_and_ties_go_to_the_highest_index():
+    def sc(member: int, correct: int) -> Score:
+        return Score(step=2, member=member, n=10, correct=correct, acc=correct / 10, best=False, diff=0.0,
+                     low=0.0, high=0.0, behind=False)
+
+    assert stuck.last_member([sc(0, 3), sc(1, 1), sc(2, 2)]).member == 1
+    assert stuck.last_member([sc(0, 0), sc(1, 0), sc(2, 0)]).member == 2
+
+
+def test_stuck_is_the_pooled_dead_share_of_the_members_steps_at_the_threshold(explore_stuck):
+    from backend.population.store import Stuck
+
+    pop, *_ = explore_stuck
+    got = stuck.dead_share([pop / "m0", pop / "m1"], 1, EVERY, 0.9)
+    assert (got.dead, got.groups, got.share, got.first, got.last) == (8, 8, 1.0, 1, EVERY) and stuck.is_stuck(got)
+    assert stuck.dead_share([pop / "m0"], 1, 1, 0.9).groups == 2  # one member, one step: its 2 groups
+    assert not stuck.is_stuck(Stuck(7, 8, 0.875, 0.53, 0.98, 1, 2, 0.9))
+    assert stuck.is_stuck(Stuck(9, 10, 0.9, 0.6, 0.98, 1, 2, 0.9))
+    assert not stuck.is_stuck(Stuck(0, 0, 0.0, 0.0, 1.0, 1, 2, 0.9))  # no steps stored: no evidence
