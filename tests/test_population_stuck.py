@@ -37,7 +37,8 @@ def lcm_harness(path: Path) -> str:
 def stuck_population(pop: Path, model: str, mode: str, steps: int = STEPS) -> dict:
     from backend.config import load_config
 
-    cfg = load_config(None, [*STUCK_SETS, f"steps={steps}", f"model.name='{model}'", f"harness='{lcm_harness(pop.parent / 'h.py')}'",
+    harness = lcm_harness(pop.parent / "h.py")
+    cfg = load_config(None, [*STUCK_SETS, f"steps={steps}", f"model.name='{model}'", f"harness='{harness}'",
                              "population.size=2", f"population.mode='{mode}'", "evolve.auto_promote=true"])
     return coordinator.start(cfg, pop, jobs=2, quiet=True)
 
