@@ -158,3 +158,21 @@ def test_odd_text_never_raises(text):
         ma.check(dataset, text, "156", text, {})
     ma.is_hedged(text), ma.is_expression_echo(text, text), ma.final_answer_text(text), ma.audit([{"correct": 1,
                                                                                                 "completion": text}])
+
+
+def test_a_generator_s_decimal_precision_changes_no_verdict():
+    """reasoning-gym's decimal_arithmetic sets the thread's decimal precision when it makes a
+    problem; making tasks leaves the context as it was, and the evaluator reads long answers
+    exactly whatever the context holds."""
+    import decimal
+
+    from backend.envs.math import MathEnv
+
+    before = decimal.getcontext().prec
+    MathEnv(["decimal_arithmetic"])._make("decimal_arithmetic", 1, 7, 3)
+    assert decimal.getcontext().prec == before
+    with decimal.localcontext() as ctx:
+        ctx.prec = 6
+        assert not ma.check("products", "Q", "1234567.5", "<answer>1234568.5</answer>", {}, library=False)[0]
+        assert ma.check("products", "Q", "1234567.5", "<answer>1234567.5</answer>", {}, library=False)[0]
+        assert not ma.same_value("12345678901234.5", "12345678901235.5")

@@ -12,6 +12,7 @@ change any of this; it only decides how rollouts are rewarded.
 from __future__ import annotations
 
 import random
+from decimal import localcontext
 
 from . import math_answer
 from .base import Task, Verdict
@@ -117,10 +118,11 @@ class MathEnv:
         kw = knobs[max(0, min(level, len(knobs) - 1))]
         import reasoning_gym
 
-        ds = reasoning_gym.create_dataset(name, seed=seed, size=n, **kw)
         out = []
-        for i in range(n):
-            e = ds[i]
+        with localcontext():  # a generator may set the decimal context (decimal_arithmetic does): keep it inside
+            ds = reasoning_gym.create_dataset(name, seed=seed, size=n, **kw)
+            entries = [ds[i] for i in range(n)]
+        for i, e in enumerate(entries):
             meta = {k: v for k, v in e["metadata"].items() if isinstance(v, (str, int, float))}
             # the generator's knobs: score_answer of some datasets reads its config (decimal_arithmetic)
             meta.update(dataset=name, level=level, rg_config=dict(kw))

@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import json
 import re
-from decimal import Decimal, InvalidOperation
+from decimal import Context, Decimal, InvalidOperation, localcontext
 from functools import lru_cache
 
 FRACTION_DATASETS = {"fraction_simplification"}
@@ -99,6 +99,12 @@ def clean(text: str) -> str:
     s = _TIMES_TEN.sub(r"\1e\2", s)
     s = s.lstrip(" \t\r\n*_`").rstrip(" \t\r\n*_`.!")
     return re.sub(r"^([+-])\s+(?=[\d.])", r"\1", s)
+
+
+EXACT = Context(prec=100)
+"""The decimal context answers are read and compared in. A reasoning-gym generator may set the
+thread's context (decimal_arithmetic sets its own precision when it makes a problem); under a low
+precision `normalize` and subtraction round, and two different long answers would read alike."""
 
 
 def _canonical_number(s: str) -> str | None:
@@ -328,7 +334,8 @@ def _library_dataset(dataset: str, config_json: str):
 
         if dataset not in reasoning_gym.factory.DATASETS:
             return None
-        return reasoning_gym.create_dataset(dataset, seed=0, size=1, **json.loads(config_json))
+        with localcontext():  # whatever the generator sets stays inside
+            return reasoning_gym.create_dataset(dataset, seed=0, size=1, **json.loads(config_json))
     except Exception:  # not installed, a stand-in module, a bad config: use the built-in rules
         return None
 
@@ -375,11 +382,12 @@ def check(dataset: str, question: str, gold: str | None, completion: str, entry_
     >>> check("basic_arithmetic", "Calculate 5 - 3 - 6.", "-4", "so <answer>− 4</answer>")
     (True, '-4', 'correct')
     """
-    kind = answer_kind(dataset, gold)
-    extracted, status = extract(completion, kind)
-    if status != "answered":
-        return False, extracted, status
-    ok = score(dataset, extracted, gold or "", question, entry_meta or {}, library) >= 1.0
+    with localcontext(EXACT):
+        kind = answer_kind(dataset, gold)
+        extracted, status = extract(completion, kind)
+        if status != "answered":
+            return False, extracted, status
+        ok = score(dataset, extracted, gold or "", question, entry_meta or {}, library) >= 1.0
     return ok, extracted, "correct" if ok else "wrong"
 
 
@@ -391,9 +399,10 @@ def same_value(pred: str | None, gold: str | None) -> bool:
     """
     if pred is None or gold is None:
         return False
-    kind = answer_kind("", gold)
-    p = value(pred, kind)
-    return p is not None and _builtin_score("", p, gold, {}) >= 1.0
+    with localcontext(EXACT):
+        kind = answer_kind("", gold)
+        p = value(pred, kind)
+        return p is not None and _builtin_score("", p, gold, {}) >= 1.0
 
 
 # ------------------------------------------------------------------ hack probes

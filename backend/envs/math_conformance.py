@@ -21,7 +21,7 @@ from __future__ import annotations
 import argparse
 import re
 from dataclasses import dataclass
-from decimal import Decimal
+from decimal import Decimal, localcontext
 
 from . import math_answer
 from .math import LEVELS, MathEnv
@@ -171,9 +171,11 @@ def run(datasets: list[str] | None = None, n: int = 30) -> list[Case]:
         for level, count in (((1, n - n // 2), (top, n // 2)) if top > 1 else ((top, n),)):
             for task in env._make(name, level, SEED + level, count):
                 i = int(task.id.rsplit(":", 1)[1])
-                ds = reasoning_gym.create_dataset(name, seed=SEED + level, size=count, **task.meta["rg_config"])
-                entry = ds[i]
-                for kind, completion, intended in kinds(name, task.question, entry):
+                with localcontext(math_answer.EXACT):  # the generator's decimal context stays inside
+                    ds = reasoning_gym.create_dataset(name, seed=SEED + level, size=count, **task.meta["rg_config"])
+                    entry = ds[i]
+                    completions = kinds(name, task.question, entry)
+                for kind, completion, intended in completions:
                     got, _, status = math_answer.check(name, task.question, task.answer, completion, task.meta)
                     builtin = math_answer.check(name, task.question, task.answer, completion, task.meta,
                                                 library=False)[0]
