@@ -70,19 +70,22 @@ def test_the_training_budget_is_fixed_at_the_first_step_even_one_that_trains_not
 
 def test_no_plan_or_kernel_is_chosen_by_timing_or_free_memory():
     """What the policy package runs must not read the card's free memory, autotune, benchmark
-    cuDNN algorithms or turn on TF32; torch.compile stays behind the fast engine's off-by-default flag."""
+    cuDNN algorithms or turn on TF32; torch.compile stays behind off-by-default flags (the fast
+    engine's `compile`, the trainer's `train.compile`)."""
     for f in sorted(POLICY.glob("*.py")):
         code = "\n".join(line.split("#")[0] for line in f.read_text().splitlines())
         code = re.sub(r'"""[\s\S]*?"""', "", code)  # docstrings may name what is avoided
         for banned in ("mem_get_info", "autotune", "cudnn.benchmark = True", "allow_tf32 = True",
                        "set_float32_matmul_precision", "time.perf_counter() <", "warn_only=True"):
             assert banned not in code, f"{f.name}: {banned}"
-        if f.name != "fastgen.py":
+        if f.name not in ("fastgen.py", "grpo.py"):
             assert "torch.compile" not in code, f.name
+    from backend.config import TrainConfig
     from backend.policy.fastgen import FastGenerator
     import inspect
 
     assert inspect.signature(FastGenerator).parameters["compile"].default is False
+    assert TrainConfig().compile is False
 
 
 def test_process_settings():
