@@ -205,6 +205,10 @@ class EvolveConfig:
     """A change kind (template, or kind:name) that failed or was inconclusive this many times in a row..."""
     cooldown_rounds: int = 3
     """...is not proposed again for this many rounds."""
+    search_memory: bool = True
+    """Hold a move (or a family of moves) whose last tries were inconclusive or changed nothing
+    until validation accuracy has moved beyond its interval (backend/evolve/search_memory.py).
+    False: every round may draw them again, as before the memory."""
     rollback_drop: float = 0.1
     """Held-out accuracy drop after a promotion that triggers a rollback."""
     backtest_timeout_s: float = 60.0
