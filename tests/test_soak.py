@@ -107,14 +107,14 @@ STOPS_FULL = STOPS + [("promotion", signal.SIGTERM), ("rollback", signal.SIGTERM
                       ("round", signal.SIGTERM), ("probe", signal.SIGKILL)]
 """EVOTUI_SOAK_FULL=1: every phase by both signals (a few minutes: later promotions take more steps)."""
 
-EVOLVING = ["train.tasks_per_step=2", "train.group_size=2", "train.max_new_tokens_cap=8", "eval.n_val=2",
-            "eval.n_test=1", "eval.max_new_tokens=8", "model.threads=1", "train.keep_checkpoints=0",
+EVOLVING = ["train.tasks_per_step=2", "train.group_size=2", "train.max_new_tokens_cap=8", "eval.n_val=8",
+            "eval.n_test=8", "eval.max_new_tokens=8", "model.threads=1", "train.keep_checkpoints=0",
             # a round after every step, six candidates (the offline list reaches a prompt change, which
             # only a probe judges), an evaluation every other step that rolls back whatever it judges
             # (a drop of more than -1: any), and a gate a small replay gain passes
             "eval.every=2", "evolve.every=1", "evolve.candidates=6", "evolve.probe_tasks=1",
             "evolve.rollback_drop=-1", "evolve.min_gain=0", "evolve.min_effect=0.01", "evolve.cooldown_rounds=0",
-            # two held-out problems never move measurably, so the search memory would hold every move
+            # a few held-out problems never move measurably, so the search memory would hold every move
             # after its second try and the run would stop promoting
             "evolve.search_memory=false"]
 FIRST_STEPS, MORE_STEPS, MOST_STEPS = 12, 4, 40
