@@ -229,6 +229,11 @@ def second_looks(ctx: EvolveContext) -> list[Candidate]:
             and rows_now >= LOOK_GROWTH * sizes[r.id]]
 
 
+def search_memory_of(ctx: EvolveContext) -> memory.SearchMemory:
+    """The run's search memory; an empty one, which holds nothing, with `evolve.search_memory` off."""
+    return memory.load(ctx.store) if ctx.cfg.evolve.search_memory else memory.SearchMemory()
+
+
 def later_looks(ctx: EvolveContext, n: int, mem: memory.SearchMemory | None = None) -> list[Candidate]:
     """Up to `n` inconclusive candidates worth one more look on today's policy, oldest first: decided
     at least LATER_LOOK_ROUNDS rounds ago, not looked at again yet, and re-applied onto the active
@@ -238,7 +243,7 @@ def later_looks(ctx: EvolveContext, n: int, mem: memory.SearchMemory | None = No
     the look spends half the error rate. Candidates left inconclusive for want of a trial are left
     out: another look without one would end the same way."""
     store = ctx.store
-    mem = mem or memory.load(store)
+    mem = mem or search_memory_of(ctx)
     rounds = store.round_ids()
     ivs = store.interventions()
     looked = {look_of(r) for r in ivs}
@@ -248,7 +253,7 @@ def later_looks(ctx: EvolveContext, n: int, mem: memory.SearchMemory | None = No
             break
         if (r.status != "inconclusive" or r.id in looked or look_of(r) or r.round_id is None
                 or len(r.names) != 1 or sum(1 for rid in rounds if rid > r.round_id) < LATER_LOOK_ROUNDS
-                or _left_for_a_trial(ctx, r) or (ctx.cfg.evolve.search_memory and mem.unchanged_since(r.id))):
+                or _left_for_a_trial(ctx, r) or mem.unchanged_since(r.id)):
             continue
         try:
             code = r.code if r.parent_version == ctx.harness_version else iv.rebased_code(store, r, ctx.harness.code)
@@ -323,10 +328,8 @@ class Rules:
                 since = sum(1 for rid in rounds if rid > fails[-1])
                 if since <= cfg.cooldown_rounds:
                     self.cooling[key] = (len(fails), cfg.cooldown_rounds - since + 1)
-        self.memory = memory.load(store)
+        self.memory = search_memory_of(ctx)
         """What each knob and family was tried at and returned (`search_memory`): holds repeats."""
-        self.use_memory = cfg.search_memory
-        """`evolve.search_memory`: off, nothing is held (the memory is still read for the report)."""
         self.skipped: list[Skip] = []
         self.waived: Callable[[Candidate], str | None] = functools.partial(self.reason, waive_cooldown=True)
         """`reason` with the cooldown waived (the proposer's screen for slots left empty)."""
@@ -388,7 +391,7 @@ class Rules:
 
     def _held(self, c: Candidate, key: memory.MoveKey) -> str | None:
         # a look is a second judgement of one move, chosen where looks are (`later_looks`)
-        hold = None if c.look_of or not self.use_memory else self.memory.hold(key)
+        hold = None if c.look_of else self.memory.hold(key)
         return Refusal(hold.text(), whole_option=not hold.key.move) if hold else None
 
     def _cooling(self, c: Candidate, key: str, waived: bool) -> str | None:
