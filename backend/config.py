@@ -150,6 +150,10 @@ class EvalConfig:
     """Validation problems (at most what the domain holds out)."""
     n_test: int = 32
     """Test problems (at most what the domain holds out); the report's headline number."""
+    n_ood: int = 0
+    """Problems of the domain's out-of-distribution test, evaluated with the other two and reported
+    only (code on generated tasks: HumanEval, none of it trained on); 0 = none. Domains without
+    one ignore it."""
     n_tasks: int = 0
     """Deprecated: when > 0, the size of both sets unless `n_val` / `n_test` are given."""
     seed: int = 1234
@@ -481,6 +485,8 @@ def validate(cfg: RunConfig) -> RunConfig:
         bad(f"population.stuck_dead_share must be in (0, 1], got {pop.stuck_dead_share}")
     if cfg.eval.every < 1 or cfg.eval.n_val < 1 or cfg.eval.n_test < 1:
         bad("eval.every, eval.n_val and eval.n_test must be at least 1")
+    if cfg.eval.n_ood < 0:
+        bad(f"eval.n_ood must be 0 or more, got {cfg.eval.n_ood}")
     if not 0 <= cfg.evolve.min_gain < cfg.evolve.min_effect:
         bad(f"evolve.min_effect ({cfg.evolve.min_effect}) must be above evolve.min_gain ({cfg.evolve.min_gain}) >= 0")
     if cfg.evolve.trials not in ("auto", "on", "off", "spent"):

@@ -399,11 +399,12 @@ class Engine:
 
     # ------------------------------------------------------------ held-out
     def evaluate(self, step: int) -> float:
-        """Greedy accuracy on both held-out sets, stored as `evals` rows labelled by split.
-        Returns the validation accuracy: the gate reads only that; test is reported only."""
+        """Greedy accuracy on both held-out sets (and the out-of-distribution test where the run
+        asks for one), stored as `evals` rows labelled by split. Returns the validation accuracy:
+        the gate reads only that; test and ood are reported only."""
         t0 = time.perf_counter()
-        sets = held_out_sets(self.env, self.cfg.eval.n_val, self.cfg.eval.n_test)
-        tasks = sets["validation"] + sets["test"]
+        sets = held_out_sets(self.env, self.cfg.eval.n_val, self.cfg.eval.n_test, self.cfg.eval.n_ood)
+        tasks = [t for split in sets.values() for t in split]
         items: list[Scored] = []
         size = EVAL_BATCH_CPU if str(self.lm.device) == "cpu" else getattr(self.generator, "batch_size", len(tasks))
         for i in range(0, len(tasks), max(1, size)):  # a pause or a stop is honoured between batches
@@ -411,11 +412,13 @@ class Engine:
             part, _ = self.collect(tasks[i:i + size], self.harness, 1, greedy=True,
                                    max_new_tokens=self.cfg.eval.max_new_tokens)
             items += part
-        cut = len(sets["validation"])
-        by_split = {"validation": items[:cut], "test": items[cut:]}
+        by_split, start = {}, 0
+        for split, part in sets.items():
+            by_split[split], start = items[start:start + len(part)], start + len(part)
         # the completion (its tail) and question let `evotui report` audit correct verdicts for hacks
         results = {k: [{"task_id": s.task.id, "correct": bool(s.verdict.correct), "status": s.verdict.status,
-                        "reward": s.reward, "question": s.task.question[:2000],
+                        "reward": s.reward, "level": (s.task.meta or {}).get("level"),
+                        "question": s.task.question[:2000],
                         "completion": s.completion[-4000:]} for s in v] for k, v in by_split.items()}
         agr = {k: agreement([s.reward for s in v], [s.verdict.correct for s in v], self.harness.weights)
                for k, v in by_split.items()}

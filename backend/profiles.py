@@ -50,6 +50,8 @@ Where the numbers come from:
     own budget; decode at batch 512 x 256 is what `evotui bench` measures.
   - `eval.n_val = 200`, `eval.n_test = 500`: validation for the gate, test reported
     only, each large enough for a paired interval of a few points.
+  - `eval.n_ood = 164`: code on generated tasks is also tested on all of HumanEval, reported
+    beside test as out-of-distribution (other domains have no such set).
   - `eval.every = 20`: six or seven points on a 120-step curve, enough for the area
     under the test-accuracy curve without evaluation dominating a step.
   - `evolve.replay_max_rows = 8192`: replay reads as many stored rollouts as the power
@@ -94,6 +96,7 @@ PROFILES: dict[str, dict[str, object]] = {
         "train.max_new_tokens_cap": 256,
         "eval.n_val": 200,
         "eval.n_test": 500,
+        "eval.n_ood": 164,
         "eval.every": 20,
         "evolve.replay_max_rows": 8192,
         "model.gen_batch": 512,

@@ -56,6 +56,15 @@ def test_held_out_sets_are_frozen_disjoint_and_large(env):
     assert len({t.meta["family"] for t in sets["test"]}) >= 8
 
 
+def test_humaneval_is_the_out_of_distribution_test_only_when_asked(env):
+    assert "ood" not in held_out_sets(env, 4, 4)
+    ood = held_out_sets(env, 4, 4, n_ood=500)["ood"]
+    assert len(ood) == 164 and {t.meta["source"] for t in ood} == {"humaneval"}
+    trained = {t.id for t in env.sample_tasks(300, random.Random(0), {"level": 0})}
+    assert not trained & {t.id for t in ood}
+    assert [t.id for t in held_out_sets(env, 4, 4, n_ood=3)["ood"]] == [t.id for t in ood[:3]]
+
+
 def test_curriculum_moves_the_training_level(env):
     for level in (1, 3):
         tasks = env.sample_tasks(12, random.Random(level), {"level": level})
@@ -81,7 +90,7 @@ def test_references_pass_and_wrong_answers_fail_in_the_sandbox(env):
 def test_humaneval_source_and_config():
     he = CodeEnv(CodeConfig(source="humaneval"))
     assert len(he.heldout_tasks()) + len(he._train) == 164
-    assert he.ood_tasks() == he.heldout_tasks()
+    assert he.ood_tasks(500) == []  # HumanEval trained on: no out-of-distribution test
     assert load_config(None, ["domain=code"]).code.source == "generated"
     with pytest.raises(ConfigError, match="code.source"):
         load_config(None, ["code.source='mbpp'"])

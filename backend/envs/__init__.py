@@ -29,8 +29,9 @@ def make_env(cfg):
 SPLITS = ("validation", "test")
 
 
-def held_out_sets(env, n_val: int, n_test: int) -> dict[str, list]:
-    """{"validation": tasks, "test": tasks}, disjoint and frozen.
+def held_out_sets(env, n_val: int, n_test: int, n_ood: int = 0) -> dict[str, list]:
+    """{"validation": tasks, "test": tasks}, disjoint and frozen, and "ood" when `n_ood` > 0 and
+    the env has an out-of-distribution test (`ood_tasks`, reported only).
 
     An env with `validation_tasks` / `test_tasks` (math: separate seed ranges)
     draws them itself; otherwise its held-out list is split by a hash of the
@@ -38,7 +39,10 @@ def held_out_sets(env, n_val: int, n_test: int) -> dict[str, list]:
     """
     if hasattr(env, "validation_tasks") and hasattr(env, "test_tasks"):
         val = list(env.validation_tasks(n_val))
-        return {"validation": val, "test": list(env.test_tasks(n_test, n_val))}
-    held = list(env.heldout_tasks())
-    return {"validation": [t for t in held if in_validation(t.id)][:n_val],
-            "test": [t for t in held if not in_validation(t.id)][:n_test]}
+        sets = {"validation": val, "test": list(env.test_tasks(n_test, n_val))}
+    else:
+        held = list(env.heldout_tasks())
+        sets = {"validation": [t for t in held if in_validation(t.id)][:n_val],
+                "test": [t for t in held if not in_validation(t.id)][:n_test]}
+    ood = list(env.ood_tasks(n_ood)) if n_ood > 0 and hasattr(env, "ood_tasks") else []
+    return sets | ({"ood": ood} if ood else {})

@@ -183,9 +183,12 @@ class CodeEnv:
             return self.validation_tasks(10**9) + self.test_tasks(10**9)
         return list(self._humaneval()[1])
 
-    def ood_tasks(self) -> list[Task]:
-        """HumanEval's held-out problems: an out-of-distribution test beside the generated sets."""
-        return list(self._humaneval()[1])
+    def ood_tasks(self, n: int) -> list[Task]:
+        """The first n HumanEval problems, an out-of-distribution test beside the generated sets
+        (training on generated tasks never sees HumanEval); none when HumanEval is the source."""
+        if self.source != "generated":
+            return []
+        return [to_task(problem(k)) for k in load_problems()][:n]
 
     def task(self, task_id: str) -> Task:
         return to_task(problem(task_id))

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# The four-arm comparison on code and on SWE at the gpu profile, side by side on one host:
+# 3 seeds x (static, static-expert, coevolve, coevolve-expert) a domain, 12 runs a domain.
+#
+#   bash benchmarks/gpu_code_swe.sh OUT DEADLINE_S CODE_GPUS SWE_GPUS
+#
+# CODE_GPUS and SWE_GPUS are CUDA_VISIBLE_DEVICES lists ("0,1" and "2,3" on four cards). Steps
+# and evaluation cadence: CODE_STEPS (40) with CODE_EVERY (10), SWE_STEPS (24) with SWE_EVERY (8).
+# Code is also tested on all 164 HumanEval problems (the gpu profile's eval.n_ood), reported beside.
+# OUT holds one compare folder a domain; a second call with the same OUT resumes both (finished
+# runs kept, the others resumed from their last checkpoint). Each compare stops cleanly at
+# DEADLINE_S (SIGTERM) and then writes its report.
+set -u
+out=$1; deadline=$2; code_gpus=$3; swe_gpus=$4
+mkdir -p "$out"
+
+grid() {  # domain gpus steps every [--set ...]
+    local n_gpus; n_gpus=$(awk -F, '{print NF}' <<<"$2")
+    local jobs=12
+    CUDA_VISIBLE_DEVICES=$2 timeout -s TERM -k 60 "$deadline" python3 -m evotui compare --profile gpu \
+        --steps "$3" --seeds "${SEEDS:-0,1,2}" --arms static,static-expert,coevolve,coevolve-expert \
+        --jobs "$jobs" --set domain="$1" --set eval.every="$4" \
+        --set model.gpu_share="${SHARE:-$(python3 -c "print(round(0.9 * $n_gpus / $jobs, 3))")}" \
+        "${@:5}" --out "$out/$1" --quiet > "$out/$1.log" 2>&1
+    echo "$1 compare rc=$?" | tee -a "$out/$1.log"
+}
+
+# held-out code answers get the harnesses' token budget (a HumanEval body outgrows 128 tokens)
+grid code "$code_gpus" "${CODE_STEPS:-40}" "${CODE_EVERY:-10}" --set eval.max_new_tokens=256 &
+grid swe "$swe_gpus" "${SWE_STEPS:-24}" "${SWE_EVERY:-8}" &
+wait
