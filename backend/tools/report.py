@@ -6,7 +6,9 @@ of an arm are summarised as mean and min-max spread per step, and over seeds
 as mean with a 95% t-interval of the final test accuracy and of the area
 under the test curve, with each arm's difference from static-expert paired
 by seed (report_stats.py), and a budget row per arm (wall time, training
-and probe rollouts). The report shows test accuracy (reported only)
+and probe rollouts); held-out outcomes paired over seeds and problems (the
+rise over a run, twin against twin, by level, out of distribution:
+report_heldout.py). The report shows test accuracy (reported only)
 and validation accuracy (what the gate read), each decision's effect, 95%
 interval, p-value and sample size, repeated promotions (must be 0), dead-group
 fraction and reward-evaluator agreement over steps, the lineage of promoted
@@ -26,6 +28,7 @@ from backend.envs.math_answer import audit
 from backend.store import Store, loads
 
 from .report_gate import gate_facts, gate_lines
+from .report_heldout import heldout_json, heldout_lines, heldout_text
 from .report_invariance import invariance_lines
 from .report_population import best_of_n_lines, contrast_lines, contrast_text, lineage_lines, population_json
 from .report_search import search_facts, search_lines
@@ -67,6 +70,7 @@ def collect_run(d: Path) -> dict:
         return {
             "dir": str(d), "arm": _arm(s), "seed": run["seed"], **progress_facts(s), **gate_facts(s),
             **budget_facts(s), "profile": loads(run["config_json"], {}).get("profile") or "",
+            "ood_evals": s.evals("ood"),
             "steps": s.step_series(),
             "promoted": s.promotions_with_backtests(),
             "blocked": s.blocked_by_validity(),
@@ -213,6 +217,7 @@ def write_report(run_dirs: list[Path], out: Path, include_incomplete: bool = Fal
                   f"{_fmt(t['dead_mean'])} | {t['promoted']} | {t['repeated']} | {t['inconclusive']} | "
                   f"{t['skipped']} | {t['blocked']} |")
     md += [""] + incomplete_lines(everything, include_incomplete) + stats_lines(arms) + contrast_lines(arms)
+    md += heldout_lines(arms)
     profiles = sorted({f"{arm}: {r['profile'] or 'none'}" for arm, runs in arms.items() for r in runs})
     md += ["Profiles (backend/profiles.py): " + "; ".join(profiles), ""]
     md += ["![test](test.svg)", "", "![validation](validation.svg)", "", "![dead groups](dead_groups.svg)", "",
@@ -260,8 +265,9 @@ def write_report(run_dirs: list[Path], out: Path, include_incomplete: bool = Fal
     extra = {t["arm"]: t for t in arm_stats(arms)}
     diffs = {d["arm"]: d for d in paired(arms)}
     pops = population_json(arms)
+    held = heldout_json(arms)
     rows = [dict(t, stats=extra[t["arm"]], vs_static_expert=diffs.get(t["arm"]), incomplete=missing[t["arm"]],
-                 **pops[t["arm"]]) for t in table]
+                 heldout=held[t["arm"]], **pops[t["arm"]]) for t in table]
     (out / "report.json").write_text(json.dumps(rows, indent=2))
     names = {t["arm"]: _arm_cell(t["arm"], missing[t["arm"]], include_incomplete) for t in table}
     width = max([15, *map(len, names.values())])  # `coevolve-expert`: the longest arm name
@@ -273,8 +279,9 @@ def write_report(run_dirs: list[Path], out: Path, include_incomplete: bool = Fal
                     f"{_fmt(t['dead_mean'], '{:.2f}')}  {t['promoted']:>8} {t['repeated']:>8} {t['blocked']:>7}")
     left = [f"INCOMPLETE {incomplete_line(r)}" + ("" if include_incomplete else " (not counted)")
             for runs in everything.values() for r in runs if not r["complete"]]
-    pop = contrast_text(arms)
-    return path, "\n".join(text + [""] + stats_text(arms) + ([""] + pop if pop else []) + ([""] + left if left else []))
+    pop, paired_text = contrast_text(arms), heldout_text(arms)
+    return path, "\n".join(text + [""] + stats_text(arms) + ([""] + pop if pop else [])
+                           + ([""] + paired_text if paired_text else []) + ([""] + left if left else []))
 
 
 def _arm_cell(arm: str, missing: int, included: bool) -> str:
