@@ -5,7 +5,7 @@
 #   bash benchmarks/gpu_code_swe.sh OUT DEADLINE_S CODE_GPUS SWE_GPUS
 #
 # CODE_GPUS and SWE_GPUS are CUDA_VISIBLE_DEVICES lists ("0,1" and "2,3" on four cards). Steps
-# and evaluation cadence: CODE_STEPS (30) with CODE_EVERY (10), SWE_STEPS (16) with SWE_EVERY (8).
+# and evaluation cadence: CODE_STEPS (40) with CODE_EVERY (10), SWE_STEPS (16) with SWE_EVERY (8).
 # SWE trains and is tested on the one-shot levels 0 and 1 (the multi-turn levels 2-4 took most of
 # a step and of each held-out evaluation at six runs a card: one step in six minutes).
 # Code is also tested on all 164 HumanEval problems (the gpu profile's eval.n_ood), reported beside.
@@ -28,6 +28,6 @@ grid() {  # domain gpus steps every [--set ...]
 }
 
 # held-out code answers get the harnesses' token budget (a HumanEval body outgrows 128 tokens)
-grid code "$code_gpus" "${CODE_STEPS:-30}" "${CODE_EVERY:-10}" --set eval.max_new_tokens=256 &
+grid code "$code_gpus" "${CODE_STEPS:-40}" "${CODE_EVERY:-10}" --set eval.max_new_tokens=256 &
 grid swe "$swe_gpus" "${SWE_STEPS:-16}" "${SWE_EVERY:-8}" --set "swe.levels='0,1'" --set "swe.test_mix='0:4,1:3'" &
 wait
