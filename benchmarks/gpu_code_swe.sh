@@ -11,7 +11,7 @@
 # Code is also tested on all 164 HumanEval problems (the gpu profile's eval.n_ood), reported beside.
 # OUT holds one compare folder a domain; a second call with the same OUT resumes both (finished
 # runs kept, the others resumed from their last checkpoint). Each compare stops cleanly at
-# DEADLINE_S (SIGTERM) and then writes its report.
+# DEADLINE_S (SIGTERM) and then writes its report; benchmarks/step_split.py then splits the steps.
 set -u
 out=$1; deadline=$2; code_gpus=$3; swe_gpus=$4
 mkdir -p "$out"
@@ -31,3 +31,7 @@ grid() {  # domain gpus steps every [--set ...]
 grid code "$code_gpus" "${CODE_STEPS:-40}" "${CODE_EVERY:-10}" --set eval.max_new_tokens=256 &
 grid swe "$swe_gpus" "${SWE_STEPS:-16}" "${SWE_EVERY:-8}" --set "swe.levels='0,1'" --set "swe.test_mix='0:4,1:3'" &
 wait
+# the step split per arm, and every run's steps in a small file to bring back (the databases stay)
+for d in code swe; do
+    [ -d "$out/$d" ] && python3 benchmarks/step_split.py "$out/$d" --json "$out/$d.steps.json" | tee "$out/$d.steps.md"
+done
