@@ -126,6 +126,23 @@ def test_reference_passes_and_mutant_fails_on_a_sample(env):
     assert unknown.kind  # the cache round-trips a Mutation
 
 
+def test_a_groups_identical_edits_are_tested_once(env, monkeypatch):
+    t = [t for t in env.validation_tasks() if t.meta["level"] == 0][0]
+    shot = env._shots[t.id]
+    right, wrong = fix_of(shot), block(shot.files[shot.mutation.path].splitlines()[shot.mutation.line - 1],
+                                       "    pass", shot.mutation.path)
+    texts = [right, wrong, right, right, wrong, "no edit here"]
+    alone = [env._judge_shots([t], [x])[0] for x in texts]
+    sizes, run_many = [], repos.run_tests_many
+    monkeypatch.setattr(repos, "run_tests_many", lambda batch, *a, **k: sizes.append(len(batch)) or run_many(batch, *a, **k))
+    together = env._judge_shots([t] * len(texts), texts)
+    assert sizes == [2]  # two distinct edited repositories; the answer without an edit runs nothing
+    assert [v.status for v, _ in together] == ["passed", "failed", "passed", "passed", "failed", "no_edit"]
+    assert [(v.correct, v.status, v.detail) for v, _ in together] == [(v.correct, v.status, v.detail) for v, _ in alone]
+    together[0][0].detail["passed"] = -1  # each rollout's verdict is its own
+    assert together[2][0].detail["passed"] != -1
+
+
 def test_one_shot_episode_stream_facts_and_statuses(env):
     l1 = [t for t in env.validation_tasks() if t.meta["level"] == 1][:3]
     shots = [env._shots[t.id] for t in l1]

@@ -18,6 +18,7 @@ re-judged; within run_episodes the live workspace is judged directly.
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import random
 import re
@@ -61,6 +62,19 @@ def parse_mix(text: str) -> dict[int, float]:
             lv, _, w = part.partition(":")
             out[int(lv)] = float(w or 1)
     return out
+
+
+def _repo_key(repo: str, files: dict[str, str]) -> str:
+    """One key for one repository's exact files."""
+    h = hashlib.sha256(repo.encode())
+    for path in sorted(files):
+        h.update(b"\0" + path.encode() + b"\0" + files[path].encode())
+    return h.hexdigest()
+
+
+def _copy(v: Verdict) -> Verdict:
+    """A verdict of its own (its detail is written to per rollout)."""
+    return Verdict(v.correct, v.score, v.status, copy.deepcopy(v.detail))
 
 
 def _hashed(tasks: list[Task]) -> list[Task]:
@@ -256,17 +270,23 @@ class SweEnv:
         return out
 
     def _judge(self, pairs: list[tuple[Task, dict[str, str]]]) -> list[Verdict]:
+        """The hidden tests' verdict on each edited repository. Repositories that are the same
+        files (a group's rollouts often make the same edit) are tested once and share it."""
+        keys = [_repo_key(task.meta["repo"], files) for task, files in pairs]
+        first: dict[str, int] = {}
         batch = []
-        for task, files in pairs:
-            _, hidden = repos.split(repos.repo_files(task.meta["repo"]))
-            batch.append((repos.hidden_eval_files(files, hidden), [repos.HIDDEN_DIR]))
-        out = []
+        for (task, files), key in zip(pairs, keys):
+            if key not in first:
+                first[key] = len(batch)
+                _, hidden = repos.split(repos.repo_files(task.meta["repo"]))
+                batch.append((repos.hidden_eval_files(files, hidden), [repos.HIDDEN_DIR]))
+        verdicts = []
         for run in repos.run_tests_many(batch, self.cfg.test_timeout_s, self.cfg.memory_mb):
             s = run.summary()
             ok = run.status == "passed"
             s["fraction_passed"] = round(run.passed / s["total"], 3) if s["total"] else 0.0
-            out.append(Verdict(ok, 1.0 if ok else 0.0, run.status, s))
-        return out
+            verdicts.append(Verdict(ok, 1.0 if ok else 0.0, run.status, s))
+        return [_copy(verdicts[first[key]]) for key in keys]
 
     def _right_file(self, task: Task, ev: dict) -> bool:
         """Localisation in a multi-turn episode: an applied edit touched a file with a bug."""
