@@ -73,6 +73,21 @@ class ResourceExhausted(EvoError, RuntimeError):
     """Out of GPU memory or disk: the run stops cleanly with its state saved."""
 
 
+def _timed(generate):
+    """(`generate`, [milliseconds spent inside it so far]): how much of an episode run was
+    generation, so a step's split puts the env's tools and tests under scoring, where a
+    single-turn domain's tests are."""
+    spent = [0.0]
+
+    def timed(*args, **kwargs):
+        t = time.perf_counter()
+        try:
+            return generate(*args, **kwargs)
+        finally:
+            spent[0] += (time.perf_counter() - t) * 1000
+    return timed, spent
+
+
 class Engine:
     """Owns the model, the environment, the harness and the store for one run."""
 
@@ -205,11 +220,13 @@ class Engine:
         if prefixes:
             contexts = {tuple(self.chat_ids_fn(harness.messages(t))): prefixes[t.id] for t in tasks if t.id in prefixes}
             generate = dead_groups.prefixed(self.generate_fn, contexts, self.lm.tokenizer.decode)
+        env_ms = 0.0  # an episode env's own time (tools, edits, tests) between its generation calls
         if getattr(self.env, "multi_turn", False):
             copies = [t for t in tasks for _ in range(group_size)]
-            gen = self._counted(generate, progress)
+            gen, generating = _timed(self._counted(generate, progress))
             episodes = self.env.run_episodes(copies, gen, self.chat_ids_fn, harness,
                                              sampling={"temperature": 0.0} if greedy else None)
+            env_ms = (time.perf_counter() - t0) * 1000 - generating[0]
             for k, (task, ep) in enumerate(zip(copies, episodes)):
                 msgs = harness.messages(task)
                 pids = self.chat_ids_fn(msgs)
@@ -229,7 +246,7 @@ class Engine:
                 items = [from_generation(p, gen) for p, gen in zip(prompts, gens)]
         if prefixes:
             dead_groups.mask_prefixes(items, {t: len(p) for t, p in prefixes.items()})
-        gen_ms = (time.perf_counter() - t0) * 1000
+        gen_ms = (time.perf_counter() - t0) * 1000 - env_ms
         for it in items:
             it.gen_ms = gen_ms / max(len(items), 1)
         if progress is not None:
@@ -238,7 +255,7 @@ class Engine:
         if times:  # rank 0: its own generation; judging its share, then applying the harness to the batch
             return items, {"gen_ms": times["gen_ms"], "score_ms": times["judge_ms"] + eval_ms + score_ms,
                            "diagnose_ms": diag_ms, "wait_ms": times["wait_ms"]}
-        return items, {"gen_ms": gen_ms, "score_ms": score_ms + eval_ms, "diagnose_ms": diag_ms}
+        return items, {"gen_ms": gen_ms, "score_ms": env_ms + score_ms + eval_ms, "diagnose_ms": diag_ms}
 
     @staticmethod
     def _counted(generate, progress):

@@ -37,3 +37,4 @@ def test_no_ood_split_unless_asked(tmp_path, tiny_model):
         assert set(_splits(eng)) == {"validation", "test"}
     finally:
         eng.store.close()
+
