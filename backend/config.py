@@ -111,6 +111,14 @@ class TrainConfig:
     masked pass's, and padding positions compute values the loss mask drops (zero gradient).
     PyTorch's SDPA then takes its flash kernel (`is_causal`) instead of the masked
     memory-efficient one. False: the padding mask, as before (`evotui bench --only trainer`)."""
+    shared_prefix: bool = False
+    """A training pass whose rows share a prompt (a GRPO group) computes that prompt once, keeping its
+    keys and values (with their gradient) for every row's completion (backend/policy/prefix.py):
+    with long prompts and short completions most of the pass is the prompt G times over. Log-probs,
+    loss and gradient are the full pass's to float rounding. A pass whose rows share no prompt, or
+    a model that keeps no cache in training (gradient checkpointing), runs the full pass. It runs
+    the model's own body with the padding mask (`compile` and `causal_only` do not apply to it).
+    `benchmarks/shared_prefix.py` times both."""
     compile: bool = False
     """torch.compile the transformer body of the training passes (dynamic shapes). Off by
     default: the first steps pay the compilation; `evotui bench --only trainer` measures it."""

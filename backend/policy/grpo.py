@@ -22,7 +22,8 @@ kernels while the device runs them instead of waiting three times per micro-batc
 (tests/test_distributed_passes.py). With `train.length_buckets` the passes hold rows of
 like length (backend/policy/buckets.py), so little of a pass is padding; with
 `train.compile` the transformer body runs compiled; with `train.causal_only` attention
-runs without the padding mask (the rows are right-padded: `_hidden`).
+runs without the padding mask (the rows are right-padded: `_hidden`); with `train.shared_prefix`
+a pass computes each prompt its rows share once (backend/policy/prefix.py).
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ from pathlib import Path
 import torch
 from torch.utils.checkpoint import checkpoint
 
-from backend.policy import buckets, determinism
+from backend.policy import buckets, determinism, prefix
 from backend.policy import checkpoint as ckpt
 
 
@@ -78,6 +79,21 @@ def checkpointed_token_logprobs(model, input_ids, attention_mask, chunk: int = 6
     own, head = backbone_and_head(model)
     body = own if body is None else body
     hidden, targets = _hidden(body, input_ids, attention_mask, right_padded)
+    return _checkpointed_chunks(head, hidden, targets, chunk, want_entropy)
+
+
+def head_logprobs(head, hidden, targets, chunk: int = 64, want_entropy: bool = False):
+    """Log-prob of `targets` (B, T) from the last hidden states `hidden` (B, T, H) that predict them,
+    plus entropy, `chunk` positions at a time through the LM `head`: as `token_logprobs` does, the
+    frozen head's gradient formed in forward where there is a gradient, else checkpointed chunks."""
+    if not torch.is_grad_enabled() or head.weight.requires_grad:
+        return _checkpointed_chunks(head, hidden, targets, chunk, want_entropy)
+    outs = [_HeadLogprob.apply(hidden[:, s:s + chunk], head.weight, targets[:, s:s + chunk], want_entropy)
+            for s in range(0, hidden.shape[1], chunk)]
+    return torch.cat([o[0] for o in outs], 1), torch.cat([o[1] for o in outs], 1)
+
+
+def _checkpointed_chunks(head, hidden, targets, chunk: int, want_entropy: bool):
     lps, ents = [], []
     for s in range(0, hidden.shape[1], chunk):
         h, t = hidden[:, s:s + chunk], targets[:, s:s + chunk]
@@ -155,9 +171,7 @@ def token_logprobs(model, input_ids, attention_mask, chunk: int = 64, want_entro
         return checkpointed_token_logprobs(model, input_ids, attention_mask, chunk, want_entropy, body, right_padded)
     body = own if body is None else body
     hidden, targets = _hidden(body, input_ids, attention_mask, right_padded)
-    outs = [_HeadLogprob.apply(hidden[:, s:s + chunk], head.weight, targets[:, s:s + chunk], want_entropy)
-            for s in range(0, hidden.shape[1], chunk)]
-    return torch.cat([o[0] for o in outs], 1), torch.cat([o[1] for o in outs], 1)
+    return head_logprobs(head, hidden, targets, chunk, want_entropy)
 
 
 def collate(samples: list[Sample], pad_id: int, device):
@@ -304,12 +318,18 @@ class GRPOTrainer:
         self.cfg.micro_batch = self.plan.cap = self.rows = int(rows)
 
     def _batches(self, samples):
+        """Each pass's samples and their `collate`d tensors."""
         for rows in self.passes:
-            yield collate([samples[i] for i in rows], self.tok.pad_token_id, self.device)
+            batch = [samples[i] for i in rows]
+            yield batch, collate(batch, self.tok.pad_token_id, self.device)
 
-    def _logprobs(self, ids, att, want_entropy: bool = False):
+    def _logprobs(self, batch: list[Sample], ids, att, want_entropy: bool = False):
         """`token_logprobs` of the trainer's passes (right-padded by `collate`), through the compiled
-        body under `train.compile`, without the padding mask under `train.causal_only`."""
+        body under `train.compile`, without the padding mask under `train.causal_only`. Under
+        `train.shared_prefix` a pass whose rows share prompts computes each prompt once (the same
+        values, laid out alike: backend/policy/prefix.py)."""
+        if getattr(self.cfg, "shared_prefix", False) and prefix.applies(self.model, batch):
+            return prefix.token_logprobs(self.model, batch, ids.shape[1], self.cfg.logprob_chunk, want_entropy)
         return token_logprobs(self.model, ids, att, self.cfg.logprob_chunk, want_entropy, self._body(),
                               bool(getattr(self.cfg, "causal_only", False)))
 
@@ -330,13 +350,13 @@ class GRPOTrainer:
         olds, refs = [], []
         ent = torch.zeros(2, dtype=torch.float64, device=self.device)  # entropy sum, tokens: read once
         self.model.eval()
-        for ids, att, m, _ in self._batches(samples):
-            lp, e = self._logprobs(ids, att, want_entropy=True)
+        for batch, (ids, att, m, _) in self._batches(samples):
+            lp, e = self._logprobs(batch, ids, att, want_entropy=True)
             olds.append(lp)
             ent += torch.stack([(e * m).sum(), m.sum()]).double()
             if with_ref:
                 with self.model.disable_adapter():
-                    refs.append(self._logprobs(ids, att)[0])
+                    refs.append(self._logprobs(batch, ids, att)[0])
         ent_sum, ent_n = ent.tolist()
         return olds, refs, ent_sum / max(ent_n, 1.0)
 
@@ -383,10 +403,10 @@ class GRPOTrainer:
             # would add to the device's instead of overlapping it.
             sums = torch.zeros(5, dtype=torch.float64, device=self.device)
             timed = shape if epoch == 0 else None
-            for k, (ids, att, m, adv) in enumerate(self._batches(samples)):
+            for k, (batch, (ids, att, m, adv)) in enumerate(self._batches(samples)):
                 if timed is not None:
                     timed.start(ids)
-                new_lp, ent = self._logprobs(ids, att, want_entropy=one_pass)
+                new_lp, ent = self._logprobs(batch, ids, att, want_entropy=one_pass)
                 old = new_lp.detach() if one_pass else olds[k]
                 loss, kl, clip_frac = grpo_terms(new_lp, old, adv, m, self.cfg.clip_eps,
                                                  refs[k] if with_ref else None, self.cfg.kl_coef, denom=denom)
