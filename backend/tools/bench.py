@@ -74,7 +74,8 @@ from .bench_step import bench_step, one_step, step_variants  # noqa: F401 (step_
 
 SECTIONS = ("gen", "train", "trainer", "determinism", "step", "trl", "dtype", "harness", "dist", "ddp", "card")
 DEFAULT_SECTIONS = ("gen", "train", "determinism", "step", "trl", "harness")
-TRAINER_VARIANTS = ("today", "buckets", "causal", "nondet", "compiled")  # bench_trainer.VARIANTS, without importing it
+# bench_trainer.VARIANTS, without importing it
+TRAINER_VARIANTS = ("today", "buckets", "causal", "nondet", "compiled", "prefix")
 
 
 class Bench:
@@ -562,12 +563,14 @@ def parse(argv: list[str], quick: bool):
     p.add_argument("--tasks", type=int, default=64 if cuda else 2, help="step: tasks per step")
     p.add_argument("--group", type=int, default=8 if cuda else 4, help="step: group size")
     p.add_argument("--step-new", type=int, default=128 if cuda else 32, help="step: max new tokens")
+    p.add_argument("--trainer-prompt", default="80,130",
+                   help="trainer: MIN,MAX prompt tokens of its rollouts (the math harness's; SWE level 0: 300,650)")
     p.add_argument("--steps", type=int, default=2 if cuda else 3, help="step, trl: steps run (fastest after the first)")
     p.add_argument("--step-variants", default="buckets:train.length_buckets=true;"
                    "causal:train.length_buckets=true,train.causal_only=true",
                    help='step: more steps against today\'s, "name:key=value,...;name2:..." (empty: none)')
     p.add_argument("--skip-hf", action="store_true", help="step: no plain-generate baseline step (CUDA: ~100 s)")
-    p.add_argument("--trainer-variants", default="buckets,causal,nondet,compiled",
+    p.add_argument("--trainer-variants", default="buckets,causal,nondet,compiled,prefix",
                    help="trainer: variants against today's, of buckets, causal, nondet, compiled")
     p.add_argument("--card-runs", type=int, default=6, help="card: runs sharing the card")
     p.add_argument("--card-share", type=float, default=0.15, help="card: model.gpu_share of each run")

@@ -11,11 +11,14 @@ rollouts of mixed length, on the configured model, in one process on one device:
             (the causal kernel);
 - nondet    causal without torch's deterministic algorithms
             (`train.deterministic = false`): what determinism costs on this path;
-- compiled  causal and `train.compile` (the first step compiles).
+- compiled  causal and `train.compile` (the first step compiles);
+- prefix    `train.shared_prefix`: each group's prompt computed once a pass
+            (backend/policy/prefix.py), on today's passes.
 
 The rollouts: `--tasks` x `--group` rows, prompts of 80 to 130 tokens (the default
-math harness's), completions uniform up to `--step-new` tokens with a third of the
-groups' rows at the cap (truncated), random tokens, a non-zero advantage per row.
+math harness's; `--trainer-prompt MIN,MAX` for others), completions uniform up to
+`--step-new` tokens with a third of the groups' rows at the cap (truncated), random
+tokens, a non-zero advantage per row.
 lr is 0, so every variant sees the same weights: the table gives each one's loss and
 LoRA gradient against today's (the loss is the same sum in another order) and whether
 its repeats gave bit-identical gradients (what twins need). tok/s counts the rows'
@@ -36,24 +39,26 @@ VARIANTS = {
     "causal": {"length_buckets": True, "causal_only": True},
     "nondet": {"length_buckets": True, "causal_only": True, "deterministic": False},
     "compiled": {"length_buckets": True, "causal_only": True, "compile": True},
+    "prefix": {"shared_prefix": True},
 }
 NAMES = {"today": "today: passes in order", "buckets": "buckets (train.length_buckets)",
          "causal": "buckets + train.causal_only", "nondet": "buckets + causal_only, deterministic=false",
-         "compiled": "buckets + causal_only + train.compile"}
+         "compiled": "buckets + causal_only + train.compile", "prefix": "train.shared_prefix"}
 
 
-def rollouts(n: int, group: int, new: int, vocab: int, seed: int = 0) -> list:
-    """`n` rows of prompt and completion token ids as a math step's rollouts are shaped (module doc)."""
+def rollouts(n: int, group: int, new: int, vocab: int, seed: int = 0, prompt: tuple[int, int] = (80, 130)) -> list:
+    """`n` rows of prompt and completion token ids as a math step's rollouts are shaped (module doc);
+    `prompt`: the range of prompt lengths."""
     from backend.policy.grpo import Sample
 
     rng = random.Random(seed)
     out = []
     for g in range(-(-n // group)):
-        prompt = [rng.randrange(3, vocab) for _ in range(rng.randint(80, 130))]
+        prompt_ids = [rng.randrange(3, vocab) for _ in range(rng.randint(*prompt))]
         for _ in range(min(group, n - g * group)):
             c = new if rng.random() < 1 / 3 else rng.randint(4, new)
             comp = [rng.randrange(3, vocab) for _ in range(c)]
-            out.append(Sample(prompt, comp, [1] * c, rng.choice([-1.0, 1.0]) * rng.uniform(0.2, 1.5)))
+            out.append(Sample(prompt_ids, comp, [1] * c, rng.choice([-1.0, 1.0]) * rng.uniform(0.2, 1.5)))
     return out
 
 
@@ -106,7 +111,8 @@ def trainer_rows(b, model, tok, names: list[str]) -> list[dict]:
     from backend.policy.shape import Spec, unwrap
 
     vocab = Spec.of(unwrap(model).config).vocab
-    samples = rollouts(b.a.tasks * b.a.group, b.a.group, b.a.step_new, vocab)
+    low, high = (int(x) for x in str(getattr(b.a, "trainer_prompt", "80,130")).split(","))
+    samples = rollouts(b.a.tasks * b.a.group, b.a.group, b.a.step_new, vocab, prompt=(low, high))
     names = ["today"] + [n for n in names if n != "today"]
     res = {}
     for name in names:
