@@ -8,6 +8,7 @@ known exactly).
 
     >>> pop = build_population(tmp_path / "pop")            # 3 members, explore, supervised
     >>> build_best_of_n(tmp_path / "cmp" / "best-of-n-s0", [0.3, 0.6, 0.5])
+    >>> build_population_demo(tmp_path / "pop")  # mid-run, a move pending: snapshots, README shot
 """
 
 from __future__ import annotations
@@ -105,3 +106,56 @@ def build_best_of_n(folder: Path, val_right: list[int], tests: list[int], seed: 
     for i, (v, t) in enumerate(zip(val_right, tests)):
         build_member(Path(folder) / f"r{i}", "best-of-n", member_seed(seed, i), [(2, v // 2), (4, v)], t)
     return Path(folder)
+
+
+def comparison(step: int, right: dict[int, int], width: float = 0.15) -> list[Score]:
+    """One comparison's scores: member -> right of N_VAL, each paired against the best with a
+    95% interval of +-`width`; a member whose interval lies below 0 is clearly behind."""
+    top = max(right.values())
+    return [Score(step=step, member=i, n=N_VAL, correct=r, acc=r / N_VAL, best=r == top, diff=(r - top) / N_VAL,
+                  low=(r - top) / N_VAL - width, high=(r - top) / N_VAL + width, behind=(r - top) / N_VAL + width < 0)
+            for i, r in right.items()]
+
+
+DEMO_VALIDATION = {0: {2: 5, 4: 15, 6: 16}, 1: {2: 12, 4: 13, 6: 14}, 2: {2: 10, 4: 13, 6: 9}}
+"""Member -> comparison step -> right of N_VAL: m0 behind at step 2, m2 at step 6."""
+
+
+def build_population_demo(pop_dir: Path) -> Path:
+    """A supervised explore population mid-run, for the population screen's snapshots and README shot.
+
+    Three members compared at steps 2, 4 and 6 of 12, training on towards 8. At step 2 m0 was
+    clearly behind m1: it copied m1 (#1) and took a move the operator approved (#2); both won at
+    step 4. At step 6 m2 was clearly behind m0: it copied m0 (#3) and its move (#4) waits for the
+    operator. Every value the screen shows is fixed (timestamps come from `ts`; ids count from 1)."""
+    pop_dir = Path(pop_dir)
+    pop_dir.mkdir(parents=True, exist_ok=True)
+    ps = PopulationStore.open(pop_dir, create=True)
+    members = [Member(i, f"m{i}", f"m{i}", member_seed(0, i)) for i in range(3)]
+    ps.create(Population(size=3, every=2, mode="explore", steps_total=12, seed=0, auto_promote=False, step=6,
+                         status="running", config_json=json.dumps(to_dict(RunConfig(steps=12, name="population")))),
+              members)
+    for m, steps, harness in zip(members, (7, 7, 6), (3, 1, 2)):
+        build_member(pop_dir / m.run_dir, f"population-m{m.idx}", m.seed, sorted(DEMO_VALIDATION[m.idx].items()),
+                     test_right=2 * DEMO_VALIDATION[m.idx][6], steps=steps, steps_total=8, status="running",
+                     harness_version=harness)
+    scores = {step: comparison(step, {i: v[step] for i, v in DEMO_VALIDATION.items()}) for step in (2, 4, 6)}
+    for step_scores in scores.values():
+        ps.record_scores(step_scores)
+    m0, m2 = (Evidence(s.diff, s.low, s.high, s.n, (0, 1, 2)) for s in (scores[2][0], scores[6][2]))
+    ids = ps.plan_events([Planned(2, "copy", 0, 1, m0, 0.6), Planned(2, "move", 0, 1, m0, 0.6)])
+    ids += ps.plan_events([Planned(6, "copy", 2, 0, m2, 0.8), Planned(6, "move", 2, 0, m2, 0.8)])
+    ps.set_event(ids[0], "applied", policy_version=2, harness_version=2)
+    ps.set_move(ids[1], MoveChange(2, "SAMPLING.temperature", "1.0", "1.2", "-    \"temperature\": 1.0,\n"
+                                   "+    \"temperature\": 1.2,\n", "dead groups 0.60: every rollout wrong",
+                                   "dead_group", 1))
+    ps.set_event(ids[1], "applied", policy_version=2, harness_version=3)
+    for eid in ids[:2]:
+        ps.set_outcome(eid, Outcome(result="won", step=4, diff=0.1, low=0.01, high=0.19, n=N_VAL))
+    ps.set_event(ids[2], "applied", policy_version=6, harness_version=2)
+    ps.set_move(ids[3], MoveChange(2, "FILTERS.drop_truncated", "False", "True", "-    \"drop_truncated\": False,\n"
+                                   "+    \"drop_truncated\": True,\n", "truncated: 41% of wrong answers",
+                                   "truncated", 1))
+    ps.set_event(ids[3], "pending")
+    ps.close()
+    return pop_dir

@@ -8,13 +8,15 @@ The scenarios here are the ones the snapshot tests compare
 with data and over a run that has just started, plus the modals and a few
 states. They are rendered the same way, so each SVG in screenshots/ is
 byte-identical to its snapshot in tests/__snapshots__/. It lives in tests/
-next to the fixture builder it uses (tui_fixtures.py), so it runs from a source
-checkout and the installed package never reaches into tests/.
+next to the fixture builders it uses (tui_fixtures.py, population_fixtures.py),
+so it runs from a source checkout and the installed package never reaches into
+tests/.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import shutil
 import sys
@@ -22,16 +24,21 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+import population_fixtures as pf
 import tui_fixtures as fx
 
 ROOT = Path(__file__).resolve().parents[1]
 NARROW, WIDE = (80, 24), (160, 50)  # the two layouts the screens are designed for
+POPULATION_PATH = Path("runs") / "population"
+"""Where a population scenario opens its fixture, relative to the scenario's folder: the screen shows
+the path it was opened with (as `evotui open runs/population` would), the same in every render."""
 
 
 @dataclass(frozen=True)
 class Scenario:
     """A screen (`mode`) of a fixture run of a kind ('live', 'empty', 'dead', 'crashed') at a size,
-    then keys pressed (settling after each), text typed, more keys."""
+    then keys pressed (settling after each), text typed, more keys. Kind 'population' opens the
+    population screen (`evotui open POP`) over the frozen population instead; `mode` is unused."""
 
     mode: str = "dashboard"
     run: str = "live"
@@ -60,10 +67,14 @@ SCENARIOS |= {
     "auto_promote_pending_80x24": Scenario("interventions", keys=("p", "tab", "enter")),
     "confirm_modal_80x24": Scenario("interventions", keys=("p",)),
 }
+SCENARIOS |= {  # the lineage cursor on the move waiting for the operator (#4)
+    f"population_{w}x{h}": Scenario("population", run="population", size=(w, h), keys=("down",) * 3)
+    for w, h in (NARROW, WIDE)
+}
 README_SHOTS = {  # screenshots/NAME.svg shown in the README: the wide layout
     "dashboard": "dashboard_160x50", "rollouts": "rollouts_160x50", "interventions_diff": "interventions_diff_160x50",
     "harness_diff": "harness_diff_160x50", "diagnoses": "diagnoses_160x50", "skills": "skills_160x50",
-    "dashboard_80x24": "dashboard_80x24",
+    "dashboard_80x24": "dashboard_80x24", "population": "population_160x50",
 }
 
 _BUILT: dict[str, Path] = {}  # one fixture run of each kind per process, copied for each scenario
@@ -78,6 +89,8 @@ def build_fixture(kind: str, run_dir: Path) -> Path:
             fx.build_run(src, status="crashed", pid=None, error="RuntimeError: CUDA out of memory")
         elif kind == "empty":
             fx.build_empty_run(src)
+        elif kind == "population":
+            pf.build_population_demo(src)
         else:
             fx.build_run(src)
         _BUILT[kind] = src
@@ -86,10 +99,15 @@ def build_fixture(kind: str, run_dir: Path) -> Path:
 
 
 def make(name: str, tmp: Path):
-    """(app, run_before) for a scenario: the app over a fresh copy of its fixture, and the pilot script."""
+    """(app, run_before) for a scenario: the app over a fresh copy of its fixture, and the pilot script.
+    A population scenario changes the working directory to its folder under `tmp` (POPULATION_PATH
+    is relative to it); the caller restores it (`render`, or pytest's `monkeypatch.chdir`)."""
     sc = SCENARIOS[name]
-    run_dir = build_fixture(sc.run, tmp / name)
-    app = fx.make_app(run_dir, alive=sc.run != "dead", owns_engine=sc.owns_engine, mode=sc.mode)
+    if sc.run == "population":
+        app = make_population_app(tmp / name)
+    else:
+        run_dir = build_fixture(sc.run, tmp / name)
+        app = fx.make_app(run_dir, alive=sc.run != "dead", owns_engine=sc.owns_engine, mode=sc.mode)
 
     async def run_before(pilot) -> None:
         await fx.settle(pilot)
@@ -102,6 +120,16 @@ def make(name: str, tmp: Path):
     return app, run_before
 
 
+def make_population_app(folder: Path):
+    """The population app over a fresh copy of the frozen population, opened as POPULATION_PATH
+    from `folder` (the working directory from now on), without its polling timer."""
+    from evotui.components.population_app import PopulationApp
+
+    build_fixture("population", folder / POPULATION_PATH)
+    os.chdir(folder)
+    return PopulationApp(POPULATION_PATH, watch=False)
+
+
 def normalize(svg: str) -> str:
     """Drop the random id Rich puts in every SVG (as pytest-textual-snapshot does)."""
     return re.sub(r"\bterminal-\d+-([\w-]+)", r"terminal-\1", svg)
@@ -110,8 +138,12 @@ def normalize(svg: str) -> str:
 def render(name: str, tmp: Path) -> str:
     from textual._doc import take_svg_screenshot  # what snap_compare uses
 
-    app, run_before = make(name, tmp)
-    return normalize(take_svg_screenshot(app=app, terminal_size=SCENARIOS[name].size, run_before=run_before))
+    cwd = Path.cwd()
+    try:
+        app, run_before = make(name, tmp)
+        return normalize(take_svg_screenshot(app=app, terminal_size=SCENARIOS[name].size, run_before=run_before))
+    finally:
+        os.chdir(cwd)
 
 
 def main(argv: list[str] | None = None) -> int:
