@@ -71,8 +71,8 @@ class PopulationScreen(Screen):
     DEFAULT_CSS = """
     PopulationScreen #summary { height: auto; padding: 0 1; }
     PopulationScreen #members { height: auto; max-height: 12; }
-    PopulationScreen #curves { height: 14; }
-    PopulationScreen #events { height: 1fr; }
+    PopulationScreen #curves { height: 1fr; min-height: 6; max-height: 14; }
+    PopulationScreen #events { height: 1fr; min-height: 6; }
     """
     BINDINGS = [
         Binding("a", "app.approve_move", "Approve move", tooltip="Approve the selected pending move (asks first)"),
