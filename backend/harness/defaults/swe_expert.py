@@ -14,7 +14,11 @@ A rollout that a validity diagnostic flags (it copies the fix from a history
 or log file shown in the prompt, edits the tests, reaches for the hidden
 tests, or writes the tests' expected values into the code) earns nothing, a
 resolve included: a planted answer is never paid. Groups whose rewards all
-tie are dropped (no GRPO signal). Training starts at level 0.
+tie are dropped (no GRPO signal). Training starts at level 0. Sampling at temperature
+0.7: on 12 level-0 training tasks x 8 answers of the base model
+(benchmarks/swe_sampling.py), 0.7 gave 88 well-formed, 53 applied and 2 resolved
+of 96; 1.0 gave 71, 33 and 0; 0.5 gave 93, 68 and 0. An answer that does not apply
+earns no test shaping, so at 1.0 two thirds of a group only differ in format.
 
 Evidence in r.obs (SweEnv): tests {status, passed, failed, errors, total,
 failures}; one-shot: level, well_formed, edit_format, edit_status,
@@ -34,7 +38,7 @@ PROMPT = {
     "template": "{question}",
 }
 
-SAMPLING = {"temperature": 1.0, "top_p": 1.0, "max_new_tokens": 192}
+SAMPLING = {"temperature": 0.7, "top_p": 1.0, "max_new_tokens": 192}
 
 REWARD_WEIGHTS = {"resolved": 1.0, "edit_format": 0.1, "localised": 0.2, "tests_passed": 0.2}
 
