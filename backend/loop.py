@@ -20,6 +20,7 @@ import random
 import signal
 import threading
 import time
+from contextlib import nullcontext
 from pathlib import Path
 
 import torch
@@ -224,8 +225,12 @@ class Engine:
         if getattr(self.env, "multi_turn", False):
             copies = [t for t in tasks for _ in range(group_size)]
             gen, generating = _timed(self._counted(generate, progress))
-            episodes = self.env.run_episodes(copies, gen, self.chat_ids_fn, harness,
-                                             sampling={"temperature": 0.0} if greedy else None)
+            # an episode's turns decode ever longer contexts at ever fewer rows: each batch shape's
+            # KV cache, kept through training, would take the card's memory from the update
+            turns = getattr(self.env, "takes_turns", lambda _tasks: True)(tasks)
+            with hooks.scratch_shapes(self.generator) if turns else nullcontext():
+                episodes = self.env.run_episodes(copies, gen, self.chat_ids_fn, harness,
+                                                 sampling={"temperature": 0.0} if greedy else None)
             env_ms = (time.perf_counter() - t0) * 1000 - generating[0]
             for k, (task, ep) in enumerate(zip(copies, episodes)):
                 msgs = harness.messages(task)

@@ -1,7 +1,10 @@
-"""A step's split for episode domains (SWE): the env's own time between generation calls (tools,
-edits, hidden tests) is scoring, as a single-turn domain's tests are, not generation."""
+"""Episode domains (SWE) in the loop: the env's own time between generation calls (tools, edits,
+hidden tests) is scoring, as a single-turn domain's tests are, not generation; and the batch
+shapes a multi-turn episode run decodes are freed after it, one-shot edits keep theirs."""
 
 from __future__ import annotations
+
+from contextlib import contextmanager
 
 from backend.harness.loader import default_harness_path
 from dead_group_runs import engine
@@ -27,3 +30,36 @@ def test_an_episode_envs_own_time_is_scoring_not_generation(tmp_path, tiny_model
     finally:
         eng.store.close()
     assert times["score_ms"] >= 500 and times["gen_ms"] <= wall - 500
+
+
+class ShapeLedger:
+    """The engine's generator, with `scratch_shapes` blocks counted."""
+
+    def __init__(self, generator) -> None:
+        self.inner, self.blocks = generator, 0
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+    @contextmanager
+    def scratch_shapes(self):
+        self.blocks += 1
+        yield
+
+
+def test_multi_turn_episodes_free_their_batch_shapes(tmp_path, tiny_model):
+    import random
+
+    expert = str(default_harness_path("swe_expert"))
+    eng = engine(tmp_path / "swe", tiny_model, expert, ["domain=swe", "swe.levels='0,2'", "swe.max_turns=2"])
+    try:
+        eng.generator = ledger = ShapeLedger(eng.generator)
+        one_shot = eng.env.sample_tasks(2, random.Random(0), {"level": 0})
+        multi = eng.env.sample_tasks(2, random.Random(0), {"level": 2})
+        assert not eng.env.takes_turns(one_shot) and eng.env.takes_turns(multi + one_shot)
+        eng.collect(one_shot, eng.harness, 2)
+        assert ledger.blocks == 0  # one-shot edits: the step's one shape stays for the next step
+        eng.collect(multi, eng.harness, 2)
+        assert ledger.blocks == 1
+    finally:
+        eng.store.close()

@@ -146,6 +146,10 @@ class SweEnv:
     def has_levels(self, task: Task) -> bool:
         return True
 
+    def takes_turns(self, tasks: list[Task]) -> bool:
+        """Whether some of `tasks` are multi-turn episodes (levels 2-4), not one-shot edits."""
+        return any(t.id not in self._shots for t in tasks)
+
     def is_canary(self, task_id: str) -> bool:
         shot = self._shots.get(task_id)
         return bool(shot and shot.planted)
