@@ -117,6 +117,21 @@ def test_search_budget_counts_probe_arms_once_per_round_and_replay_by_time(store
     assert b["by_mode"]["probe"] == {"backtests": 2, "rollouts": 24, "ms": 22.0}
 
 
+def test_an_explore_moves_safety_gate_costs_its_time_not_its_replayed_rows(store):
+    from backend.evolve.budget import POPULATION_GATE
+
+    store.conn.execute("UPDATE steps SET n_rollouts = 16, total_ms = 800")  # 64 rollouts, 50 ms each
+    for ms in (200.0, 300.0):  # two moves' gates, outside any round, each replaying 8,192 stored rows
+        iid = store.insert("interventions", {"status": "passed", "code": "", "params_json": "{}"})
+        store.insert("backtests", {"intervention_id": iid, "mode": POPULATION_GATE, "n_rollouts": 8192, "ms": ms,
+                                   "verdict": "passed"})
+    b = search_budget(store)
+    assert (b["candidate_rollouts"], b["incumbent_rollouts"]) == (0, 0)
+    assert b["replay_rollouts_scored"] == 2 * 8192
+    assert b["search_rollouts"] == pytest.approx((200 + 300) / 50)
+    assert b["by_mode"][POPULATION_GATE] == {"backtests": 2, "rollouts": 0, "ms": 500.0}
+
+
 def test_a_real_round_s_probes_are_counted(store):
     run_round(context(store, probe=make_probe(groups=2, group_size=4)))
     probes = store.rows("SELECT n_rollouts FROM backtests WHERE mode = 'probe' AND n_rollouts > 0")

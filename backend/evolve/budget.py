@@ -25,8 +25,13 @@ from typing import Any, TYPE_CHECKING, TypedDict
 if TYPE_CHECKING:
     from backend.store import Store
 
-SCORED_ONLY = ("replay",)
-"""Backtest modes that generate nothing (their cost is time, not rollouts)."""
+POPULATION_GATE = "population-gate"
+"""The backtest mode of an explore move's safety gate (evolve/explore.py): the worker sandbox
+and the adversarial replay over a member's stored rollouts."""
+SCORED_ONLY = ("replay", POPULATION_GATE)
+"""Backtest modes that re-score stored rollouts and generate none: their cost is time, not
+rollouts (counting a gate's replayed rows as generated ones made an explore move look like
+two arms of 8,192 fresh rollouts)."""
 
 
 class ModeCost(TypedDict):
@@ -66,8 +71,8 @@ def search_budget(store: Store) -> SearchBudget:
         m["backtests"] += 1
         if mode in SCORED_ONLY:
             scored += b["n_rollouts"]
-            batch = b["round_id"] if b["round_id"] is not None else f"row{i}"
-            replay_batches[batch] = max(replay_batches.get(batch, 0.0), b["ms"])
+            batch = (mode, b["round_id"] if b["round_id"] is not None else f"row{i}")
+            replay_batches[batch] = max(replay_batches.get(batch, 0.0), b["ms"] or 0.0)
             continue
         m["ms"] += b["ms"]
         candidate += b["n_rollouts"]
@@ -79,8 +84,8 @@ def search_budget(store: Store) -> SearchBudget:
         by_mode[mode]["rollouts"] += n
     incumbent = sum(incumbent_arms.values())
     replay_ms = sum(replay_batches.values())
-    if "replay" in by_mode:
-        by_mode["replay"]["ms"] = replay_ms
+    for (mode, _), ms in replay_batches.items():  # a round's replay rows share one batch's time
+        by_mode[mode]["ms"] += ms
     per_rollout_ms = train["ms"] / train["rollouts"] if train["rollouts"] and train["ms"] > 0 else None
     equiv = replay_ms / per_rollout_ms if per_rollout_ms else 0.0
     total = candidate + incumbent + equiv

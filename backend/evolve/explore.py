@@ -39,12 +39,10 @@ from backend.harness.loader import Harness
 from backend.store import Store
 
 from . import backtest, diagnose, interventions as iv, offline, schedule
+from .budget import POPULATION_GATE
 from .context import EvolveContext
 from .interventions import Candidate
 from .replay import adversarial_copies, replay
-
-POPULATION_GATE = "population-gate"
-"""The `backtests.mode` of a move's safety gate."""
 
 
 @dataclass(frozen=True)

@@ -53,6 +53,7 @@ from backend.types import Backtest, Intervention
 
 from .interventions import Candidate, change_of, kind_key, kind_of
 from .records import HELD_PREFIX as HELD_PREFIX  # re-exported: the search report strips it
+from .budget import SCORED_ONLY
 from .space import PREFIX, changed_nothing
 from .stats import pair_up, paired_binary, wilson_interval
 
@@ -62,8 +63,6 @@ if TYPE_CHECKING:
 
 FAMILY_TRIES = 2
 """A family whose last this many tries were all inconclusive or changed nothing is held whole."""
-SCORED_ONLY = ("replay",)
-"""Backtest modes that re-score stored rollouts and generate none."""
 
 
 class Outcome(str, Enum):
