@@ -88,3 +88,30 @@ def test_ray_and_jobs_together_is_a_usage_error(capsys):
 
     assert main(["compare", "--ray", "--jobs", "2", "--steps", "1", "--arms", "static", "--seeds", "0"]) == 2
     assert "--ray and --jobs" in capsys.readouterr().err
+
+
+def test_a_population_and_best_of_n_run_as_ray_tasks(tmp_path, capsys):
+    """The group arms on Ray: a population is one task holding its members' slots (its coordinator
+    trains them as its own subprocesses, copies and moves between them); best-of-n is N tasks."""
+    from backend.population.store import PopulationStore
+    from backend.tools.report_population import groups_in
+
+    model = save_tiny_llama(tmp_path / "model")
+    cfg = load_config(None, [
+        f"model.name={model}", "model.device=cpu", "model.threads=1", "model.engine=hf", "steps=4",
+        "train.tasks_per_step=2", "train.group_size=2", "train.max_new_tokens_cap=6", "eval.n_val=2",
+        "eval.n_test=2", "eval.max_new_tokens=4", "eval.every=2", "population.size=2", "population.every=2"])
+    out = tmp_path / "cmp"
+    rows = run_ray(cfg, [0], out, arms=["population", "best-of-n"])
+    by_arm = {r["arm"]: r for r in rows}
+    assert set(by_arm) == {"population", "best-of-n"}
+    assert all(r["complete"] and r["members"] == 2 for r in rows), rows
+    printed = capsys.readouterr().out
+    assert "population-s0" in printed and "best-of-n-s0" in printed
+    pop = PopulationStore.open(out / "population-s0", readonly=True)
+    try:
+        assert len(pop.members()) == 2
+        assert pop.scores()  # the members were compared on the same validation problems
+    finally:
+        pop.close()
+    assert {(g.arm, len(g.members)) for g in groups_in(out)} == {("population", 2), ("best-of-n", 2)}

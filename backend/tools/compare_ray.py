@@ -74,6 +74,7 @@ def run_arm(label: str, run_dir: str, new_args: list[str], log: str, queue, extr
     node = socket.gethostname() + (f" GPU {','.join(str(g) for g in gpu_ids)}" if gpu_ids else "")
     queue.put((label, f"{'resuming' if resuming else 'started'} on {node}"))
     env = dict(os.environ, EVOTUI_NODE=node, PYTHONUNBUFFERED="1")
+    Path(log).parent.mkdir(parents=True, exist_ok=True)  # a best-of-n run's log is inside its group's folder
     with open(log, "a") as out:
         proc = subprocess.Popen([sys.executable, "-m", "evotui", "run", "--headless", *args], stdout=subprocess.PIPE,
                                 stderr=subprocess.STDOUT, text=True, env=env, preexec_fn=_die_with_parent)
@@ -154,7 +155,7 @@ def run_ray(base: RunConfig, seeds: list[int], out: Path, address: str | None = 
                 except RunInterrupted as e:  # still killed after every rerun
                     codes[u.label], how = -9, f"{e} (after {retries} reruns)"
                 except RayError as e:  # the worker or node was lost after every rerun
-                    errors[u.label] = how = f"lost after {retries} reruns: {str(e).strip().splitlines()[0]}"
+                    errors[u.label] = how = f"lost after {retries} reruns: {_cause(e)}"
                 ended(u, how)
         _drain(queue, Empty, quiet)
     finally:
@@ -162,6 +163,12 @@ def run_ray(base: RunConfig, seeds: list[int], out: Path, address: str | None = 
     rows = [arm_row(arm, seed, out, extras.get(seed, 0) if arm == "control" else 0, codes, errors, size)
             for seed in seeds for arm in arms]
     return _write_rows(out, rows)
+
+
+def _cause(error: Exception) -> str:
+    """A Ray task error in one line: its first line names the task, its last the exception."""
+    lines = [ln.strip() for ln in str(error).strip().splitlines() if ln.strip()]
+    return lines[0] if len(lines) < 2 else f"{lines[0]}: {lines[-1]}"
 
 
 def _slots(size: int, gpus: float) -> int:
