@@ -69,6 +69,17 @@ def test_vs(arms: dict[str, list[dict]], baseline: str = "static") -> dict[str, 
     return out
 
 
+def named_contrasts(arms: dict[str, list[dict]], pairs) -> dict[str, object]:
+    """{"arm - base": stats.Effect} of `test_vs` for each (arm, base) of `pairs` whose two arms ran."""
+    out = {}
+    for arm, base in pairs:
+        if arm in arms and base in arms:
+            e = test_vs({arm: arms[arm], base: arms[base]}, baseline=base).get(arm)
+            if e is not None:
+                out[f"{arm} - {base}"] = e
+    return out
+
+
 def _effect_line(arm: str, e) -> str:
     return (f"- **{arm}**: {e.effect:+.3f}, 95% CI [{e.ci_low:+.3f}, {e.ci_high:+.3f}], p {e.p_value:.3g}, "
             f"{e.n} paired problems")

@@ -30,7 +30,7 @@ from __future__ import annotations
 from backend.evolve.stats import Effect, EffectRecord, paired_binary, wilson_interval
 from backend.store import loads
 
-from .report_gate import _effect_line, _verdicts, test_vs
+from .report_gate import _effect_line, _verdicts, named_contrasts
 
 CONTRASTS = (("coevolve", "static"), ("coevolve-expert", "static-expert"), ("static-expert", "static"))
 """(arm, baseline) pairs compared at the final test evaluation."""
@@ -63,13 +63,7 @@ def rise(runs: list[dict], key: str = "test_evals", label: str = "test accuracy"
 
 def twin_contrasts(arms: dict[str, list[dict]]) -> dict[str, Effect]:
     """{"coevolve - static": Effect, ...} at the final test evaluation, for the pairs both of whose arms ran."""
-    out = {}
-    for arm, base in CONTRASTS:
-        if arm in arms and base in arms:
-            e = test_vs({arm: arms[arm], base: arms[base]}, baseline=base).get(arm)
-            if e is not None:
-                out[f"{arm} - {base}"] = e
-    return out
+    return named_contrasts(arms, CONTRASTS)
 
 
 def _levels(evaluation: dict) -> dict[str, object]:

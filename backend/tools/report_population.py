@@ -32,7 +32,7 @@ from backend.store import Store
 
 from .compare_population import GROUP_ARMS, MODES
 from .population_view import PopulationView, read_population
-from .report_gate import _effect_line, _verdicts, test_vs
+from .report_gate import _effect_line, _verdicts, named_contrasts
 
 FINISHED = ("finished", "done")
 """A population's status once it ran every step (the coordinator writes `finished`)."""
@@ -191,13 +191,7 @@ def pooled_test(runs: list[dict]) -> dict | None:
 
 def contrasts(arms: dict[str, list[dict]]) -> dict[str, object]:
     """{"population - best-of-n": stats.Effect, ...} for the contrasts both of whose arms ran."""
-    out = {}
-    for arm, base in CONTRASTS:
-        if arm in arms and base in arms:
-            e = test_vs({arm: arms[arm], base: arms[base]}, baseline=base).get(arm)
-            if e is not None:
-                out[f"{arm} - {base}"] = e
-    return out
+    return named_contrasts(arms, CONTRASTS)
 
 
 def population_json(arms: dict[str, list[dict]]) -> dict[str, dict]:
