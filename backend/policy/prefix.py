@@ -31,7 +31,7 @@ import inspect
 import torch
 import torch.nn.functional as F
 
-from backend.policy import grpo
+from backend.policy import lmhead
 
 
 def applies(model, rows) -> bool:
@@ -40,13 +40,13 @@ def applies(model, rows) -> bool:
     takes a cache it keeps while training."""
     if len(_distinct(rows)[0]) == len(rows) or any(len(s.prompt_ids) < 2 for s in rows):
         return False
-    return _cache_arg(grpo.backbone_and_head(model)[0]) is not None
+    return _cache_arg(lmhead.backbone_and_head(model)[0]) is not None
 
 
 def token_logprobs(model, rows, width: int, chunk: int = 64, want_entropy: bool = False):
     """Log-prob of each next token of `rows` collated to `width` tokens: (B, width - 1), plus entropy,
     as `grpo.token_logprobs` gives them at completion positions, zero at prompt positions."""
-    body, head = grpo.backbone_and_head(model)
+    body, head = lmhead.backbone_and_head(model)
     device = head.weight.device
     prompts, owner = _distinct(rows)
     prefix_ids, prefix_att = _right_padded([p[:-1] for p in prompts], device)  # (k, L)
@@ -54,14 +54,14 @@ def token_logprobs(model, rows, width: int, chunk: int = 64, want_entropy: bool 
     cache = _new_cache(body)
     body(input_ids=prefix_ids, attention_mask=prefix_att, position_ids=_positions([0], prefix_ids.shape[1], device),
          use_cache=True, **{arg: cache})
-    idx = grpo._to_device(torch.tensor(owner), device)  # (B,) each row's prompt
+    idx = lmhead.to_device(torch.tensor(owner), device)  # (B,) each row's prompt
     _spread(cache, idx, len(prompts))
     tail_ids, tail_att = _right_padded([s.prompt_ids[-1:] + s.completion_ids for s in rows], device)  # (B, 1 + C)
     att = torch.cat([prefix_att.index_select(0, idx), tail_att], 1)  # (B, L + 1 + C)
     pos = _positions([len(s.prompt_ids) - 1 for s in rows], tail_ids.shape[1], device)
     hidden = body(input_ids=tail_ids, attention_mask=att, position_ids=pos, use_cache=True,
                   **{arg: cache}).last_hidden_state
-    lp, ent = grpo.head_logprobs(head, hidden[:, :-1], tail_ids[:, 1:], chunk, want_entropy)  # (B, C)
+    lp, ent = lmhead.head_logprobs(head, hidden[:, :-1], tail_ids[:, 1:], chunk, want_entropy)  # (B, C)
     return _placed(lp, rows, width), _placed(ent, rows, width)
 
 
@@ -89,13 +89,13 @@ def _right_padded(seqs: list[list[int]], device) -> tuple[torch.Tensor, torch.Te
     for i, x in enumerate(seqs):
         ids[i, :len(x)] = torch.tensor(x)
         att[i, :len(x)] = 1
-    return grpo._to_device(ids, device), grpo._to_device(att, device)
+    return lmhead.to_device(ids, device), lmhead.to_device(att, device)
 
 
 def _positions(starts: list[int], length: int, device) -> torch.Tensor:
     """(N, length) position ids counting on from each row's start (padding keeps counting)."""
     pos = torch.tensor(starts)[:, None] + torch.arange(length)[None]
-    return grpo._to_device(pos, device)
+    return lmhead.to_device(pos, device)
 
 
 def _cache_arg(body) -> str | None:
