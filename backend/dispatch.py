@@ -163,8 +163,8 @@ def _apply(control: Control, ctx: "EvolveContext | None", verb: str, arg: dict) 
     store = control.store
     row = store.get("interventions", intervention_id(arg)) if verb in ("approve", "veto") else None
     arg = check(verb, arg, store.run(), row)
-    if verb == "pause":
-        store.set_run(paused=1, status="paused")
+    if verb == "pause":  # status and activity in one write: a reader never sees one without the other
+        store.set_run(paused=1, status="paused", activity="paused")
         return "applied", "paused"
     if verb == "resume":
         store.set_run(paused=0, status="running")

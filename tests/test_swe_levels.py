@@ -134,7 +134,8 @@ def test_a_groups_identical_edits_are_tested_once(env, monkeypatch):
     texts = [right, wrong, right, right, wrong, "no edit here"]
     alone = [env._judge_shots([t], [x])[0] for x in texts]
     sizes, run_many = [], repos.run_tests_many
-    monkeypatch.setattr(repos, "run_tests_many", lambda batch, *a, **k: sizes.append(len(batch)) or run_many(batch, *a, **k))
+    monkeypatch.setattr(repos, "run_tests_many",
+                        lambda batch, *a, **k: sizes.append(len(batch)) or run_many(batch, *a, **k))
     together = env._judge_shots([t] * len(texts), texts)
     assert sizes == [2]  # two distinct edited repositories; the answer without an edit runs nothing
     assert [v.status for v, _ in together] == ["passed", "failed", "passed", "passed", "failed", "no_edit"]

@@ -62,7 +62,7 @@ def search_budget(store: Store) -> SearchBudget:
     {backtests, rollouts (candidate and incumbent arms), ms}."""
     train = store.training_cost()
     candidate = scored = 0
-    replay_batches: dict[object, float] = {}
+    replay_batches: dict[tuple[str, object], float] = {}
     by_mode: dict[str, ModeCost] = {}
     incumbent_arms: dict[tuple[Any, ...], int] = {}
     for i, b in enumerate(store.backtest_costs()):

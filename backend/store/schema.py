@@ -167,8 +167,9 @@ def m003_gate(db: Database) -> None:
       the 95% interval `ci_low`..`ci_high`, `p_value`, paired sample size `n`,
       and `underpowered` (1 when the sample could not detect `evolve.min_effect`).
     - evals: `split` is 'validation' (the gate may read it) or 'test' (reported
-      only); later 'ood' too (`eval.n_ood`, reported only: no migration needed). Rows written before this migration were the one held-out set the
-      gate read, so they become validation.
+      only); later 'ood' too (`eval.n_ood`, reported only: no migration needed).
+      Rows written before this migration were the one held-out set the gate read,
+      so they become validation.
     - runs: `val_acc` and `test_acc`, the latest of each; `heldout_acc` now
       mirrors `test_acc` (the reported number) for older readers.
     - rounds: `skipped_json`, the candidates the churn rules dropped and why.
