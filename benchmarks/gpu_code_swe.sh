@@ -4,7 +4,8 @@
 #
 #   bash benchmarks/gpu_code_swe.sh OUT DEADLINE_S CODE_GPUS SWE_GPUS
 #
-# CODE_GPUS and SWE_GPUS are CUDA_VISIBLE_DEVICES lists ("0,1" and "2,3" on four cards). Steps
+# CODE_GPUS and SWE_GPUS are CUDA_VISIBLE_DEVICES lists ("0,1" and "2,3" on four cards); an
+# empty list ("") skips that domain. Steps
 # and evaluation cadence: CODE_STEPS (40) with CODE_EVERY (10), SWE_STEPS (16) with SWE_EVERY (8).
 # SWE trains and is tested on the one-shot levels 0 and 1 (the multi-turn levels 2-4 took most of
 # a step and of each held-out evaluation at six runs a card: one step in six minutes).
@@ -28,11 +29,13 @@ grid() {  # domain gpus steps every [--set ...]
 }
 
 # held-out code answers get the harnesses' token budget (a HumanEval body outgrows 128 tokens)
-grid code "$code_gpus" "${CODE_STEPS:-40}" "${CODE_EVERY:-10}" --set eval.max_new_tokens=256 &
+[ -n "$code_gpus" ] && grid code "$code_gpus" "${CODE_STEPS:-40}" "${CODE_EVERY:-10}" --set eval.max_new_tokens=256 &
 # and held-out SWE answers the expert harness's 192: at 128, 44 of 126 well-formed level-0 edits
 # of the base model were cut (docs/results/cpu-swe-levels rows)
-grid swe "$swe_gpus" "${SWE_STEPS:-16}" "${SWE_EVERY:-8}" --set "swe.levels='0,1'" --set "swe.test_mix='0:4,1:3'" \
-    --set eval.max_new_tokens=192 &
+# SWE_SET: more --set arguments for the SWE grid (e.g. "train.shared_prefix=true"), space-separated
+swe_set=(); for kv in ${SWE_SET:-}; do swe_set+=(--set "$kv"); done
+[ -n "$swe_gpus" ] && grid swe "$swe_gpus" "${SWE_STEPS:-16}" "${SWE_EVERY:-8}" --set "swe.levels='0,1'" \
+    --set "swe.test_mix='0:4,1:3'" --set eval.max_new_tokens=192 "${swe_set[@]}" &
 wait
 # the step split per arm, and every run's steps in a small file to bring back (the databases stay)
 for d in code swe; do
