@@ -37,7 +37,7 @@ import torch
 
 from backend.policy import buckets, determinism, prefix
 from backend.policy import checkpoint as ckpt
-from backend.policy.lmhead import backbone_and_head, checkpointed_chunks, head_logprobs
+from backend.policy.lmhead import backbone_and_head, checkpointed_chunks, head_logprobs, pad_right
 from backend.policy.lmhead import to_device as _to_device
 
 
@@ -104,22 +104,14 @@ def token_logprobs(model, input_ids, attention_mask, chunk: int = 64, want_entro
 
 def collate(samples: list[Sample], pad_id: int, device):
     """Right-padded (B, T) ids, attention mask, loss mask aligned to targets, advantages."""
-    seqs = [s.prompt_ids + s.completion_ids for s in samples]
-    T = max(len(x) for x in seqs)
-    ids = torch.full((len(seqs), T), pad_id, dtype=torch.long)
-    att = torch.zeros((len(seqs), T), dtype=torch.long)
-    loss_mask = torch.zeros((len(seqs), T - 1), dtype=torch.float32)
-    for i, (s, x) in enumerate(zip(samples, seqs)):
-        ids[i, : len(x)] = torch.tensor(x)
-        att[i, : len(x)] = 1
+    ids, att = pad_right([s.prompt_ids + s.completion_ids for s in samples], pad_id)
+    loss_mask = torch.zeros((len(samples), ids.shape[1] - 1), dtype=torch.float32)
+    for i, s in enumerate(samples):
         p = len(s.prompt_ids)
         # target position j predicts token j+1; completion token k sits at p+k
         loss_mask[i, p - 1 : p - 1 + len(s.completion_ids)] = torch.tensor(s.mask, dtype=torch.float32)
     adv = torch.tensor([s.advantage for s in samples], dtype=torch.float32)
     return tuple(_to_device(t, device) for t in (ids, att, loss_mask, adv))
-
-
-
 
 
 def grpo_loss(new_lp, old_lp, adv, mask, clip_eps: float, ref_lp=None, kl_coef: float = 0.0,

@@ -2,7 +2,8 @@
 and the log-prob of target tokens from the last hidden states, a chunk of positions at a time.
 
 Shared by the full training pass (`grpo.token_logprobs`) and the shared-prompt pass
-(`prefix.token_logprobs`); the tensors' way to the device (`to_device`) with them.
+(`prefix.token_logprobs`), with the rows' way to the device: right-padded (`pad_right`)
+and copied without waiting (`to_device`).
 """
 
 from __future__ import annotations
@@ -91,3 +92,14 @@ def to_device(t: torch.Tensor, device) -> torch.Tensor:
     if torch.device(device).type == "cuda":
         return t.pin_memory().to(device, non_blocking=True)
     return t.to(device)
+
+
+def pad_right(seqs: list[list[int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """(N, T) ids with `pad_id` after each sequence, and the mask of its real tokens (on the CPU)."""
+    T = max(len(x) for x in seqs)
+    ids = torch.full((len(seqs), T), pad_id, dtype=torch.long)
+    att = torch.zeros((len(seqs), T), dtype=torch.long)
+    for i, x in enumerate(seqs):
+        ids[i, :len(x)] = torch.tensor(x)
+        att[i, :len(x)] = 1
+    return ids, att

@@ -2,8 +2,8 @@
 
 A GRPO group is G rollouts of one prompt, and a full pass (`grpo.token_logprobs`) runs every
 row's prompt and completion through the model: the prompt G times. For long prompts and short
-completions (SWE: ~1,500 prompt tokens, <= 192 completion tokens) that is most of the step's
-compute. Here a pass runs in two parts:
+completions (one-shot SWE: a median of 334 prompt tokens at level 0 and 875 at level 1 with
+the embedded tokenizer, <= 192 completion tokens) that is most of the step's compute. Here a pass runs in two parts:
 
 1. the pass's distinct prompts, less their last token, once each: (k, L) right-padded, their
    keys and values kept in a cache with their autograd graph (not detached, so the completion
@@ -82,13 +82,8 @@ def _distinct(rows) -> tuple[list[list[int]], list[int]]:
 
 
 def _right_padded(seqs: list[list[int]], device) -> tuple[torch.Tensor, torch.Tensor]:
-    """(N, T) ids padded with 0 after each sequence, and the mask of its real tokens."""
-    T = max(len(x) for x in seqs)
-    ids = torch.zeros((len(seqs), T), dtype=torch.long)
-    att = torch.zeros((len(seqs), T), dtype=torch.long)
-    for i, x in enumerate(seqs):
-        ids[i, :len(x)] = torch.tensor(x)
-        att[i, :len(x)] = 1
+    """(N, T) ids padded with 0 after each sequence (the mask hides it), and that mask, on `device`."""
+    ids, att = lmhead.pad_right(seqs, 0)
     return lmhead.to_device(ids, device), lmhead.to_device(att, device)
 
 
