@@ -111,7 +111,7 @@ def trainer_rows(b, model, tok, names: list[str]) -> list[dict]:
     from backend.policy.shape import Spec, unwrap
 
     vocab = Spec.of(unwrap(model).config).vocab
-    low, high = (int(x) for x in str(getattr(b.a, "trainer_prompt", "80,130")).split(","))
+    low, high = (int(x) for x in b.a.trainer_prompt.split(","))
     samples = rollouts(b.a.tasks * b.a.group, b.a.group, b.a.step_new, vocab, prompt=(low, high))
     names = ["today"] + [n for n in names if n != "today"]
     res = {}
