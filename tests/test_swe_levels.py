@@ -93,8 +93,11 @@ def test_levels_json_is_current_and_tasks_are_deterministic(env):
         assert levels.build(rec, lv, seed) == levels.build(rec, lv, seed)
     again = SweEnv(SweConfig(levels="0,1", test_timeout_s=10))
     assert [(t.id, t.question) for t in again.test_tasks()] == [(t.id, t.question) for t in env.test_tasks()]
-    sliced = levels.build(rec, 0, 1)
-    assert sliced.slice_of and sliced.slice_of[0] <= sliced.mutation.line <= sliced.slice_of[1]
+    for seed, shown in ((0, "hint"), (1, "function"), (2, "failures")):  # level 0 always shows the function
+        sliced = levels.build(rec, 0, seed)
+        assert sliced.slice_of and sliced.slice_of[0] <= sliced.mutation.line <= sliced.slice_of[1]
+        assert levels.variant(sliced) == shown
+    assert len(levels.build(rec, 0, 2).failures) == len(rec["failures"]) >= len(levels.build(rec, 0, 1).failures)
     wide = levels.build(rec, 1, 0)
     assert wide.mutation.path in wide.shown and len(wide.shown) == len(repos.source_files(wide.files))
 

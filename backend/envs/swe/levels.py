@@ -11,9 +11,12 @@ backend/data/swe/levels.json with the data hash (regenerated in memory when
 the repositories change). Tasks are then built at run time, deterministic from
 (repo, mutation, level, seed):
 
-    level 0  the failing test output and, by seed: (0) the function around
-             the bug with the buggy line pointed out, (1) that function, (2) the
-             whole mutated file; the edit may omit its file
+    level 0  the failing test output and the function around the bug, by seed:
+             (0) with the buggy line pointed out, (1) as it is, (2) with up to
+             three failing tests instead of one; the edit may omit its file. (The
+             whole file was once a variant: greedy, the base model resolved 0 of
+             its 47 validation tasks, against 4 of 79 for the other two,
+             docs/results/cpu-swe-levels; level 1 shows whole files.)
     level 1  every package module of the repository, in a seeded order: the
              edit must name the file it changes (localisation)
 
@@ -127,7 +130,7 @@ def build(rec: dict, level: int, seed: int, canary: bool = False) -> Shot:
     failures = rec["failures"] if seed % 3 == 2 else rec["failures"][:1]
     if level == 0:
         shown = {m.path: visible[m.path]}
-        span = _function_span(visible[m.path], m.line) if seed % 3 != 2 else None
+        span = _function_span(visible[m.path], m.line)
     else:
         paths = repos.source_files(visible)
         rng.shuffle(paths)
@@ -143,10 +146,15 @@ def build(rec: dict, level: int, seed: int, canary: bool = False) -> Shot:
 
 
 def variant(shot: Shot) -> str:
-    """What the prompt shows: hinted line, function, file, or (level 1) repo."""
+    """What the prompt shows: hinted line, function (one failing test or several), file (a
+    function the parser could not find), or (level 1) repo."""
     if shot.level == 1:
         return "repo"
-    return "hint" if shot.hint else "function" if shot.slice_of else "file"
+    if shot.hint:
+        return "hint"
+    if not shot.slice_of:
+        return "file"
+    return "failures" if shot.seed % 3 == 2 else "function"
 
 
 def is_canary_mutant(key: str) -> bool:
