@@ -74,6 +74,20 @@ class ResourceExhausted(EvoError, RuntimeError):
     """Out of GPU memory or disk: the run stops cleanly with its state saved."""
 
 
+class GenerationFailed(EvoError, RuntimeError):
+    """Every rollout of a training step failed to generate: training on nothing would burn the
+    run's steps, so it stops with the cause (its last committed step can be resumed)."""
+
+
+def check_generated(items: list[Scored], step: int, last_step: int) -> None:
+    """Raise `GenerationFailed` when no rollout of the step was generated (an episode env keeps a
+    failed batch as error episodes, so one bad batch is data; a whole step of them is not)."""
+    if items and all(s.finish == "error" for s in items):
+        why = (items[0].obs or {}).get("error") or "no error recorded"
+        raise GenerationFailed(f"step {step}: all {len(items)} rollouts failed to generate ({why}); the run "
+                               f"stopped after step {last_step} and resumes from there once this is fixed")
+
+
 def _timed(generate):
     """(`generate`, [milliseconds spent inside it so far]): how much of an episode run was
     generation, so a step's split puts the env's tools and tests under scoring, where a
@@ -291,6 +305,7 @@ class Engine:
         progress.phase("generate")
         items, times = self.collect(tasks, self.harness, self.cfg.train.group_size, dist=self.dist,
                                     progress=progress)
+        check_generated(items, step, self.store.last_step())
         moved = self.step_moves(step, tasks, items, plan, progress)
         items = moved.pop("items")
         progress.phase("filter")

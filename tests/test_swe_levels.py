@@ -166,6 +166,36 @@ def test_one_shot_episode_stream_facts_and_statuses(env):
         assert env.observe(l1[0], e.completion, e.verdict)["level"] == 1
 
 
+def test_a_failed_batch_is_data_but_a_stopped_run_is_not(env):
+    """A generation error leaves error episodes; an error that stops the run (no GPU memory even
+    at batch 1) passes through the env, so the run stops and says why instead of training on
+    nothing; a training step whose every rollout failed stops the run with the cause."""
+    from backend.loop import GenerationFailed, ResourceExhausted, check_generated
+    from backend.rollout import from_episode
+
+    tasks = [t for t in env.validation_tasks() if t.meta["level"] == 0][:2]
+    tok, harness = ToyTokenizer(), load_default("swe_expert")
+
+    def broken(*_a, **_k):
+        raise ValueError("prompt (9000) + max_new_tokens (192) exceeds the model's 8192 positions")
+
+    eps = env.run_episodes(tasks, broken, tok.chat_ids, harness)
+    assert [e.finish for e in eps] == ["error", "error"] and "8192 positions" in eps[0].obs["error"]
+
+    def no_memory(*_a, **_k):
+        raise ResourceExhausted("GPU out of memory even at batch_size=1")
+
+    with pytest.raises(ResourceExhausted):
+        env.run_episodes(tasks, no_memory, tok.chat_ids, harness)
+    items = [from_episode(e, t, k, 0, "", []) for k, (t, e) in enumerate(zip(tasks, eps))]
+    with pytest.raises(GenerationFailed, match="all 2 rollouts failed to generate .*8192 positions.*after step 6"):
+        check_generated(items, 7, 6)
+    scripts = {tasks[0].id: [fix_of(env._shots[tasks[0].id])]}
+    fine = env.run_episodes(tasks[:1], ScriptedPolicy(tok, scripts, {tasks[0].id: tok.chat_ids(
+        harness.messages(tasks[0]), True)}), tok.chat_ids, harness)[0]
+    check_generated(items + [from_episode(fine, tasks[0], 2, 0, "", [])], 7, 6)  # one generated: data
+
+
 # ------------------------------------------------------------------ leak canary and the expert harness
 
 

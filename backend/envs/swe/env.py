@@ -23,6 +23,7 @@ import hashlib
 import random
 import re
 
+from ...errors import EvoError
 from ..base import Episode, Task, Verdict
 from . import repos
 from . import levels, oneshot
@@ -244,6 +245,8 @@ class SweEnv:
             gens = generate(contexts, per_turn, float(samp.get("temperature", 1.0)), float(samp.get("top_p", 1.0)))
             if len(gens) != len(tasks):
                 raise ValueError(f"{len(gens)} generations for {len(tasks)} prompts")
+        except EvoError:  # the run stops (no GPU memory left even at batch 1): not an episode's fault
+            raise
         except Exception as e:  # the batch is lost, the episodes are data
             err = f"generate failed: {type(e).__name__}: {e}"[:300]
             v = Verdict(False, 0.0, "error", {"error": err})

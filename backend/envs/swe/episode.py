@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import time
 
+from ...errors import EvoError
 from ..base import Episode
 from . import repos
 from .tools import TOOLS_DOC, Workspace, parse_call
@@ -164,6 +165,8 @@ def drive(runs: list[Run], generate, sampling: dict, cfg, test_timeout_s: float,
                 gens = generate([r.context for r in group], budget, temperature, top_p)
                 if len(gens) != len(group):
                     raise ValueError(f"{len(gens)} generations for {len(group)} prompts")
+            except EvoError:  # the run stops (no GPU memory left even at batch 1): not an episode's fault
+                raise
             except Exception as e:  # the batch is lost, the episodes are data
                 for r in group:
                     r.finish, r.error = "error", f"generate failed: {type(e).__name__}: {e}"[:300]
