@@ -117,3 +117,15 @@ def test_a_window_no_harness_trains_on_leaves_a_reward_change_inconclusive(tmp_p
     s = build_run(tmp_path / "run.db", steps=2, mix={"correct": 0.0, "tagged": 0.0, "wrong": 1.0, "rambling": 0.0})
     res = submit(context(s), set_constant(DEFAULT, "REWARD_WEIGHTS", {"correct": 1.0, "format": 0.0}), "format off")
     assert res.status == "inconclusive", res.reason
+
+
+def test_dropping_format_credit_where_almost_nothing_is_right_is_left_to_training(tmp_path):
+    """Where a right answer is rare, format credit is nearly all a step trains on: replay scores
+    removing it as a gain (noise -> nothing), so the gate leaves the change to training instead
+    (`replay.MIN_TRAINED_GROUPS`); on the weak policy above the same change still passes."""
+    stuck = build_run(tmp_path / "run.db", steps=8, groups=12, group_size=8,
+                      mix={"correct": 0.002, "tagged": 0.002, "wrong": 0.4, "tagged_wrong": 0.4, "rambling": 0.196})
+    res = submit(context(stuck), set_constant(DEFAULT, "REWARD_WEIGHTS", {"correct": 1.0, "format": 0.0}),
+                 "format credit off")
+    assert res.status == "inconclusive", res.reason
+    assert "left to training" in res.reason and "of the groups" in res.reason

@@ -218,6 +218,13 @@ BLOCK_MIN = 2
 MAX_ERROR_SHARE = 0.05
 MAX_FALSE_FIRE = 0.2
 MIN_KEPT = 0.2
+MIN_TRAINED_GROUPS = 0.1
+"""A reward change after which training would learn from fewer than this share of the replayed
+groups (and from under half of what the incumbent learns from) is not judged by replay: `signal`
+scores shaping among answers the evaluator judged alike as noise, so removing it looks like a
+gain, yet where correct answers are rare that shaping is nearly all a step trains on, and what
+training on almost nothing does is not in the stored rollouts. (On SWE, dropping the 0.1
+format term passed with +0.99 and left 1.00 of the groups dead: docs/results/gpu-swe-h200x4-s16.)"""
 
 
 @dataclass(frozen=True)
@@ -525,6 +532,22 @@ def decision(kind: str, rows: list[RolloutRow], old: ReplayView, new: ReplayView
     return decide(_effect(rows, old, new, metric, alpha), min_gain, guard, min_effect=min_effect, alpha=alpha)
 
 
+def _starves_training(kind: str, old: ReplayView, new: ReplayView) -> str | None:
+    """Why a reward change is left to training (`MIN_TRAINED_GROUPS`), or None.
+
+    >>> v = lambda dead: ReplayView(kept=[], adv=[], dead_frac=dead)
+    >>> _starves_training("reward", v(0.0), v(0.97))[:42]
+    'training would learn from 3% of the groups'
+    >>> _starves_training("reward", v(0.6), v(0.7)), _starves_training("reward", v(0.95), v(0.96))
+    (None, None)
+    """
+    live_old, live_new = 1 - old.dead_frac, 1 - new.dead_frac
+    if kind != "reward" or live_new >= MIN_TRAINED_GROUPS or live_new >= live_old / 2:
+        return None
+    return (f"training would learn from {live_new:.0%} of the groups (the incumbent from {live_old:.0%}): "
+            f"replay cannot judge what training on so little does; left to training (a trial or a population move)")
+
+
 def _gain(kind: str, rows: list[RolloutRow], old: ReplayView, new: ReplayView, m: ReplayMetrics, min_gain: float,
           min_effect: float | None, alpha: float = ALPHA) -> Judged:
     d = {"agreement": new.agreement - old.agreement, "kept_agreement": new.kept_agreement - old.kept_agreement,
@@ -536,6 +559,9 @@ def _gain(kind: str, rows: list[RolloutRow], old: ReplayView, new: ReplayView, m
         return Judged(Status.FAILED, f"reward ranks correct rollouts lower (auc {d['auc']:+.2f})", m)
     if kind == "filter" and new.kept_frac < MIN_KEPT:
         return Judged(Status.FAILED, f"filter keeps only {new.kept_frac:.0%} of rollouts", m)
+    starved = _starves_training(kind, old, new)
+    if starved:
+        return Judged(Status.INCONCLUSIVE, starved, m)
     metric = TARGETS.get(kind, "agreement")  # as `decision`, without a call level of its own
     guard = _effect(rows, old, new, "agreement", alpha) if metric != "agreement" else None
     dec = decide(_effect(rows, old, new, metric, alpha), min_gain, guard, min_effect=min_effect, alpha=alpha)
