@@ -32,6 +32,72 @@ def test_bench_runs_and_prints_a_table(tmp_path, capsys):
     assert (tmp_path / "rows.json").exists() and (tmp_path / "table.txt").exists()
 
 
+def step_section(tmp_path, model, *more) -> list[dict]:
+    """The step section's rows (rows.json) of a tiny run: 2 tasks x 2 rollouts, 8 new tokens, 2 steps."""
+    import json
+
+    args = ["--only", "step", "--model", model, "--tasks", "2", "--group", "2", "--step-new", "8", "--steps", "2",
+            "--micro", "2", "--step-variants", "", "--out", str(tmp_path), *more]
+    assert main(args, quick=True) == 0
+    return json.loads((tmp_path / "rows.json").read_text())
+
+
+def split_parts_of(row: dict) -> dict:
+    ours = row["data"]["ours"]
+    assert "generation" in row["note"] and "tools+tests" in row["note"] and "training" in row["note"]
+    return {k: ours[k] for k in ("gen_ms", "score_ms", "train_ms", "store_ms", "total_ms")}
+
+
+def test_step_of_the_code_domain_splits_generation_tests_training(tmp_path, tiny_model):
+    rows = step_section(tmp_path, tiny_model, "--step-domain", "code", "--step-variants",
+                        "buckets:train.length_buckets=true")
+    (row,) = [r for r in rows if r["what"] == "GRPO step, code, 2 tasks x 2 = 4 rollouts, <= 8 new"]
+    assert all(v >= 0 for v in split_parts_of(row).values()) and row["data"]["ours"]["domain"] == "code"
+    assert any(r["what"] == "  tools+tests" for r in rows)
+    (variant,) = [r for r in rows if r["what"] == "GRPO step, code, buckets vs today"]
+    assert variant["data"]["ours"]["domain"] == "code" and "tools+tests" in variant["note"]
+
+
+def test_step_of_the_swe_domain_names_its_levels(tmp_path, tiny_model):
+    rows = step_section(tmp_path, tiny_model, "--step-domain", "swe", "--step-swe-levels", "0")
+    (row,) = [r for r in rows if r["what"] == "GRPO step, swe levels 0, 2 tasks x 2 = 4 rollouts, <= 8 new"]
+    assert all(v >= 0 for v in split_parts_of(row).values())
+    assert row["data"]["ours"]["levels"] == {"0": 2} and "tasks by level {0: 2}" in row["note"]
+    assert row["data"]["ours"]["tokens"] <= 4 * (8 + 8)  # --step-new caps an episode's turn (plus its closing)
+
+
+def test_step_of_math_keeps_its_row(tmp_path, tiny_model):
+    rows = step_section(tmp_path, tiny_model)
+    (row,) = [r for r in rows if r["what"].startswith("GRPO step")]
+    ours = row["data"]["ours"]
+    assert row["what"] == "GRPO step, 2 tasks x 2 = 4 rollouts, <= 8 new"
+    assert row["note"] == f" vs {ours['engine']} engine, micro-batch - vs {ours['micro_batch']}"
+    assert not any(r["what"] == "  tools+tests" for r in rows)
+
+
+def test_memory_plan_reads_the_domains_prompts(tmp_path, tiny_model):
+    """The step's memory plan (CUDA) sizes a pass for the longest prompt of the domain's tasks."""
+    from dead_group_runs import engine
+
+    from backend.tools.bench_common import bench_harness
+    from backend.tools.bench_step import MATH_PROMPT_TOKENS, domain_sets, plan_length
+
+    eng = engine(tmp_path / "swe", tiny_model, bench_harness("swe"), domain_sets("swe", "0", 8))
+    try:
+        assert 250 < plan_length(eng, "swe", 8, 16) - 8 < 700  # level 0 prompts: ~270-660 tokens
+    finally:
+        eng.store.close()
+    assert plan_length(None, "math", 8, 16) == MATH_PROMPT_TOKENS + 8
+
+
+def test_trainer_prompt_default_follows_the_step_domain():
+    from backend.tools.bench import parse
+
+    assert parse([], quick=True).trainer_prompt == "80,130"
+    assert parse(["--step-domain", "swe"], quick=True).trainer_prompt == "270,1100"
+    assert parse(["--step-domain", "swe", "--trainer-prompt", "300,650"], quick=True).trainer_prompt == "300,650"
+
+
 def test_unknown_section_is_a_user_error(capsys):
     assert main(["--only", "nope"], quick=True) == 2
 

@@ -13,10 +13,13 @@ table at the end gives the ratio ours / baseline for each line:
          log-probs with a micro-batch from backend/policy/memory.py (ours)
          against full-vocabulary log-softmax at the largest batch it fits;
          and, where Unsloth is installed (CUDA), its patched model against peft.
-- step   one whole GRPO step of the real loop (math env, default harness):
+- step   one whole GRPO step of the real loop (math env, default harness; or
+         `--step-domain code|swe`, swe at the levels of `--step-swe-levels`):
          time per phase, and the engine's own overhead (harness scoring,
-         diagnosis, storing rows) as a share of the step. On CUDA, the hf
-         engine with the fixed micro-batch is the baseline.
+         diagnosis, storing rows) as a share of the step; a code or swe step
+         split into generation / tools+tests / training. On CUDA, the hf
+         engine with the fixed micro-batch is the baseline
+         (backend/tools/bench_step.py, with the GPU command lines).
 - trl    (CPU) our GRPO step against TRL's GRPOTrainer: same model, group
          size, lengths and threads (`pip install 'evotui[bench]'`).
 - dtype  (CPU) why the CPU default is fp32: `generate` with long prompts in
@@ -49,6 +52,7 @@ in the same process.
     evotui bench --out /tmp/bench     # full sizes (a GPU); logs and rows.json there
     evotui bench -- --only gen --batch 512 --new 256   # options after `--`
     evotui bench -- --only trainer,step --skip-hf      # trainer settings against today's
+    evotui bench -- --only step --step-domain swe --step-swe-levels 0,1 --tasks 32   # an SWE step
     evotui bench -- --only card --card-deadline 540    # six runs sharing the card, both settings
 
 Timings are never asserted anywhere; this prints a table.
@@ -70,12 +74,15 @@ from pathlib import Path
 import torch
 
 from .bench_common import Row, bench_harness, interval  # noqa: F401 (Row, interval: for callers and tests)
-from .bench_step import bench_step, one_step, step_variants  # noqa: F401 (step_variants: tests)
+from .bench_step import STEP_DOMAINS, bench_step, one_step, step_variants  # noqa: F401 (step_variants: tests)
 
 SECTIONS = ("gen", "train", "trainer", "determinism", "step", "trl", "dtype", "harness", "dist", "ddp", "card")
 DEFAULT_SECTIONS = ("gen", "train", "determinism", "step", "trl", "harness")
 # bench_trainer.VARIANTS, without importing it
 TRAINER_VARIANTS = ("today", "buckets", "causal", "nondet", "compiled", "prefix")
+TRAINER_PROMPTS = {"math": "80,130", "code": "105,160", "swe": "270,1100"}
+"""`--trainer-prompt`'s default for each `--step-domain`: MIN,MAX prompt tokens of its rollouts (code:
+generated tasks at level 0; swe: levels 0 and 1, ~270-660 and ~760-1100 tokens; the default tokenizer)."""
 
 
 class Bench:
@@ -562,9 +569,15 @@ def parse(argv: list[str], quick: bool):
     p.add_argument("--micro", type=int, default=4, help="CPU micro-batch (CUDA: from memory.py)")
     p.add_argument("--tasks", type=int, default=64 if cuda else 2, help="step: tasks per step")
     p.add_argument("--group", type=int, default=8 if cuda else 4, help="step: group size")
-    p.add_argument("--step-new", type=int, default=128 if cuda else 32, help="step: max new tokens")
-    p.add_argument("--trainer-prompt", default="80,130",
-                   help="trainer: MIN,MAX prompt tokens of its rollouts (the math harness's; SWE level 0: 300,650)")
+    p.add_argument("--step-new", type=int, default=128 if cuda else 32, help="step: max new tokens (swe: a turn's)")
+    p.add_argument("--trainer-prompt", default="",
+                   help="trainer: MIN,MAX prompt tokens of its rollouts (default: --step-domain's, "
+                   f"{'; '.join(f'{k} {v}' for k, v in TRAINER_PROMPTS.items())}; SWE level 0 alone: 300,650)")
+    p.add_argument("--step-domain", default="math", choices=STEP_DOMAINS,
+                   help="step: the domain of the loop's steps, with its default harness (code, swe: the row "
+                   "splits generation / tools+tests / training)")
+    p.add_argument("--step-swe-levels", default="0,1", help="step, --step-domain swe: the task levels drawn "
+                   "(swe.levels; the row's measure names them)")
     p.add_argument("--steps", type=int, default=2 if cuda else 3, help="step, trl: steps run (fastest after the first)")
     p.add_argument("--step-variants", default="buckets:train.length_buckets=true;"
                    "causal:train.length_buckets=true,train.causal_only=true",
@@ -581,6 +594,7 @@ def parse(argv: list[str], quick: bool):
     p.add_argument("--gpus", type=int, default=0, help="ddp: ranks against one (default: every visible GPU; "
                    "2 on the CPU)")
     a = p.parse_args(argv)
+    a.trainer_prompt = a.trainer_prompt or TRAINER_PROMPTS[a.step_domain]
     if quick:
         a.device = "cpu" if a.device == "auto" else a.device
     return a
@@ -635,7 +649,8 @@ def main(argv: list[str] | None = None, quick: bool = False) -> int:
                 for row in card_rows(b):
                     b.add(Row("card", **row))
             elif sec == "step":
-                ours_step = bench_step(b)
+                step = bench_step(b)
+                ours_step = step if args.step_domain == "math" else None  # trl and harness compare math
             elif sec == "trl" and b.cuda:
                 b.add(Row("trl", "GRPO step vs TRL", note="measured on the CPU only (evotui bench --quick)"))
             elif sec == "trl":

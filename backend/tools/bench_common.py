@@ -1,9 +1,10 @@
-"""What several `evotui bench` sections share: the table's `Row`, the math harness of the loop
+"""What several `evotui bench` sections share: the table's `Row`, the harness of the loop
 sections, and the interval of repeated timings. Kept apart from bench.py so the section modules import it
 without importing the command (no cycle)."""
 
 from __future__ import annotations
 
+import re
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,13 +21,21 @@ class Row:
     data: dict = field(default_factory=dict)
 
 
-def bench_harness() -> str:
-    """The default math harness plus a small brevity reward, so no group is dead and every step trains."""
+def bench_harness(domain: str = "math") -> str:
+    """The domain's default harness plus a small brevity reward, so no group is dead and every step trains.
+
+    SWE: its CURRICULUM names no level, so a step draws from every level of the run's `swe.levels`
+    (the default harness draws level 1 alone) and the bench's stated level mix is what it trains on.
+    """
     from backend.harness.loader import default_harness_path
 
-    code = default_harness_path("math").read_text()
-    code = code.replace('REWARD_WEIGHTS = {"correct": 1.0, "format": 0.1}',
-                        'REWARD_WEIGHTS = {"correct": 1.0, "format": 0.1, "brevity": 0.01}')
+    code = default_harness_path(domain).read_text()
+    weights = re.search(r"^REWARD_WEIGHTS = \{(.*)\}$", code, re.M)
+    assert weights, f"the default {domain} harness's REWARD_WEIGHTS is not one line"
+    code = code.replace(weights.group(0), f'REWARD_WEIGHTS = {{{weights.group(1)}, "brevity": 0.01}}')
+    if domain == "swe":
+        code, n = re.subn(r"^CURRICULUM = \{.*\}$", "CURRICULUM = {}", code, flags=re.M)
+        assert n == 1, "the default swe harness's CURRICULUM is not one line"
     path = Path(tempfile.mkdtemp(prefix="evotui-bench-")) / "harness.py"
     path.write_text(code + "\n\ndef reward_brevity(r):\n    return -len(r.completion) / 1000\n")
     return str(path)
