@@ -243,8 +243,10 @@ class Engine:
             # KV cache, kept through training, would take the card's memory from the update
             turns = getattr(self.env, "takes_turns", lambda _tasks: True)(tasks)
             with hooks.scratch_shapes(self.generator) if turns else nullcontext():
-                episodes = self.env.run_episodes(copies, gen, self.chat_ids_fn, harness,
-                                                 sampling={"temperature": 0.0} if greedy else None)
+                # the token budget of a turn as every domain's: the harness's, under the run's cap, or
+                # the held-out evaluation's
+                episode_sampling = {"max_new_tokens": mnt, **({"temperature": 0.0} if greedy else {})}
+                episodes = self.env.run_episodes(copies, gen, self.chat_ids_fn, harness, sampling=episode_sampling)
             env_ms = (time.perf_counter() - t0) * 1000 - generating[0]
             for k, (task, ep) in enumerate(zip(copies, episodes)):
                 msgs = harness.messages(task)

@@ -63,3 +63,22 @@ def test_multi_turn_episodes_free_their_batch_shapes(tmp_path, tiny_model):
         assert ledger.blocks == 1
     finally:
         eng.store.close()
+
+
+def test_an_episode_turn_keeps_the_token_budget_it_is_given(tmp_path, tiny_model):
+    """A one-shot SWE answer gets the held-out evaluation's `eval.max_new_tokens` and, in
+    training, the harness's under `train.max_new_tokens_cap`, as a single-turn domain's does."""
+    import random
+
+    expert = str(default_harness_path("swe_expert"))
+    eng = engine(tmp_path / "swe", tiny_model, expert, ["domain=swe", "swe.levels='0'",
+                                                       "train.max_new_tokens_cap=6"])
+    try:
+        tasks = eng.env.sample_tasks(2, random.Random(0), {"level": 0})
+        held_out, _ = eng.collect(tasks, eng.harness, 1, greedy=True, max_new_tokens=3)
+        trained, _ = eng.collect(tasks, eng.harness, 2)
+    finally:
+        eng.store.close()
+    assert max(len(s.completion_ids) for s in held_out) <= 3 + 2  # the closing tokens of the turn
+    assert max(len(s.completion_ids) for s in trained) <= 6 + 2
+    assert max(s.turns[0]["tokens"] for s in held_out) <= 3 and max(s.turns[0]["tokens"] for s in trained) <= 6
