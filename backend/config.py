@@ -69,6 +69,11 @@ class ModelConfig:
     context also takes some memory); then an out-of-memory error, and the smaller batch the
     loop retries with, follow from the run's own allocations only
     (docs/results/gpu-trajectory-split/)."""
+    kv_reuse: bool = False
+    """Fast engine: a multi-turn episode's next turn reuses the KV cache of everything the last
+    call computed for it and prefills only the new tokens (backend/policy/kvreuse.py). Reused
+    values agree with recomputed ones to rounding, not bit for bit: twins must share the setting.
+    Off until measured on a GPU."""
 
 
 @dataclass

@@ -127,6 +127,12 @@ class Engine:
         self.generator = make_generator(cfg.model.engine, self.lm.model, self.lm.tokenizer, self.lm.device,
                                         batch_size=cfg.model.gen_batch,
                                         log=self.say)  # auto's choice and vLLM's LoRA versions go to the run's log
+        if cfg.model.kv_reuse:
+            if not hasattr(self.generator, "kv_reuse"):
+                self.say(f"model.kv_reuse: the {self.generator.name} engine keeps no cache across calls; "
+                         f"only the fast engine does", "warn")
+            else:
+                self.generator.kv_reuse = True
         self.trainer = GRPOTrainer(self.lm.model, self.lm.tokenizer, cfg.train, self.lm.device)
         watch_layers(self.lm.model, self.control.honour)  # a pause or a stop is honoured inside any pass
         if adapter:

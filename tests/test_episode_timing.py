@@ -82,3 +82,33 @@ def test_an_episode_turn_keeps_the_token_budget_it_is_given(tmp_path, tiny_model
     assert max(len(s.completion_ids) for s in held_out) <= 3 + 2  # the closing tokens of the turn
     assert max(len(s.completion_ids) for s in trained) <= 6 + 2
     assert max(s.turns[0]["tokens"] for s in held_out) <= 3 and max(s.turns[0]["tokens"] for s in trained) <= 6
+
+
+def test_multi_turn_episodes_reuse_their_cache_across_turns(tmp_path, tiny_model):
+    """`model.kv_reuse` on the fast engine: from an episode's second turn on, the tokens of its
+    earlier turns come from the cache (the engine's own equivalence tests: tests/test_kvreuse.py);
+    an engine without a cross-call cache says so and runs without it."""
+    import random
+
+    expert = str(default_harness_path("swe_expert"))
+    eng = engine(tmp_path / "swe", tiny_model, expert, ["domain=swe", "swe.levels='2'", "swe.max_turns=3",
+                                                       "train.max_new_tokens_cap=24",
+                                                       "model.engine=fast", "model.kv_reuse=true"])
+    try:
+        calls = []
+        generate = eng.generator.generate
+
+        def counted(prompts, *args, **kwargs):
+            out = generate(prompts, *args, **kwargs)
+            calls.append((len(prompts), eng.generator.reused_tokens))
+            return out
+        eng.generator.generate = counted
+        eng.collect(eng.env.sample_tasks(2, random.Random(0), {"level": 2}), eng.harness, 2)
+    finally:
+        eng.store.close()
+    assert len(calls) >= 2 and calls[0][1] == 0 and all(reused > 0 for _, reused in calls[1:]), calls
+    hf = engine(tmp_path / "hf", tiny_model, expert, ["domain=swe", "model.engine=hf", "model.kv_reuse=true"])
+    try:
+        assert any("keeps no cache across calls" in r["message"] for r in hf.store.rows("SELECT * FROM events"))
+    finally:
+        hf.store.close()

@@ -44,6 +44,7 @@ from contextlib import contextmanager
 import torch
 import torch.nn.functional as F
 
+from backend.policy import kvreuse
 from backend.policy.interrupt import GenerationInterrupted
 from backend.policy.shape import Spec, unwrap
 from backend.policy.stops import eos_ids
@@ -215,6 +216,12 @@ class FastGenerator:
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else self.eos_ids[0]
         self._eos = torch.tensor(self.eos_ids, device=self.device)
         self._ws: dict[int, Workspace] = {}
+        self.kv_reuse = False
+        """Keep each row's cache for the next call whose prompt extends it (`model.kv_reuse`;
+        backend/policy/kvreuse.py): a multi-turn episode's turn prefills only its new tokens."""
+        self._carry: kvreuse.Carry | None = None
+        self.reused_tokens = 0
+        """Token positions the last call took from the cache instead of computing them."""
         # Attention here is global; a sliding window only matters past its length.
         win = getattr(self.cfg, "sliding_window", None) if getattr(self.cfg, "use_sliding_window", True) else None
         self.window = int(win) if win else 0
@@ -283,10 +290,12 @@ class FastGenerator:
             L["gu"].copy_(_round_to(torch.cat([g, u]), self.dtype, gen))
             L["down"].copy_(_round_to(d, self.dtype, gen))
         self._fp = self._fingerprint()
+        self._carry = None  # computed with the old weights
 
     def sleep(self) -> None:
         """Free the KV caches and graphs (before training); they come back on the next call."""
         self._ws.clear()
+        self._carry = None
         if self.cuda:
             torch.cuda.empty_cache()
 
@@ -300,6 +309,7 @@ class FastGenerator:
         try:
             yield
         finally:
+            self._carry = None
             for rows in [b for b in self._ws if b not in before]:
                 del self._ws[rows]
             if self.cuda:
@@ -325,26 +335,32 @@ class FastGenerator:
         return qk, qkv[..., nqk:].unflatten(-1, (s.kv_heads, s.head_dim))
 
     @torch.no_grad()
-    def _prefill(self, ws: Workspace, ids, pad, rows: slice):
-        """Fill cache columns [0, P) for `rows`; returns last-position logits (b, V)."""
+    def _prefill(self, ws: Workspace, ids, pad, rows: slice, start: int = 0):
+        """Fill cache columns [start, P) for `rows` from `ids` (b, P - start), attending over the
+        cache from column 0 (columns before `start` hold a reused prefix: backend/policy/kvreuse.py);
+        returns last-position logits (b, V)."""
         s = self.spec
-        b, P = ids.shape
-        x = F.embedding(ids, self.embed)  # (b, P, H)
-        pos = (torch.arange(P, device=self.device)[None] - pad[:, None]).clamp(min=0)
-        rot = self.freqs[pos][:, :, None]  # (b, P, 1, D/2)
+        b, W = ids.shape
+        P = start + W
+        x = F.embedding(ids, self.embed)  # (b, W, H)
+        cols = torch.arange(start, P, device=self.device)
+        pos = (cols[None] - pad[:, None]).clamp(min=0)
+        rot = self.freqs[pos][:, :, None]  # (b, W, 1, D/2)
         j = torch.arange(P, device=self.device)
-        allowed = (j[None, None] <= j[None, :, None]) & (j[None, None] >= pad[:, None, None])
-        allowed |= torch.eye(P, dtype=torch.bool, device=self.device)  # pad rows see themselves: no NaN
-        mask = allowed[:, None]  # (b, 1, P, P)
+        allowed = (j[None, None] <= cols[None, :, None]) & (j[None, None] >= pad[:, None, None])
+        allowed |= j[None, None] == cols[None, :, None]  # pad rows see themselves: no NaN
+        mask = allowed[:, None]  # (b, 1, W, P)
         G = s.heads // s.kv_heads
         for li, L in enumerate(self.layers):
-            qk, v = self._qkv_roped(L, x, rot)  # (b, P, Hq+Hkv, D), (b, P, Hkv, D)
+            qk, v = self._qkv_roped(L, x, rot)  # (b, W, Hq+Hkv, D), (b, W, Hkv, D)
             qk, v = qk.transpose(1, 2), v.transpose(1, 2)  # heads first
             q, k = qk[:, :s.heads], qk[:, s.heads:]
-            ws.k[li, rows, :, :P] = k
-            ws.v[li, rows, :, :P] = v
+            ws.k[li, rows, :, start:P] = k
+            ws.v[li, rows, :, start:P] = v
+            if start:
+                k, v = ws.k[li, rows, :, :P], ws.v[li, rows, :, :P]
             a = F.scaled_dot_product_attention(q, k.repeat_interleave(G, 1), v.repeat_interleave(G, 1),
-                                               attn_mask=mask)  # (b, Hq, P, D)
+                                               attn_mask=mask)  # (b, Hq, W, D)
             x = x + F.linear(a.transpose(1, 2).flatten(2), L["o"])
             x = self._mlp(L, x)
         h = F.rms_norm(x[:, -1], (s.hidden,), self.norm, s.eps)
@@ -515,20 +531,23 @@ class FastGenerator:
         ws.i.zero_()
         return ws, ids, pad
 
-    def _prefill_rows(self, ws: Workspace, ids, pad):
-        """Prefill every row, in row chunks (bounds the (b, 1, P, P) mask and the (b, P, I)
-        activations); yields (rows, last-position logits (b, V)) per chunk."""
+    def _prefill_rows(self, ws: Workspace, ids, pad, start: int = 0):
+        """Prefill every row from column `start`, in row chunks (bounds the (b, 1, W, P) mask and
+        the (b, W, I) activations); yields (rows, last-position logits (b, V)) per chunk."""
         B, P = ids.shape
-        chunk = max(1, min((1 << 15) // P, (1 << 26) // (P * P)))
+        W = P - start
+        chunk = max(1, min((1 << 15) // W, (1 << 26) // (W * P)))
         for r0 in range(0, B, chunk):
             rows = slice(r0, min(B, r0 + chunk))
-            yield rows, self._prefill(ws, ids[rows], pad[rows], rows)
+            yield rows, self._prefill(ws, ids[rows, start:], pad[rows], rows, start)
 
     def _generate(self, prompts, max_new, temperature, top_p, stop_at_eos, interrupt) -> list[Generation]:
         n, P = len(prompts), max(len(p) for p in prompts)
+        carry, self._carry = self._carry, None
         ws, ids, pad = self._load_prompts(prompts, max_new)
         B = ws.B
         mode = "greedy" if temperature <= 0 else ("top_p" if top_p < 1.0 else "sample")
+        start = self._reuse(carry, ws, prompts, P) if self.kv_reuse else 0
         ws.done.zero_()
         ws.done[n:] = True  # padding rows
         ws.stop.fill_(bool(stop_at_eos))
@@ -537,7 +556,7 @@ class FastGenerator:
         ws.top_p.fill_(top_p)
         tok0 = torch.empty(B, dtype=torch.long, device=self.device)
         lp0 = torch.empty(B, dtype=torch.float32, device=self.device)
-        for rows, logits in self._prefill_rows(ws, ids, pad):
+        for rows, logits in self._prefill_rows(ws, ids, pad, start):
             _cut_if(interrupt)
             tok0[rows], lp0[rows] = sample(logits, ws.temp, ws.top_p, mode)
         ws.col.fill_(P - 1)  # _record advances it to P, the first decode column
@@ -550,7 +569,18 @@ class FastGenerator:
             steps += 1
             if stop_at_eos and steps % 16 == 0 and bool(ws.done[:n].all()):
                 break
-        return self._collect(ws, n, steps, stop_at_eos)
+        gens = self._collect(ws, n, steps, stop_at_eos)
+        if self.kv_reuse:
+            self._carry = kvreuse.Carry(ws, [kvreuse.cached_tokens(p, g.ids) for p, g in zip(prompts, gens)],
+                                        [P - len(p) for p in prompts])
+        return gens
+
+    def _reuse(self, carry: kvreuse.Carry | None, ws: Workspace, prompts, P: int) -> int:
+        """Copy the last call's cached prefixes of `prompts` into `ws`; the first column to compute."""
+        pads = [P - len(p) for p in prompts]
+        matches = kvreuse.match(carry, prompts)
+        self.reused_tokens = kvreuse.copy_rows(carry, ws, matches, pads) if matches else 0
+        return kvreuse.first_column(pads, matches)
 
     def _bucket(self, ws: Workspace, col: int) -> int:
         """Cache columns the torch kernels attend over at decode column `col` (Triton reads all)."""
@@ -571,6 +601,7 @@ class FastGenerator:
             raise ValueError("teacher forcing needs one non-empty continuation of one length per prompt")
         if self._fingerprint() != self._fp:
             self.refresh()
+        self._carry = None  # this call writes a workspace the carry may point at
         n, P = len(prompts), max(len(p) for p in prompts)
         ws, ids, pad = self._load_prompts(prompts, T)
         feed = torch.full((ws.B, T), self.pad_id, dtype=torch.long)
