@@ -69,6 +69,13 @@ class ModelConfig:
     context also takes some memory); then an out-of-memory error, and the smaller batch the
     loop retries with, follow from the run's own allocations only
     (docs/results/gpu-trajectory-split/)."""
+    free_cache_for_training: bool = False
+    """Free the generation engine's KV caches and graphs before each update (vLLM always does), so
+    the update plans its micro-batches from the run's whole share; the next generation rebuilds
+    them. For runs on a small share of a card: a kept cache of 256 SWE level-1 rows of about 1,300
+    tokens is about 8 GB on the embedded model, a third of a 0.15 share of an H200, and the plan
+    fixed at the first step then leaves the update small micro-batches. Off until measured
+    (`evotui bench -- --only card --card-new model.free_cache_for_training=true`)."""
     kv_reuse: bool = False
     """Fast engine: a multi-turn episode's next turn reuses the KV cache of everything the last
     call computed for it and prefills only the new tokens (backend/policy/kvreuse.py). Reused

@@ -413,8 +413,8 @@ class Engine:
         `dist`: the data-parallel ranks that generated `items` (a training step's), or None."""
         trained = [s for s in items if is_trained(s.kept, s.advantage) and s.completion_ids]
         samples = [Sample(s.prompt_ids, s.completion_ids, s.loss_mask, s.advantage) for s in trained]
-        if getattr(self.generator, "name", "") == "vllm":
-            self.generator.sleep()  # give vLLM's memory back to training
+        if getattr(self.generator, "name", "") == "vllm" or self.cfg.model.free_cache_for_training:
+            self.generator.sleep()  # give the engine's memory back to training
         # "batch": TRL's dapo normaliser, every rollout's tokens; "live" (default): the tokens trained on
         denom = float(sum(sum(s.loss_mask) for s in items)) if self.cfg.train.loss_denominator == "batch" else None
         if dist is not None:  # every rank trains on its own rollouts; gradients summed

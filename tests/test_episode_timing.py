@@ -112,3 +112,25 @@ def test_multi_turn_episodes_reuse_their_cache_across_turns(tmp_path, tiny_model
         assert any("keeps no cache across calls" in r["message"] for r in hf.store.rows("SELECT * FROM events"))
     finally:
         hf.store.close()
+
+
+def test_the_engine_frees_its_cache_for_training_when_asked(tmp_path, tiny_model):
+    """`model.free_cache_for_training`: the update finds the generation engine's KV caches freed
+    (it plans from the run's whole share); without it they stay for the next generation."""
+    import random
+
+    from backend.rollout import is_trained
+
+    for free in (False, True):
+        eng = engine(tmp_path / f"free-{free}", tiny_model, str(default_harness_path("math")),
+                     ["model.engine=fast", f"model.free_cache_for_training={str(free).lower()}"])
+        try:
+            items, _ = eng.collect(eng.env.sample_tasks(2, random.Random(0), {}), eng.harness, 2)
+            assert eng.generator._ws  # the step's batch shape, kept after generating
+            for k, s in enumerate(items):  # make every rollout trainable
+                s.kept, s.advantage = True, 1.0 if k % 2 else -1.0
+            assert all(is_trained(s.kept, s.advantage) for s in items)
+            eng.update_policy(items)
+            assert bool(eng.generator._ws) is not free
+        finally:
+            eng.store.close()
