@@ -222,6 +222,8 @@ class FastGenerator:
         self._carry: kvreuse.Carry | None = None
         self.reused_tokens = 0
         """Token positions the last call took from the cache instead of computing them."""
+        self.prefilled_tokens = 0
+        """Positions the last call's prefill computed, its rows' padding inside the window included."""
         # Attention here is global; a sliding window only matters past its length.
         win = getattr(self.cfg, "sliding_window", None) if getattr(self.cfg, "use_sliding_window", True) else None
         self.window = int(win) if win else 0
@@ -548,6 +550,7 @@ class FastGenerator:
         B = ws.B
         mode = "greedy" if temperature <= 0 else ("top_p" if top_p < 1.0 else "sample")
         start = self._reuse(carry, ws, prompts, P) if self.kv_reuse else 0
+        self.prefilled_tokens = n * (P - start)
         ws.done.zero_()
         ws.done[n:] = True  # padding rows
         ws.stop.fill_(bool(stop_at_eos))
