@@ -19,6 +19,14 @@ so the loss code is the same on both paths, and so are the values, to float roun
 (tests/test_shared_prefix.py). A pass whose rows share no prompt, or a model whose body keeps
 no cache in training (gradient checkpointing drops it), runs the full pass: `applies` decides.
 
+Checking this path against the full pass: compare LoRA gradients, not losses. A one-epoch step
+without KL takes its old log-probs from the same pass (ratio 1), so its loss is -sum(A * mask) /
+denom whatever the log-probs are: bit-identical on any path, right or wrong. In bf16 both paths
+round, and differently, so compare each with the full pass in fp32 on the same weights
+(tests/test_shared_prefix.py: a shared pass that lost the gradient through the prompt's keys and
+values errs by about 70% there, the bf16 full pass by about 1%); `evotui bench --only trainer`
+logs the difference per kind of LoRA module and its worst modules.
+
     >>> from backend.policy.grpo import Sample
     >>> computed_tokens([Sample([1, 2, 3], [4, 5], [1, 1], 0.5), Sample([1, 2, 3], [6], [1], -0.5)])
     8

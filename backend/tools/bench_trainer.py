@@ -20,8 +20,10 @@ math harness's; `--trainer-prompt MIN,MAX` for others), completions uniform up t
 `--step-new` tokens with a third of the groups' rows at the cap (truncated), random
 tokens, a non-zero advantage per row.
 lr is 0, so every variant sees the same weights: the table gives each one's loss and
-LoRA gradient against today's (the loss is the same sum in another order) and whether
-its repeats gave bit-identical gradients (what twins need). tok/s counts the rows'
+LoRA gradient against today's (a one-epoch step's loss is -sum(A * mask) / denom on any path:
+its old log-probs are its own, ratio 1) and whether
+its repeats gave bit-identical gradients (what twins need); the log says where a gradient
+differs (`grad_differences`: per kind of LoRA module and its worst modules). tok/s counts the rows'
 own tokens, not padding; "padding" is the share of computed tokens that were padding.
 With `--profile`, one more step of each variant runs under torch.profiler and the log
 gets its kernel times (where a step's device time goes); it is not in the timings.
@@ -30,6 +32,7 @@ gets its kernel times (where a step's device time goes); it is not in the timing
 from __future__ import annotations
 
 import random
+import re
 
 import torch
 
@@ -62,9 +65,39 @@ def rollouts(n: int, group: int, new: int, vocab: int, seed: int = 0, prompt: tu
     return out
 
 
-def _grads(model) -> torch.Tensor:
-    return torch.cat([p.grad.detach().flatten().float() for p in model.parameters()
-                      if p.requires_grad and p.grad is not None]).cpu()
+def _grads(model) -> dict[str, torch.Tensor]:
+    """Each trainable parameter's gradient, flat, float32, on the CPU, by parameter name."""
+    return {n: p.grad.detach().flatten().float().cpu() for n, p in model.named_parameters()
+            if p.requires_grad and p.grad is not None}
+
+
+def _flat(grads: dict[str, torch.Tensor]) -> torch.Tensor:
+    return torch.cat(list(grads.values()))
+
+
+def _module(name: str) -> str:
+    """`layers.22.self_attn.k_proj` of a LoRA parameter's name (the name itself for others)."""
+    m = re.search(r"layers\.(\d+)\.\w+\.(\w+)\.lora_", name)
+    return f"layers.{m.group(1)}.{m.group(2)}" if m else name
+
+
+def grad_differences(ours: dict, base: dict, worst: int = 3) -> str:
+    """Where two gradients differ, on one line: |dgrad|/|grad| of each kind of LoRA module (all
+    layers together) and of the `worst` single modules, against `base`. A path that misses or
+    doubles a term shows as a few modules or kinds far off; float rounding as all alike."""
+    parts: dict[str, list[float]] = {}
+    for n, g in base.items():
+        key = _module(n)
+        d, r = parts.setdefault(key, [0.0, 0.0])
+        parts[key] = [d + float((ours[n] - g).square().sum()), r + float(g.square().sum())]
+    kinds: dict[str, list[float]] = {}
+    for key, (d, r) in parts.items():
+        k = kinds.setdefault(key.rsplit(".", 1)[-1], [0.0, 0.0])
+        k[0], k[1] = k[0] + d, k[1] + r
+    rel = lambda d, r: (d / r) ** 0.5 if r > 0 else (0.0 if d == 0 else float("inf"))  # noqa: E731
+    by_kind = ", ".join(f"{k} {rel(*v):.1e}" for k, v in sorted(kinds.items()))
+    top = sorted(parts.items(), key=lambda kv: -rel(*kv[1]))[:worst]
+    return f"by kind {by_kind}; worst {', '.join(f'{k} {rel(*v):.1e}' for k, v in top)}"
 
 
 def measure(b, model, tok, samples, settings: dict) -> dict:
@@ -86,7 +119,7 @@ def measure(b, model, tok, samples, settings: dict) -> dict:
     if b.a.profile:
         profile(b, lambda: trainer.step(samples))
     out = {"s": sorted(times)[len(times) // 2], "times": times, "warm_s": warm_s, "loss": stats["loss"],
-           "grad": grads[0], "repeats_identical": all(torch.equal(grads[0], g) for g in grads[1:]),
+           "grad": grads[0], "repeats_identical": all(torch.equal(_flat(grads[0]), _flat(g)) for g in grads[1:]),
            "passes": shape["micro_batches"], "rows": shape["micro_batch"], "seq_tokens": shape["seq_tokens"],
            "padded_tokens": shape["padded_tokens"],
            "peak_gib": torch.cuda.max_memory_allocated(b.device) / (1 << 30) if b.cuda else 0.0}
@@ -141,8 +174,10 @@ def _row(b, name: str, r: dict, base: dict | None, n: int) -> dict:
     if b.cuda:
         note += f"; peak {r['peak_gib']:.1f} GiB"
     if ok and name != "today":
-        rel = float((r["grad"] - base["grad"]).norm() / base["grad"].norm().clamp(min=1e-30))
+        ours, today = _flat(r["grad"]), _flat(base["grad"])
+        rel = float((ours - today).norm() / today.norm().clamp(min=1e-30))
         note += f"; vs today: |dloss| {abs(r['loss'] - base['loss']):.1e}, |dgrad|/|grad| {rel:.1e}"
+        b.log(f"trainer {name} vs today, |dgrad|/|grad| {grad_differences(r['grad'], base['grad'])}")
     shown = ok and name != "today"
     return dict(what=what, baseline=f"{base_tps:,.0f} tok/s" if shown else "", ours=f"{tps:,.0f} tok/s",
                 ratio=f"{tps / base_tps:.2f}x" if shown else "",
