@@ -223,6 +223,10 @@ class EvolveConfig:
     min_effect: float = 0.1
     """The true gain a probe is sized to detect with power 0.8 at alpha 0.05 (docs/gate.md);
     a decision whose sample could not is flagged underpowered."""
+    min_trained_groups: float = 0.1
+    """A replayed reward change after which training would learn from fewer than this share of the
+    groups (and under half of the incumbent's) is left to training, inconclusive on replay: what
+    training on so little does is not in the stored rollouts (docs/gate.md; 0 = off)."""
     probe_max_tasks: int = 128
     """On CUDA, probes get as many prompts as the power calculation asks for, at most this many."""
     cooldown_after: int = 3

@@ -114,6 +114,8 @@ EVOLVING = ["train.tasks_per_step=2", "train.group_size=2", "train.max_new_token
             # (a drop of more than -1: any), and a gate a small replay gain passes
             "eval.every=2", "evolve.every=1", "evolve.candidates=6", "evolve.probe_tasks=1",
             "evolve.rollback_drop=-1", "evolve.min_gain=0", "evolve.min_effect=0.01", "evolve.cooldown_rounds=0",
+            # two groups of two: a reward change that leaves one of them training must still pass
+            "evolve.min_trained_groups=0",
             # a few held-out problems never move measurably, so the search memory would hold every move
             # after its second try and the run would stop promoting
             "evolve.search_memory=false"]

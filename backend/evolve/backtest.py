@@ -110,7 +110,7 @@ def _replay_all(ctx: EvolveContext, todo: list[tuple[Intervention, Scheduled]]) 
         looked = entry.look_of
         try:
             j = judge_replay(row.kind, row.names, rows, results[0], res, fixed, cfg.min_gain, cfg.min_effect,
-                             alpha=ALPHA / 2 if looked else ALPHA)
+                             alpha=ALPHA / 2 if looked else ALPHA, min_trained=cfg.min_trained_groups)
             if j.status is Status.INCONCLUSIVE and j.metrics.get("same_update"):
                 j.reason += "; training's update is unchanged on these rollouts (the same rows, the same advantages)"
             if looked:

@@ -219,8 +219,9 @@ MAX_ERROR_SHARE = 0.05
 MAX_FALSE_FIRE = 0.2
 MIN_KEPT = 0.2
 MIN_TRAINED_GROUPS = 0.1
-"""A reward change after which training would learn from fewer than this share of the replayed
-groups (and from under half of what the incumbent learns from) is not judged by replay: `signal`
+"""`evolve.min_trained_groups`' default: a reward change after which training would learn from
+fewer than this share of the replayed groups (and from under half of what the incumbent learns
+from) is not judged by replay: `signal`
 scores shaping among answers the evaluator judged alike as noise, so removing it looks like a
 gain, yet where correct answers are rare that shaping is nearly all a step trains on, and what
 training on almost nothing does is not in the stored rollouts. (On SWE, dropping the 0.1
@@ -386,7 +387,7 @@ def _figures(rows: list[RolloutRow], old: ReplayView, new: ReplayView) -> Replay
 
 def judge(kind: str, names: list[str], rows: list[RolloutRow], old_res: Replayed, new_res: Replayed,
           fixed_ids: set[int], min_gain: float,
-          min_effect: float | None = None, alpha: float = ALPHA) -> Judged:
+          min_effect: float | None = None, alpha: float = ALPHA, min_trained: float = MIN_TRAINED_GROUPS) -> Judged:
     """The verdict (passed, inconclusive or failed), reason, metrics and score of a replayed candidate.
     Hard failures first (a broken replay, crashes, a validity block, regressions); then the
     statistical rule (`decision`), except for diagnostics, judged by what they explain."""
@@ -419,7 +420,7 @@ def judge(kind: str, names: list[str], rows: list[RolloutRow], old_res: Replayed
     if kind == "diagnostic":
         ok, why, score = _diagnostic_gain(rows, old, new, names, min_gain, m)
         return Judged(Status.PASSED if ok else Status.FAILED, why, m, score)
-    return _gain(kind, rows, old, new, m, min_gain, min_effect, alpha)
+    return _gain(kind, rows, old, new, m, min_gain, min_effect, alpha, min_trained)
 
 
 TARGETS = {"reward": "signal", "filter": "kept_agreement", "advantage": "adv_agreement"}
@@ -532,7 +533,7 @@ def decision(kind: str, rows: list[RolloutRow], old: ReplayView, new: ReplayView
     return decide(_effect(rows, old, new, metric, alpha), min_gain, guard, min_effect=min_effect, alpha=alpha)
 
 
-def _starves_training(kind: str, old: ReplayView, new: ReplayView) -> str | None:
+def _starves_training(kind: str, old: ReplayView, new: ReplayView, floor: float = MIN_TRAINED_GROUPS) -> str | None:
     """Why a reward change is left to training (`MIN_TRAINED_GROUPS`), or None.
 
     >>> v = lambda dead: ReplayView(kept=[], adv=[], dead_frac=dead)
@@ -540,16 +541,18 @@ def _starves_training(kind: str, old: ReplayView, new: ReplayView) -> str | None
     'training would learn from 3% of the groups'
     >>> _starves_training("reward", v(0.6), v(0.7)), _starves_training("reward", v(0.95), v(0.96))
     (None, None)
+    >>> _starves_training("reward", v(0.0), v(0.97), floor=0.0) is None
+    True
     """
     live_old, live_new = 1 - old.dead_frac, 1 - new.dead_frac
-    if kind != "reward" or live_new >= MIN_TRAINED_GROUPS or live_new >= live_old / 2:
+    if kind != "reward" or live_new >= floor or live_new >= live_old / 2:
         return None
     return (f"training would learn from {live_new:.0%} of the groups (the incumbent from {live_old:.0%}): "
             f"replay cannot judge what training on so little does; left to training (a trial or a population move)")
 
 
 def _gain(kind: str, rows: list[RolloutRow], old: ReplayView, new: ReplayView, m: ReplayMetrics, min_gain: float,
-          min_effect: float | None, alpha: float = ALPHA) -> Judged:
+          min_effect: float | None, alpha: float = ALPHA, min_trained: float = MIN_TRAINED_GROUPS) -> Judged:
     d = {"agreement": new.agreement - old.agreement, "kept_agreement": new.kept_agreement - old.kept_agreement,
          "adv_agreement": new.adv_agreement - old.adv_agreement,
          "auc": (new.auc or 0.5) - (old.auc or 0.5), "dead": old.dead_frac - new.dead_frac,
@@ -559,7 +562,7 @@ def _gain(kind: str, rows: list[RolloutRow], old: ReplayView, new: ReplayView, m
         return Judged(Status.FAILED, f"reward ranks correct rollouts lower (auc {d['auc']:+.2f})", m)
     if kind == "filter" and new.kept_frac < MIN_KEPT:
         return Judged(Status.FAILED, f"filter keeps only {new.kept_frac:.0%} of rollouts", m)
-    starved = _starves_training(kind, old, new)
+    starved = _starves_training(kind, old, new, min_trained)
     if starved:
         return Judged(Status.INCONCLUSIVE, starved, m)
     metric = TARGETS.get(kind, "agreement")  # as `decision`, without a call level of its own
