@@ -79,12 +79,14 @@ class GenerationFailed(EvoError, RuntimeError):
     run's steps, so it stops with the cause (its last committed step can be resumed)."""
 
 
-def check_generated(items: list[Scored], step: int, last_step: int) -> None:
-    """Raise `GenerationFailed` when no rollout of the step was generated (an episode env keeps a
-    failed batch as error episodes, so one bad batch is data; a whole step of them is not)."""
+def check_generated(items: list[Scored], where: str, last_step: int) -> None:
+    """Raise `GenerationFailed` when no rollout of a training step or held-out batch (`where`) was
+    generated. An episode env keeps a failed batch as error episodes, so one bad batch among others
+    is data; a whole step of them would train on nothing, and a whole held-out batch would read as a
+    collapse of accuracy (and roll back the last promotion)."""
     if items and all(s.finish == "error" for s in items):
         why = (items[0].obs or {}).get("error") or "no error recorded"
-        raise GenerationFailed(f"step {step}: all {len(items)} rollouts failed to generate ({why}); the run "
+        raise GenerationFailed(f"{where}: all {len(items)} rollouts failed to generate ({why}); the run "
                                f"stopped after step {last_step} and resumes from there once this is fixed")
 
 
@@ -313,7 +315,7 @@ class Engine:
         progress.phase("generate")
         items, times = self.collect(tasks, self.harness, self.cfg.train.group_size, dist=self.dist,
                                     progress=progress)
-        check_generated(items, step, self.store.last_step())
+        check_generated(items, f"step {step}", self.store.last_step())
         moved = self.step_moves(step, tasks, items, plan, progress)
         items = moved.pop("items")
         progress.phase("filter")
@@ -456,6 +458,8 @@ class Engine:
             self.control.checkpoint(f"held-out eval {i}/{len(tasks)} at {'start' if step == 0 else f'step {step}'}")
             part, _ = self.collect(tasks[i:i + size], self.harness, 1, greedy=True,
                                    max_new_tokens=self.cfg.eval.max_new_tokens)
+            check_generated(part, f"the held-out evaluation at {'the start' if step == 0 else f'step {step}'}",
+                            self.store.last_step())
             items += part
         by_split, start = {}, 0
         for split, part in sets.items():

@@ -134,3 +134,23 @@ def test_the_engine_frees_its_cache_for_training_when_asked(tmp_path, tiny_model
             assert bool(eng.generator._ws) is not free
         finally:
             eng.store.close()
+
+
+def test_a_held_out_batch_that_failed_to_generate_stops_the_run_not_the_accuracy(tmp_path, tiny_model):
+    """Recorded, a held-out pass whose every answer failed to generate would read as accuracy 0 and
+    roll back the last promotion; the run stops with the cause instead, and records no evaluation."""
+    import pytest
+
+    from backend.loop import GenerationFailed
+
+    eng = engine(tmp_path / "swe", tiny_model, str(default_harness_path("swe_expert")),
+                 ["domain=swe", "swe.levels='0'", "train.max_new_tokens_cap=24"])
+    try:
+        def broken(*_a, **_k):
+            raise ValueError("a kernel the card cannot run")
+        eng.generator.generate = broken
+        with pytest.raises(GenerationFailed, match="held-out evaluation at the start: all .*kernel the card"):
+            eng.evaluate(0)
+        assert eng.store.rows("SELECT * FROM evals") == []
+    finally:
+        eng.store.close()

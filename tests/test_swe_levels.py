@@ -188,12 +188,12 @@ def test_a_failed_batch_is_data_but_a_stopped_run_is_not(env):
     with pytest.raises(ResourceExhausted):
         env.run_episodes(tasks, no_memory, tok.chat_ids, harness)
     items = [from_episode(e, t, k, 0, "", []) for k, (t, e) in enumerate(zip(tasks, eps))]
-    with pytest.raises(GenerationFailed, match="all 2 rollouts failed to generate .*8192 positions.*after step 6"):
-        check_generated(items, 7, 6)
+    with pytest.raises(GenerationFailed, match="step 7: all 2 rollouts failed to generate .*8192 positions.*step 6"):
+        check_generated(items, "step 7", 6)
     scripts = {tasks[0].id: [fix_of(env._shots[tasks[0].id])]}
     fine = env.run_episodes(tasks[:1], ScriptedPolicy(tok, scripts, {tasks[0].id: tok.chat_ids(
         harness.messages(tasks[0]), True)}), tok.chat_ids, harness)[0]
-    check_generated(items + [from_episode(fine, tasks[0], 2, 0, "", [])], 7, 6)  # one generated: data
+    check_generated(items + [from_episode(fine, tasks[0], 2, 0, "", [])], "step 7", 6)  # one generated: data
 
 
 # ------------------------------------------------------------------ leak canary and the expert harness
