@@ -75,8 +75,8 @@ class ResourceExhausted(EvoError, RuntimeError):
 
 
 class GenerationFailed(EvoError, RuntimeError):
-    """Every rollout of a training step failed to generate: training on nothing would burn the
-    run's steps, so it stops with the cause (its last committed step can be resumed)."""
+    """Every rollout of a training step or a held-out batch failed to generate (`check_generated`):
+    the run stops with the cause; its last committed step can be resumed."""
 
 
 def check_generated(items: list[Scored], where: str, last_step: int) -> None:
@@ -454,11 +454,12 @@ class Engine:
         tasks = [t for split in sets.values() for t in split]
         items: list[Scored] = []
         size = EVAL_BATCH_CPU if str(self.lm.device) == "cpu" else getattr(self.generator, "batch_size", len(tasks))
+        when = "start" if step == 0 else f"step {step}"
         for i in range(0, len(tasks), max(1, size)):  # a pause or a stop is honoured between batches
-            self.control.checkpoint(f"held-out eval {i}/{len(tasks)} at {'start' if step == 0 else f'step {step}'}")
+            self.control.checkpoint(f"held-out eval {i}/{len(tasks)} at {when}")
             part, _ = self.collect(tasks[i:i + size], self.harness, 1, greedy=True,
                                    max_new_tokens=self.cfg.eval.max_new_tokens)
-            check_generated(part, f"the held-out evaluation at {'the start' if step == 0 else f'step {step}'}",
+            check_generated(part, f"the held-out evaluation at {'the start' if step == 0 else when}",
                             self.store.last_step())
             items += part
         by_split, start = {}, 0

@@ -82,7 +82,7 @@ def test_memory_plan_reads_the_domains_prompts(tmp_path, tiny_model):
     from backend.tools.bench_common import bench_harness
     from backend.tools.bench_step import MATH_PROMPT_TOKENS, domain_sets, plan_length
 
-    eng = engine(tmp_path / "swe", tiny_model, bench_harness("swe"), domain_sets("swe", "0", 8))
+    eng = engine(tmp_path / "swe", tiny_model, bench_harness("swe"), domain_sets("swe", "0"))
     try:
         assert 250 < plan_length(eng, "swe", 8, 16) - 8 < 700  # level 0 prompts: ~270-660 tokens
     finally:

@@ -221,11 +221,10 @@ MIN_KEPT = 0.2
 MIN_TRAINED_GROUPS = 0.1
 """`evolve.min_trained_groups`' default: a reward change after which training would learn from
 fewer than this share of the replayed groups (and from under half of what the incumbent learns
-from) is not judged by replay: `signal`
-scores shaping among answers the evaluator judged alike as noise, so removing it looks like a
-gain, yet where correct answers are rare that shaping is nearly all a step trains on, and what
-training on almost nothing does is not in the stored rollouts. (On SWE, dropping the 0.1
-format term passed with +0.99 and left 1.00 of the groups dead: docs/results/gpu-swe-h200x4-s16.)"""
+from) is not judged by replay. `signal` scores shaping among answers the evaluator judged alike
+as noise, so removing it looks like a gain; yet where correct answers are rare that shaping is
+nearly all a step trains on, and what training on almost nothing does is not in the stored
+rollouts (docs/gate.md)."""
 
 
 @dataclass(frozen=True)

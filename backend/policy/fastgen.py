@@ -549,7 +549,8 @@ class FastGenerator:
         ws, ids, pad = self._load_prompts(prompts, max_new)
         B = ws.B
         mode = "greedy" if temperature <= 0 else ("top_p" if top_p < 1.0 else "sample")
-        start = self._reuse(carry, ws, prompts, P) if self.kv_reuse else 0
+        pads = [P - len(p) for p in prompts]
+        start = self._reuse(carry, ws, prompts, pads) if self.kv_reuse else 0
         self.prefilled_tokens = n * (P - start)
         ws.done.zero_()
         ws.done[n:] = True  # padding rows
@@ -574,15 +575,13 @@ class FastGenerator:
                 break
         gens = self._collect(ws, n, steps, stop_at_eos)
         if self.kv_reuse:
-            self._carry = kvreuse.Carry(ws, [kvreuse.cached_tokens(p, g.ids) for p, g in zip(prompts, gens)],
-                                        [P - len(p) for p in prompts])
+            self._carry = kvreuse.Carry(ws, [kvreuse.cached_tokens(p, g.ids) for p, g in zip(prompts, gens)], pads)
         return gens
 
-    def _reuse(self, carry: kvreuse.Carry | None, ws: Workspace, prompts, P: int) -> int:
+    def _reuse(self, carry: kvreuse.Carry | None, ws: Workspace, prompts, pads: list[int]) -> int:
         """Copy the last call's cached prefixes of `prompts` into `ws`; the first column to compute."""
-        pads = [P - len(p) for p in prompts]
         matches = kvreuse.match(carry, prompts)
-        self.reused_tokens = kvreuse.copy_rows(carry, ws, matches, pads) if matches else 0
+        self.reused_tokens = kvreuse.copy_rows(carry, ws, matches, pads)
         return kvreuse.first_column(pads, matches)
 
     def _bucket(self, ws: Workspace, col: int) -> int:

@@ -4,7 +4,6 @@ without importing the command (no cycle)."""
 
 from __future__ import annotations
 
-import re
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,15 +26,13 @@ def bench_harness(domain: str = "math") -> str:
     SWE: its CURRICULUM names no level, so a step draws from every level of the run's `swe.levels`
     (the default harness draws level 1 alone) and the bench's stated level mix is what it trains on.
     """
+    from backend.evolve.edit import constant, set_constant
     from backend.harness.loader import default_harness_path
 
     code = default_harness_path(domain).read_text()
-    weights = re.search(r"^REWARD_WEIGHTS = \{(.*)\}$", code, re.M)
-    assert weights, f"the default {domain} harness's REWARD_WEIGHTS is not one line"
-    code = code.replace(weights.group(0), f'REWARD_WEIGHTS = {{{weights.group(1)}, "brevity": 0.01}}')
+    code = set_constant(code, "REWARD_WEIGHTS", {**constant(code, "REWARD_WEIGHTS"), "brevity": 0.01})
     if domain == "swe":
-        code, n = re.subn(r"^CURRICULUM = \{.*\}$", "CURRICULUM = {}", code, flags=re.M)
-        assert n == 1, "the default swe harness's CURRICULUM is not one line"
+        code = set_constant(code, "CURRICULUM", {})
     path = Path(tempfile.mkdtemp(prefix="evotui-bench-")) / "harness.py"
     path.write_text(code + "\n\ndef reward_brevity(r):\n    return -len(r.completion) / 1000\n")
     return str(path)

@@ -39,10 +39,10 @@ MATH_PROMPT_TOKENS = 160
 """Prompt room the memory plan gives a math step: the default harness's math prompts are ~80-130 tokens."""
 
 
-def domain_sets(domain: str, swe_levels: str, new: int) -> list[str]:
+def domain_sets(domain: str, swe_levels: str) -> list[str]:
     """The `--set` overrides of a step on `domain` besides its harness: swe plays `swe_levels` alone,
-    its held-out mix is the default mix's weights of those levels, and a turn has at most `new`
-    tokens (`train.max_new_tokens_cap` does not bound an episode's turns)."""
+    and its held-out mix is the default mix's weights of those levels (a turn's tokens are bounded
+    by `train.max_new_tokens_cap`, which `one_step` sets to `--step-new`, as every domain's are)."""
     if domain == "math":
         return []
     if domain == "code":
@@ -53,8 +53,7 @@ def domain_sets(domain: str, swe_levels: str, new: int) -> list[str]:
     levels = [int(x) for x in swe_levels.replace(" ", "").split(",") if x]
     weights = parse_mix(SweConfig().test_mix)
     mix = ",".join(f"{lv}:{weights.get(lv, 1):g}" for lv in levels)
-    return ["domain=swe", f"swe.levels='{','.join(map(str, levels))}'", f"swe.test_mix='{mix}'",
-            f"swe.max_tokens_per_turn={new}"]
+    return ["domain=swe", f"swe.levels='{','.join(map(str, levels))}'", f"swe.test_mix='{mix}'"]
 
 
 def domain_label(b) -> str:
@@ -115,7 +114,7 @@ def one_step(b, engine: str, micro: int | None, fused: bool, steps: int = 2, tag
             f"model.device={b.device}", f"model.name={b.a.model}", f"model.gguf_file={b.a.gguf}",
             f"model.threads={b.a.threads}", "train.lr=1e-6", f"train.micro_batch={micro or 8}",
             f"train.auto_micro_batch={'true' if micro is None else 'false'}", f"harness={bench_harness(domain)}",
-            *domain_sets(domain, b.a.step_swe_levels, b.a.step_new), *extra]
+            *domain_sets(domain, b.a.step_swe_levels), *extra]
     cfg = load_config(None, sets)
     run_dir = Path(tempfile.mkdtemp(prefix="evotui-bench-")) / f"run{tag}"
     store = create_run(run_dir, cfg, harness_code(cfg))
