@@ -340,8 +340,12 @@ class PopulationConfig:
     """explore: copy, then one harness move; copy: copy only, the harness never moves (selection alone)."""
     stuck_dead_share: float = 0.9
     """A comparison where no member is clearly behind but the members' dead-group share over the
-    last `every` steps is at least this is stuck: in explore mode its last member takes one move
-    without a copy (backend/population/coordinator.py)."""
+    last `every` steps is at least this is stuck: in explore mode its last members take one move
+    each without a copy (backend/population/coordinator.py)."""
+    stuck_movers: int = 0
+    """Members that move at a stuck comparison, the last on validation first, each drawing a
+    different knob; 0 = every member but the best (the best trains on unchanged, so the
+    population never loses the run it would have had)."""
 
 
 @dataclass
@@ -507,6 +511,8 @@ def validate(cfg: RunConfig) -> RunConfig:
         bad(f"population.mode must be {' or '.join(POPULATION_MODES)}, got '{pop.mode}'")
     if not 0 < pop.stuck_dead_share <= 1:
         bad(f"population.stuck_dead_share must be in (0, 1], got {pop.stuck_dead_share}")
+    if pop.stuck_movers < 0:
+        bad(f"population.stuck_movers must be 0 (every member but the best) or a count, got {pop.stuck_movers}")
     if cfg.eval.every < 1 or cfg.eval.n_val < 1 or cfg.eval.n_test < 1:
         bad("eval.every, eval.n_val and eval.n_test must be at least 1")
     if cfg.eval.n_ood < 0:

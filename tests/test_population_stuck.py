@@ -134,6 +134,34 @@ def test_the_population_memory_is_what_keeps_a_member_from_repeating_a_tied_move
     assert moved.knob != tied[0], moved
 
 
+def test_the_moves_of_one_stuck_comparison_draw_different_knobs(explore_stuck, tmp_path):
+    """Two members move at the same stuck comparison: the second draws a knob other than the
+    first's, and the best member (`movers` never returns it) is the one left as it was."""
+    import shutil
+
+    from backend.population.members import member_config
+    from backend.population.store import Evidence, Planned
+
+    pop, _, scores, events = explore_stuck
+    both = tmp_path / "both"
+    shutil.copytree(pop, both)
+    ps = PopulationStore.open(both)
+    try:
+        p = ps.population()
+        configs = [member_config(p.config(), i, EVERY) for i in range(p.size)]
+        ids = ps.plan_events([Planned(STEPS, "move", m, 1 - m, Evidence(0.0, 0.0, 0.0, 32, (0, 1)),
+                                      stuck=events[0].stuck) for m in (0, 1)])
+        coordinator.finish_events(ps, both, configs, p, STEPS)
+        first, second = (ps.event(i) for i in ids)
+    finally:
+        ps.close()
+    assert first is not None and second is not None
+    assert first.status == second.status == "applied" and first.knob and second.knob, (first, second)
+    assert first.knob != second.knob, (first.knob, second.knob)
+    at_end = [s for s in scores if s.step == STEPS]
+    assert [s.member for s in stuck.movers(at_end, 0)] == [1] and stuck.movers(at_end, 5) == stuck.movers(at_end, 0)
+
+
 def test_copy_mode_never_moves_a_stuck_population(tmp_path, model_and_harness):  # noqa: F811
     pop = tmp_path / "pop"
     out = stuck_population(pop, model_and_harness[0], "copy", steps=2 * EVERY)  # one decision: at step 2

@@ -18,6 +18,9 @@ what training with it does, at the population's next comparison, not by
 replay proxies. The gate's result is a `backtests` row (mode POPULATION_GATE),
 and the intervention ends `passed` or `failed`.
 
+`taken`: the knobs other members' moves of the same comparison drew; each
+member of a stuck comparison tries a different one.
+
 `tried`: the knob moves the population already tried that then tied or lost
 (`TriedMove`, from its lineage). A candidate that repeats one (`repeats`: the
 same knob the same way, or its undo) is not drawn, so the knob's next option
@@ -100,24 +103,27 @@ def repeats(tried: Sequence[TriedMove], knob: str, old: str, new: str) -> TriedM
 
 
 def propose_move(store: Store, cfg: RunConfig, step: int, tried: Sequence[TriedMove] = (),
+                 taken: Sequence[str] = (),
                  propose: Callable[..., list[Candidate]] = offline.propose) -> ExploreMove | None:
     """The first knob move of the offline proposer's ranking, built on the member's active
-    harness, that repeats no `tried` move and passes the safety gate; None when none does (each
-    gated try stays recorded). `propose`: the proposer (`offline.propose`'s signature; a test
-    passes hostile ones)."""
+    harness, that repeats no `tried` move, moves no knob in `taken` (other members' moves of the
+    same comparison) and passes the safety gate; None when none does (each gated try stays
+    recorded). `propose`: the proposer (`offline.propose`'s signature; a test passes hostile
+    ones)."""
     hv = int(store.run()["harness_version"])
     harness = Harness.from_code((store.harness_version(hv) or {})["code"])
     ctx = EvolveContext(store, cfg, step, hv, harness)
     steps = range(max(1, step - cfg.evolve.window + 1), step + 1)
     table, metrics = diagnose.failure_table(store, steps), diagnose.round_metrics(store, steps)
     # one candidate per knob at most: `tried` can take that many slots from the ranking
-    n = cfg.evolve.candidates + len({t.knob for t in tried})
+    n = cfg.evolve.candidates + len({t.knob for t in tried} | set(taken))
     cands = propose(ctx, table, metrics, n, store.known_codes(), trials=True)
     shares = {row["label"]: row["share"] for row in table}
     for c in cands:
         if "knob" not in c.params or c.parent_version != hv:
             continue
-        if repeats(tried, str(c.params["knob"]), str(c.params.get("from")), str(c.params.get("to"))):
+        if c.params["knob"] in taken or repeats(tried, str(c.params["knob"]), str(c.params.get("from")),
+                                                  str(c.params.get("to"))):
             continue
         entry = schedule.record(ctx, None, c)
         if iv.get(store, entry.id).status != "proposed":  # the static check refused it

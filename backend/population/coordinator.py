@@ -14,14 +14,18 @@
 A stuck population explores. When no member is clearly behind, nobody copies;
 but if the members' pooled dead-group share over the segment just trained is
 at least `population.stuck_dead_share` (`stuck.py`: most groups teach GRPO
-nothing), then in explore mode the member ranked last on validation (ties: the
-highest index) takes one move without copying: it keeps its own policy and
-harness, and the move is its one change. The event records the dead share with
-its groups and interval and the member's validation against the best (its
-parent, whom the next comparison judges it against). Copy mode never moves.
+nothing), then in explore mode every member but the best (or the
+`population.stuck_movers` ranked last on validation) takes one move without
+copying: it keeps its own policy and harness, and the move is its one change.
+The event records the dead share with its groups and interval and the member's
+validation against the best (its parent, whom the next comparison judges it
+against). Copy mode never moves.
 
 Every move, after a copy or stuck, skips the knob moves that tied or lost in
-this population before (`stuck.tried_moves`, passed to `propose_move`).
+this population before (`stuck.tried_moves`) and the knobs other members'
+moves of the same comparison took (`stuck.knobs_taken`): the moves of one
+comparison are different experiments run side by side, and the next
+comparison copies the one that won to the others.
 
 `POP/population.sqlite` (`store.py`) records every step of it; `population.step`
 moves on only when a comparison's events are all decided, so a stop anywhere
@@ -189,10 +193,11 @@ def _decide_stuck(ps: PopulationStore, pop_dir: Path, configs: list[RunConfig], 
                          configs[0].population.stuck_dead_share)
     if not st.is_stuck(dead):
         return
-    last = st.last_member(scores)
     best = next(s for s in scores if s.best)
-    ev = Evidence(last.diff, last.low, last.high, last.n, tuple(s.member for s in scores))
-    ps.plan_events([Planned(step, "move", last.member, best.member, ev, None, stuck=dead)])
+    compared = tuple(s.member for s in scores)
+    ps.plan_events([Planned(step, "move", m.member, best.member, Evidence(m.diff, m.low, m.high, m.n, compared),
+                            None, stuck=dead)
+                    for m in st.movers(scores, configs[0].population.stuck_movers)])
 
 
 def finish_events(ps: PopulationStore, pop_dir: Path, configs: list[RunConfig], pop: Population,
@@ -224,10 +229,12 @@ def _move(ps: PopulationStore, pop_dir: Path, configs: list[RunConfig], pop: Pop
         ps.set_event(e.id, "failed", error="its copy did not apply")
         return
     if e.intervention_id is None:
-        tried = st.tried_moves(ps.events())
+        events = ps.events()
+        tried = st.tried_moves(events)
+        taken = st.knobs_taken(events, e.step)
         store = Store.open(pop_dir / f"m{e.member}", create=False)
         try:
-            move = propose_move(store, configs[e.member], e.step, tried)
+            move = propose_move(store, configs[e.member], e.step, tried, taken)
         finally:
             store.close()
         if move is None:

@@ -8,9 +8,12 @@ nothing from it): the dead groups of all members' `steps` rows over the last
 interval, at least `population.stuck_dead_share`. The point share decides; the
 interval and the groups are stored with the move (`store.Stuck`).
 
-The member that moves is the one ranked last on validation (fewest correct on
+The members that move are ranked last first on validation (fewest correct on
 the paired problems; ties: the highest index, so a population of equals moves
-its last member and keeps m0 as it is).
+its last members and keeps m0 as it is): `population.stuck_movers` of them, by
+default every member but the best. Each draws a different knob
+(`coordinator._move`), so one stuck comparison tries several moves side by
+side, and the best member's unchanged run is the population's fallback.
 
 The population's lineage is its memory of what did not work: every knob move
 whose outcome was tied or lost becomes a `TriedMove` that `explore.propose_move`
@@ -54,6 +57,27 @@ def is_stuck(s: Stuck) -> bool:
 def last_member(scores: Sequence[Score]) -> Score:
     """The member ranked last on validation (ties: the highest index)."""
     return min(scores, key=lambda s: (s.correct, -s.member))
+
+
+def movers(scores: Sequence[Score], count: int) -> list[Score]:
+    """The members that move at a stuck comparison: `count` of them (0: all but the best), last
+    on validation first, never the best.
+
+    >>> from backend.population.store import Score
+    >>> sc = lambda m, c, best=False: Score(10, m, 10, c, c / 10, best, 0.0, 0.0, 0.0, False)
+    >>> [s.member for s in movers([sc(0, 0, True), sc(1, 0), sc(2, 0)], 0)]
+    [2, 1]
+    >>> [s.member for s in movers([sc(0, 1), sc(1, 3, True), sc(2, 2)], 1)]
+    [0]
+    """
+    ranked = sorted((s for s in scores if not s.best), key=lambda s: (s.correct, -s.member))
+    return ranked if count <= 0 else ranked[:count]
+
+
+def knobs_taken(events: Sequence[Event], step: int) -> list[str]:
+    """The knobs that the moves of comparison `step` already drew (a move not drawn yet, or one
+    that failed, takes none)."""
+    return [e.knob for e in events if e.kind == "move" and e.step == step and e.knob and e.status != "failed"]
 
 
 def tried_moves(events: Sequence[Event]) -> list[TriedMove]:
