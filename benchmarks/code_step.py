@@ -19,6 +19,8 @@ code step at 64 x 8"; timings are printed, never asserted.
     .venv/bin/python benchmarks/code_step.py --profile gpu --steps 3 --compare-sandbox
     # the tests alone, no model: tasks x group reference or wrong completions, both ways
     .venv/bin/python benchmarks/code_step.py --tests-only --tasks 64 --group 8 --repeats 5
+    # the same batch with K runaway completions (an endless loop), at two `code.timeout_s`
+    .venv/bin/python benchmarks/code_step.py --tests-only --runaway 1 --timeouts 5,1 --repeats 3
 
 --compare-sandbox evaluates each step's rollouts a second time on the other path
 (outside the step's timing) and prints both tests columns, their ratio and how
@@ -135,7 +137,12 @@ def tests_only(args) -> None:
     probs = codegen.sample(random.Random(0), args.level or 0, args.tasks)
     pairs = [(to_task(p), f"```python\n{p.solution if g < args.group // 2 else p.prompt + '    return None'}\n```")
              for p in probs for g in range(args.group)]
+    for i in range(min(args.runaway, len(pairs))):  # the last rollouts of the batch never return
+        task = pairs[-1 - i][0]
+        pairs[-1 - i] = (task, f"```python\n{probs[-1].prompt}    while True:\n        pass\n```")
     env.evaluate_many(pairs[: min(len(pairs), 2 * os.cpu_count())])  # start the workers: not timed
+    if args.timeouts:
+        return compare_timeouts(env, pairs, args)
     times: dict[bool, list[float]] = {True: [], False: []}
     verdicts = {}
     for _ in range(args.repeats):
@@ -157,6 +164,32 @@ def tests_only(args) -> None:
     print(note)
 
 
+def compare_timeouts(env, pairs, args) -> None:
+    """The same batch on the warm pool under each `code.timeout_s` of --timeouts, alternating,
+    --repeats times: what the step's tests wait for when a rollout never returns."""
+    limits = [float(t) for t in args.timeouts.split(",")]
+    times: dict[float, list[float]] = {t: [] for t in limits}
+    verdicts = {}
+    for _ in range(args.repeats):
+        for t in limits:
+            env.cfg.timeout_s = t
+            t0 = time.perf_counter()
+            verdicts[t] = [(v.correct, v.status) for v in env.evaluate_many(pairs)]
+            times[t].append(time.perf_counter() - t0)
+    note = pool_note(env)
+    env.close()
+    base = limits[0]
+    print(f"code tests only: {len(pairs)} completions, {args.runaway} of them endless loops, {args.repeats} repeats, "
+          f"{os.cpu_count()} CPU cores, load {os.getloadavg()[0]:.1f}, warm pool")
+    print("| code.timeout_s | tests s per batch (mean +- 95%) | passed | timed out | verdicts unlike the first |")
+    print("|---|---|---|---|---|")
+    for t in limits:
+        v = verdicts[t]
+        print(f"| {t:g} | {interval(times[t])} | {sum(c for c, _ in v)} | {sum(st == 'timeout' for _, st in v)} | "
+              f"{sum(a != b for a, b in zip(v, verdicts[base]))} |")
+    print(note)
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--profile", default="gpu", choices=("cpu", "gpu"))
@@ -171,6 +204,8 @@ def main(argv=None) -> None:
                     help="also run each step's tests on the other sandbox path and print both")
     ap.add_argument("--tests-only", action="store_true", help="no model: time the tests of stored completions")
     ap.add_argument("--repeats", type=int, default=3, help="--tests-only: batches per path")
+    ap.add_argument("--runaway", type=int, default=0, help="--tests-only: completions that loop forever")
+    ap.add_argument("--timeouts", default="", help="--tests-only: code.timeout_s values to compare (e.g. 5,1)")
     args = ap.parse_args(argv)
     if args.tests_only:
         return tests_only(args)
