@@ -208,3 +208,22 @@ def test_stuck_is_the_pooled_dead_share_of_the_members_steps_at_the_threshold(ex
     assert not stuck.is_stuck(Stuck(7, 8, 0.875, 0.53, 0.98, 1, 2, 0.9))
     assert stuck.is_stuck(Stuck(9, 10, 0.9, 0.6, 0.98, 1, 2, 0.9))
     assert not stuck.is_stuck(Stuck(0, 0, 0.0, 0.0, 1.0, 1, 2, 0.9))  # no steps stored: no evidence
+
+
+def test_a_group_only_a_hint_revived_counts_as_dead_and_a_resampled_one_as_alive():
+    row = {"n_groups": 64, "dead_group_frac": 0.5,
+           "metrics_json": '{"dead_groups": {"revived_by_hint": 20, "revived_by_resample": 3}}'}
+    assert stuck.dead_groups_of(row) == (52, 64)
+    assert stuck.dead_groups_of({"n_groups": 8, "dead_group_frac": 1.0, "metrics_json": None}) == (8, 8)
+    assert stuck.dead_groups_of(dict(row, metrics_json='{"dead_groups": {"revived_by_hint": 99}}')) == (64, 64)
+
+
+def test_the_movers_are_every_member_but_the_best_last_on_validation_first():
+    def sc(member: int, correct: int, best: bool = False) -> Score:
+        return Score(step=2, member=member, n=10, correct=correct, acc=correct / 10, best=best, diff=0.0,
+                     low=0.0, high=0.0, behind=False)
+
+    tied = [sc(0, 0, best=True), sc(1, 0), sc(2, 0)]
+    assert [s.member for s in stuck.movers(tied, 0)] == [2, 1]
+    assert [s.member for s in stuck.movers(tied, 1)] == [2]
+    assert [s.member for s in stuck.movers([sc(0, 1), sc(1, 3, best=True), sc(2, 2)], 0)] == [0, 2]

@@ -4,8 +4,13 @@ A comparison is stuck when the members' groups of the segment just trained
 were mostly dead (every rollout of a group got the same reward, so GRPO learns
 nothing from it): the dead groups of all members' `steps` rows over the last
 `population.every` steps (`rollout.group_stats` stores each step's
-`dead_group_frac` of its `n_groups`), pooled, as a share with its 95% Wilson
-interval, at least `population.stuck_dead_share`. The point share decides; the
+`dead_group_frac` of its `n_groups`; a group only a hint revived counts as
+dead, `dead_groups_of`), pooled, as a share with its 95% Wilson interval, at
+least `population.stuck_dead_share`. Without that rule a hint move switched
+the stuck state off by itself: on suite S1 (session 17) the one member of each
+population that hinted went from 0.98-1.00 dead to 0.06-0.17 at the next
+comparison, which took the pooled share under 0.9 while every member's
+validation stayed under 0.05, and no move was drawn after step 10. The point share decides; the
 interval and the groups are stored with the move (`store.Stuck`).
 
 The members that move are ranked last first on validation (fewest correct on
@@ -23,8 +28,9 @@ moved", which a stuck population's near-zero validation could not show anyway).
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Mapping, Sequence
 
 from backend.evolve.explore import TriedMove
 from backend.evolve.stats import wilson_interval
@@ -33,16 +39,33 @@ from backend.store import Store
 from .store import Event, Score, Stuck
 
 
+def dead_groups_of(step_row: Mapping[str, Any]) -> tuple[int, int]:
+    """(dead, groups) of one `steps` row, counting a group that only a hint revived as dead: the
+    hint put part of the reference answer in its rollouts, so its mixed rewards say nothing of
+    what the policy does alone (held-out sets never hint). A group that resampling revived is
+    alive: the policy found the answer itself.
+
+    >>> dead_groups_of({"n_groups": 64, "dead_group_frac": 0.5,
+    ...                 "metrics_json": '{"dead_groups": {"revived_by_hint": 20, "revived_by_resample": 3}}'})
+    (52, 64)
+    >>> dead_groups_of({"n_groups": 8, "dead_group_frac": 1.0, "metrics_json": None})
+    (8, 8)
+    """
+    n = int(step_row["n_groups"] or 0)
+    dead = round(float(step_row["dead_group_frac"] or 0.0) * n)
+    moved = json.loads(step_row["metrics_json"] or "{}").get("dead_groups") or {}
+    return min(n, dead + int(moved.get("revived_by_hint") or 0)), n
+
+
 def dead_share(run_dirs: Sequence[Path], first: int, last: int, threshold: float) -> Stuck:
-    """The members' pooled dead groups over steps `first`..`last`."""
+    """The members' pooled dead groups over steps `first`..`last` (`dead_groups_of` each step)."""
     dead = groups = 0
     for d in run_dirs:
         s = Store.open(d, readonly=True)
         try:
             for row in s.window_steps(first, last):
-                n = int(row["n_groups"] or 0)
-                groups += n
-                dead += round(float(row["dead_group_frac"] or 0.0) * n)
+                k, n = dead_groups_of(row)
+                dead, groups = dead + k, groups + n
         finally:
             s.close()
     lo, hi = wilson_interval(dead, groups) if groups else (0.0, 1.0)
