@@ -227,3 +227,23 @@ def test_the_movers_are_every_member_but_the_best_last_on_validation_first():
     assert [s.member for s in stuck.movers(tied, 0)] == [2, 1]
     assert [s.member for s in stuck.movers(tied, 1)] == [2]
     assert [s.member for s in stuck.movers([sc(0, 1), sc(1, 3, best=True), sc(2, 2)], 0)] == [0, 2]
+
+
+def test_the_population_counts_the_rollouts_its_members_drew_not_only_those_stored(explore_stuck, tmp_path):
+    """A step that resampled or hinted drew more rollouts than it stored for training (its
+    `n_rollouts`); the population's total charges what was drawn, as `evotui compare` does."""
+    import shutil
+    import sqlite3
+
+    pop, *_ = explore_stuck
+    copy = tmp_path / "drew-more"
+    shutil.copytree(pop, copy)
+    before = coordinator.total_rollouts(copy)
+    db = sqlite3.connect(copy / "m1" / "run.db")
+    try:
+        db.execute("UPDATE steps SET n_rollouts = n_rollouts + 16 WHERE step = 3")
+        db.commit()
+    finally:
+        db.close()
+    # at least the 16 drawn again (the replays' rollout equivalent moves with the rollouts a step)
+    assert coordinator.total_rollouts(copy) >= before + 16

@@ -298,9 +298,10 @@ def test_accuracy(pop_dir: Path) -> float | None:
 
 
 def total_rollouts(pop_dir: Path) -> int:
-    """Every rollout the population spent: all members' training rollouts plus their search's
-    probes and trials (`evolve.budget.search_budget`, as `evotui compare` counts a run's), for a
-    budget compared at equal rollouts."""
+    """Every rollout the population spent: all members' training rollouts as drawn (the steps'
+    `n_rollouts`, which counts what resampling and hints drew again, not only the rollouts
+    stored for training) plus their search's probes and trials (`evolve.budget.search_budget`),
+    as `evotui compare` counts a run's, for a budget compared at equal rollouts."""
     import math
 
     from backend.evolve.budget import search_budget
@@ -315,7 +316,8 @@ def total_rollouts(pop_dir: Path) -> int:
         if (d / "run.db").is_file():
             s = Store.open(d, readonly=True)
             try:
-                total += s.count("rollouts") + math.ceil(search_budget(s)["search_rollouts"])
+                spent = search_budget(s)
+                total += int(spent["train_rollouts"]) + math.ceil(spent["search_rollouts"])
             finally:
                 s.close()
     return total
