@@ -10,7 +10,7 @@ least `population.stuck_dead_share`. Without that rule a hint move switched
 the stuck state off by itself: on suite S1 (session 17) the one member of each
 population that hinted went from 0.98-1.00 dead to 0.06-0.17 at the next
 comparison, which took the pooled share under 0.9 while every member's
-validation stayed under 0.05, and no move was drawn after step 10. The point share decides; the
+validation stayed at 0.01-0.04, and no move was drawn after step 10. The point share decides; the
 interval and the groups are stored with the move (`store.Stuck`).
 
 The members that move are ranked last first on validation (fewest correct on
