@@ -89,6 +89,11 @@ class TrainConfig:
     """Prompts sampled per step; each gets a group of `group_size` rollouts."""
     group_size: int = 4
     """Rollouts per prompt (GRPO group). Must be at least 2."""
+    revival_budget: str = "within"
+    """Where the redraws of SAMPLING hint / resample_dead come from (backend/dead_groups.py):
+    "within" the step's tasks_per_step x group_size rollouts (fewer fresh tasks, the rest kept
+    back for redraws), so a run with those moves draws what one without them does; "extra": a
+    full step of fresh tasks and the redraws on top."""
     lr: float = 2e-5
     clip_eps: float = 0.2
     """PPO-style clip of the importance ratio."""
@@ -515,6 +520,8 @@ def validate(cfg: RunConfig) -> RunConfig:
         bad(f"population.mode must be {' or '.join(POPULATION_MODES)}, got '{pop.mode}'")
     if not 0 < pop.stuck_dead_share <= 1:
         bad(f"population.stuck_dead_share must be in (0, 1], got {pop.stuck_dead_share}")
+    if cfg.train.revival_budget not in ("within", "extra"):
+        bad(f"train.revival_budget must be within or extra, got '{cfg.train.revival_budget}'")
     if pop.stuck_movers < 0:
         bad(f"population.stuck_movers must be 0 (every member but the best) or a count, got {pop.stuck_movers}")
     if cfg.eval.every < 1 or cfg.eval.n_val < 1 or cfg.eval.n_test < 1:

@@ -19,6 +19,14 @@ comparison at equal rollouts charges the moves for what they drew. Each redraw
 has its own seed derived from (run seed, step, round): a resumed run draws what
 the original drew.
 
+The redraws come out of the step's budget (`train.revival_budget = "within"`,
+the default): the step draws fewer fresh tasks, keeping back `reserve` groups
+(as many as the previous step wanted redrawn, at most half the step), and its
+redraws stop when the reserve is spent, so a step never draws more than
+tasks_per_step x group_size rollouts and a run with these moves spends what a
+run without them does. `"extra"` draws a full step of fresh tasks and the
+redraws on top (dynamic sampling as usually run: more rollouts a step).
+
     >>> Moves.of({"temperature": 1.0}).active
     False
     >>> Moves.of({"hint": 0.5, "resample_dead": 2})
@@ -27,7 +35,8 @@ the original drew.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import json
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -71,12 +80,39 @@ class Revival:
     hint_tokens: dict[int, int] = field(default_factory=dict)
     """{group: prefix tokens} of the hinted groups."""
     revived_by_hint: int = 0
+    wanted: int = 0
+    """Groups the step's first draw left for the moves (dead, or all wrong for a hint alone): what
+    the next step keeps back for redraws under the "within" budget (`reserve`)."""
+    reserved: int | None = None
+    """Group draws this step kept back for redraws ("within"); None: redraws on top ("extra")."""
 
     def to_dict(self) -> dict[str, Any]:
         return {"drawn": self.drawn, "resample_rounds": self.resample_rounds,
                 "resampled_groups": self.resampled_groups, "revived_by_resample": self.revived_by_resample,
                 "hinted_groups": self.hinted_groups, "hint_tokens": {str(g): k for g, k in self.hint_tokens.items()},
-                "revived_by_hint": self.revived_by_hint}
+                "revived_by_hint": self.revived_by_hint, "wanted": self.wanted, "reserved": self.reserved}
+
+
+def reserve(previous: Mapping[str, Any] | None, tasks: int) -> int:
+    """Groups of a step's `tasks` kept back for redraws under the "within" budget: as many as the
+    previous step's first draw left for the moves (its `wanted`; before any move ran, its dead
+    groups), at most half the step; half the step when there is no previous step to go by.
+
+    >>> reserve({"n_groups": 64, "dead_group_frac": 0.25, "metrics_json": None}, 64)
+    16
+    >>> reserve({"n_groups": 40, "dead_group_frac": 0.1, "metrics_json": '{"dead_groups": {"wanted": 39}}'}, 64)
+    32
+    >>> reserve(None, 64), reserve(None, 1)
+    (32, 0)
+    """
+    cap = tasks // 2
+    if previous is None:
+        return cap
+    moved = json.loads(previous["metrics_json"] or "{}").get("dead_groups") or {}
+    wanted = moved.get("wanted")
+    if wanted is None:
+        wanted = round(float(previous["dead_group_frac"] or 0.0) * int(previous["n_groups"] or 0))
+    return min(cap, int(wanted))
 
 
 def redraw_seed(seed: int, step: int, round_: int) -> int:
@@ -158,14 +194,27 @@ Draw = Callable[[list[Task], list[int], int, dict[str, list[int]] | None], list[
 
 
 def revive(items: list[Any], tasks: list[Task], moves: Moves, draw: Draw,
-           references: Callable[[Task], list[int] | None], max_new_tokens: int) -> tuple[list[Any], Revival]:
+           references: Callable[[Task], list[int] | None], max_new_tokens: int,
+           budget: int | None = None) -> tuple[list[Any], Revival]:
     """Resample the step's dead groups, then hint the groups still all wrong; returns the items
     trained on (one group per task, in group order) and what was done. `references(task)`: the
-    reference solution's token ids, or None where the task has none."""
-    rev = Revival(drawn=len(items))
+    reference solution's token ids, or None where the task has none. `budget`: group draws the
+    redraws may make in all (the step's reserve; None: no limit), the lowest group ids first."""
+    rev = Revival(drawn=len(items), reserved=budget)
+    rev.wanted = len(dead_groups(items) if moves.resample_dead else all_wrong_groups(items))
+    left = budget
+
+    def spend(gids: list[int]) -> list[int]:
+        nonlocal left
+        if left is None:
+            return gids
+        gids = gids[:left]
+        left -= len(gids)
+        return gids
+
     groups = _by_group(items)
     for r in range(moves.resample_dead):
-        dead = sorted(dead_groups(items))
+        dead = spend(sorted(dead_groups(items)))
         if not dead:
             break
         new = _by_group(draw([tasks[g] for g in dead], dead, r, None))
@@ -181,8 +230,8 @@ def revive(items: list[Any], tasks: list[Task], moves: Moves, draw: Draw,
             pre = hint_prefix(ref, moves.hint, max_new_tokens) if ref else []
             if pre:
                 prefixes[g] = pre
-        if prefixes:
-            hinted = sorted(prefixes)
+        hinted = spend(sorted(prefixes))
+        if hinted:
             new = _by_group(draw([tasks[g] for g in hinted], hinted, HINT_ROUND,
                                  {tasks[g].id: prefixes[g] for g in hinted}))
             rev.drawn += sum(len(v) for v in new.values())

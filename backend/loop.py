@@ -311,12 +311,13 @@ class Engine:
         t_start = time.perf_counter()
         rng = self.seed_step(step)
         curriculum, plan = curriculum_rule.for_step(self.store, self.env, self.harness.curriculum, step)
-        tasks = self.env.sample_tasks(self.cfg.train.tasks_per_step, rng, curriculum)
+        held = self.revival_reserve(step)
+        tasks = self.env.sample_tasks(self.cfg.train.tasks_per_step - (held or 0), rng, curriculum)
         progress.phase("generate")
         items, times = self.collect(tasks, self.harness, self.cfg.train.group_size, dist=self.dist,
                                     progress=progress)
         check_generated(items, f"step {step}", self.store.last_step())
-        moved = self.step_moves(step, tasks, items, plan, progress)
+        moved = self.step_moves(step, tasks, items, plan, progress, held)
         items = moved.pop("items")
         progress.phase("filter")
         gstats = group_stats(items, self.harness)
@@ -365,10 +366,22 @@ class Engine:
         step_row["store_ms"] = store_ms
         return step_row
 
-    def step_moves(self, step: int, tasks, items: list[Scored], plan: dict | None, progress) -> dict:
+    def revival_reserve(self, step: int) -> int | None:
+        """Groups this step keeps back for the redraws of its moves on dead groups, when they come
+        out of the step's budget (`train.revival_budget`, `dead_groups.reserve`); None when the
+        harness asks for no such move, a data-parallel run (no redraws), or "extra"."""
+        moves = dead_groups.Moves.of(self.harness.sampling)
+        if not moves.active or self.dist is not None or self.cfg.train.revival_budget != "within":
+            return None
+        previous = self.store.window_steps(step - 1, step - 1)
+        return dead_groups.reserve(previous[0] if previous else None, self.cfg.train.tasks_per_step)
+
+    def step_moves(self, step: int, tasks, items: list[Scored], plan: dict | None, progress,
+                   held: int | None = None) -> dict:
         """The moves on dead groups a training step's harness asks for (backend/dead_groups.py),
         and the curriculum rule's record (backend/curriculum_rule.py): {"items": what the step
-        trains on, and the step metrics that say what was done}. Nothing when neither is on."""
+        trains on, and the step metrics that say what was done}. Nothing when neither is on.
+        `held`: the group draws kept back for redraws (`revival_reserve`; None: no limit)."""
         out: dict = {"items": items}
         if plan is not None:
             tally, unlevelled = curriculum_rule.tally(items, self.env.has_levels)
@@ -385,7 +398,8 @@ class Engine:
             return self.collect(ts, self.harness, self.cfg.train.group_size, progress=progress, groups=gids,
                                 prefixes=prefixes)[0]
         references = dead_groups.references(self.env, self.harness.spec.prompt, self.lm.tokenizer)
-        out["items"], revival = dead_groups.revive(items, tasks, moves, draw, references, self.max_new_tokens())
+        out["items"], revival = dead_groups.revive(items, tasks, moves, draw, references, self.max_new_tokens(),
+                                                   budget=held)
         out["dead_groups"] = revival.to_dict()
         return out
 

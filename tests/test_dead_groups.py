@@ -88,7 +88,7 @@ def test_hint_prefix_and_prefixed_generation():
 def test_hint_prefix_is_masked_and_never_reaches_evaluations(tmp_path, tiny_model, spread_harness, monkeypatch):
     harness = _with(spread_harness, '{"temperature": 1.0, "top_p": 1.0, "max_new_tokens": 128, "hint": 0.9}',
                     tmp_path)
-    eng = engine(tmp_path / "run", tiny_model, harness)
+    eng = engine(tmp_path / "run", tiny_model, harness, ["train.revival_budget='extra'"])
     calls = []
     real = dead_groups.prefixed
     monkeypatch.setattr(dead_groups, "prefixed", lambda *a: calls.append(a[1]) or real(*a))
@@ -121,13 +121,34 @@ def test_hint_prefix_is_masked_and_never_reaches_evaluations(tmp_path, tiny_mode
 def test_resampling_counts_every_draw(tmp_path, tiny_model):
     harness = _with(default_harness_path("math"), '{"temperature": 1.0, "top_p": 1.0, "max_new_tokens": 128, '
                                                   '"resample_dead": 2}', tmp_path)
-    eng = engine(tmp_path / "run", tiny_model, harness)
+    eng = engine(tmp_path / "run", tiny_model, harness, ["train.revival_budget='extra'"])
     row = train(eng, [1])[0]
     moves = json.loads(row["metrics_json"])["dead_groups"]
     # 2 tasks x 2 rollouts, all wrong and dead under the default reward: both groups drawn twice more
     assert moves["resample_rounds"] == 2 and moves["resampled_groups"] == 4 and moves["drawn"] == 12
     assert row["n_rollouts"] == 12 and eng.store.train_rollout_count() == 12
     assert eng.store.count("rollouts") == 4  # the groups trained on are stored, one draw each
+
+
+def test_within_the_budget_a_step_never_draws_more_than_a_step_without_the_moves(tmp_path, tiny_model):
+    """The default `train.revival_budget = "within"`: the step keeps groups back for its redraws
+    (half the step with no step before it, then what the last step wanted), draws fewer fresh
+    tasks, and stops redrawing when the reserve is spent: every step draws tasks x group."""
+    harness = _with(default_harness_path("math"), '{"temperature": 1.0, "top_p": 1.0, "max_new_tokens": 128, '
+                                                  '"resample_dead": 2, "hint": 0.9}', tmp_path)
+    eng = engine(tmp_path / "run", tiny_model, harness, ["train.tasks_per_step=4"])
+    rows = train(eng, [1, 2])
+    for row in rows:
+        moves = json.loads(row["metrics_json"])["dead_groups"]
+        assert moves["reserved"] == 2 and row["n_groups"] == 2, moves  # 4 tasks: 2 fresh, 2 kept back
+        # both fresh groups dead and all wrong: one resampling round spends the reserve, no hint is left
+        assert moves["wanted"] == 2 and moves["resample_rounds"] == 1 and moves["hinted_groups"] == []
+        assert moves["drawn"] == row["n_rollouts"] == 4 * 2
+    assert eng.store.train_rollout_count() == 2 * 4 * 2  # what two steps without the moves draw
+    assert dead_groups.reserve(None, 4) == 2 and dead_groups.reserve(rows[0], 4) == 2
+    # a run whose last step wanted fewer keeps fewer back
+    assert dead_groups.reserve({"n_groups": 4, "dead_group_frac": 1.0,
+                                "metrics_json": '{"dead_groups": {"wanted": 1}}'}, 8) == 1
 
 
 def test_default_settings_train_as_before(tmp_path, tiny_model, spread_harness):
