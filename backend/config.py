@@ -317,8 +317,12 @@ class SweConfig:
     """An episode with less token budget left than this ends (finish=tokens)."""
     tool_role: str = "user"
     """Chat role of tool results; "user" works with every chat template."""
-    test_timeout_s: float = 10.0
-    """Wall and CPU limit for one visible or hidden test run in the sandbox."""
+    test_timeout_s: float = 2.0
+    """Wall and CPU limit for one visible or hidden test run in the sandbox. A turn's test runs
+    go out as one batch and the turn waits for the slowest, so one edit that never returns sets
+    the turn's time: 64 runs with one endless took 10.84 s at 10 s and 2.86 s at 2 s on a loaded
+    2-core machine, where the seed repositories' whole suites pass in at most 37 ms
+    (`benchmarks/swe_test_limit.py`). Generated mutants fail cleanly within 3 s (`levels.py`)."""
     memory_mb: int = 512
     """Address-space limit for one test run."""
     levels: str = "0,1,2,3,4"
