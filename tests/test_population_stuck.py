@@ -8,6 +8,7 @@ repeat the first, which tied; in copy mode nothing moves."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -247,3 +248,22 @@ def test_the_population_counts_the_rollouts_its_members_drew_not_only_those_stor
         db.close()
     # at least the 16 drawn again (the replays' rollout equivalent moves with the rollouts a step)
     assert coordinator.total_rollouts(copy) >= before + 16
+
+
+def test_every_member_draws_what_a_run_without_moves_draws(explore_stuck):
+    """Equal rollouts: a member whose move redraws dead groups (a hint, resampling) keeps them
+    within its steps' budget (`train.revival_budget`), so each member drew steps x tasks x group."""
+    from population_models import GROUP, TASKS
+
+    pop, _, _, events = explore_stuck
+    redrew = 0
+    for m in ("m0", "m1"):
+        s = run_of(pop, m)
+        try:
+            rows = s.rows("SELECT n_rollouts, metrics_json FROM steps ORDER BY step")
+        finally:
+            s.close()
+        drawn = [r["n_rollouts"] for r in rows]
+        assert len(drawn) == STEPS and all(n <= TASKS * GROUP for n in drawn), (m, drawn, [e.knob for e in events])
+        redrew += sum(bool(json.loads(r["metrics_json"]).get("dead_groups", {}).get("drawn")) for r in rows)
+    assert redrew, [e.knob for e in events]  # a hint or resampling move ran (the second move: a hint)
