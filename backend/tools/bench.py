@@ -589,6 +589,8 @@ def parse(argv: list[str], quick: bool):
     p.add_argument("--card-share", type=float, default=0.15, help="card: model.gpu_share of each run")
     p.add_argument("--card-deadline", type=float, default=540.0,
                    help="card: seconds for both settings together (start, measure, stop)")
+    p.add_argument("--card-mps", action="store_true",
+                   help="card: the new setting's runs share the card through a private CUDA MPS daemon")
     p.add_argument("--card-new", default="train.length_buckets=true,train.causal_only=true",
                    help="card: the new settings, comma-separated key=value")
     p.add_argument("--gpus", type=int, default=0, help="ddp: ranks against one (default: every visible GPU; "

@@ -18,7 +18,9 @@ the card stores per second with all of them in their training steps:
   that has not exited within its grace is killed with its process group.
 
 Each setting gets half of `--card-deadline` seconds in all, so one call fits a
-command limit: `evotui bench -- --only card --card-deadline 540`.
+command limit: `evotui bench -- --only card --card-deadline 540`. With `--card-mps` the
+new setting's runs share the card through a private CUDA MPS daemon (`backend/mps.py`:
+their kernels run at once instead of in turns); `--card-new ""` then measures MPS alone.
 """
 
 from __future__ import annotations
@@ -79,7 +81,7 @@ def run_sets(b, share: float, cuda: bool) -> list[str]:
     return sets
 
 
-def launch(b, out: Path, k: int, sets: list[str]) -> subprocess.Popen:
+def launch(b, out: Path, k: int, sets: list[str], env: dict[str, str] | None = None) -> subprocess.Popen:
     args = [sys.executable, "-m", "evotui", "run", "--headless", "--quiet",
             "--profile", "gpu" if b.cuda else "cpu", "--run-dir", str(out / f"run{k}"),
             "--seed", str(k), "--steps", "1000000"]
@@ -87,7 +89,7 @@ def launch(b, out: Path, k: int, sets: list[str]) -> subprocess.Popen:
         args += ["--set", s]
     log = open(out / f"run{k}.log", "w")
     return subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-                            env={**os.environ, "PYTHONUNBUFFERED": "1"})
+                            env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})})
 
 
 def stop(procs: list[subprocess.Popen]) -> list[int | None]:
@@ -105,14 +107,15 @@ def stop(procs: list[subprocess.Popen]) -> list[int | None]:
     return [p.returncode for p in procs]
 
 
-def measure(b, label: str, extra: list[str], budget_s: float) -> dict:
-    """One setting: start the runs, wait for each to store a step, count until the window closes."""
+def measure(b, label: str, extra: list[str], budget_s: float, env: dict[str, str] | None = None) -> dict:
+    """One setting: start the runs, wait for each to store a step, count until the window closes.
+    `env`: more environment for the runs (an MPS daemon's, `backend/mps.py`)."""
     t_start = time.monotonic()
     out = Path(b.out / f"card-{label}" if b.out else tempfile.mkdtemp(prefix=f"evotui-card-{label}-"))
     out.mkdir(parents=True, exist_ok=True)
     n = b.a.card_runs
     sets = run_sets(b, b.a.card_share, b.cuda) + extra
-    procs = [launch(b, out, k, sets) for k in range(n)]
+    procs = [launch(b, out, k, sets, env) for k in range(n)]
     runs = [Progress() for _ in range(n)]
     close = t_start + budget_s - GRACE_S - 5
     t0 = None  # every run has stored a step
@@ -164,10 +167,19 @@ def _total(res: dict) -> tuple[float | None, float | None, int]:
 
 def card_rows(b) -> list[dict]:
     """Row fields: the card's rollouts/s with today's settings against `--card-new`."""
+    from backend.mps import MpsDaemon
+
     new = [s.strip() for s in b.a.card_new.split(",") if s.strip()]
     half = b.a.card_deadline / 2
     today = measure(b, "today", [], half)
-    ours = measure(b, "new", new, half)
+    if b.a.card_mps:
+        with MpsDaemon.start(Path(tempfile.mkdtemp(prefix="evotui-mps-"))) as mps:
+            b.log(f"card new: under a private MPS daemon ({mps.env['CUDA_MPS_PIPE_DIRECTORY']})" if mps.env
+                  else f"card new: no MPS daemon: {mps.why}")
+            ours = measure(b, "new", new, half, mps.env)
+            new += ["MPS" if mps.env else f"MPS asked for, not running ({mps.why})"]
+    else:
+        ours = measure(b, "new", new, half)
     t, t_half, t_n = _total(today)
     o, o_half, o_n = _total(ours)
     n = b.a.card_runs

@@ -1,0 +1,76 @@
+"""A private CUDA MPS daemon for runs that share a card (`evotui bench --only card --card-mps`).
+
+Processes that share a GPU without MPS take turns on it: one process's kernels run at a
+time. Runs of a small model launch small kernels that fill a fraction of the card, so
+several runs on one card leave most of it idle. NVIDIA's Multi-Process Service lets the
+kernels of several processes run at once. The daemon here is the user's own: it serves only
+the processes given its environment (`MpsDaemon.env`: its pipe and log folders under
+`root`), leaves the card's settings (compute mode, MIG) as they are, and is told to quit
+when the block ends.
+
+    with MpsDaemon.start(Path(tmp)) as mps:     # mps.env: {} when it could not start
+        subprocess.Popen(args, env={**os.environ, **mps.env})
+
+A card whose driver has no `nvidia-cuda-mps-control`, or a daemon that does not answer, gives
+`env == {}` and `why` says what happened: the runs then share the card as before.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+CONTROL = "nvidia-cuda-mps-control"
+START_S = 10.0
+
+
+@dataclass
+class MpsDaemon:
+    env: dict[str, str] = field(default_factory=dict)
+    """What a process needs in its environment to be served by this daemon; {} when not running."""
+    why: str = ""
+    """Why the daemon is not running (empty when it is)."""
+
+    @classmethod
+    def start(cls, root: Path, control: str = CONTROL) -> MpsDaemon:
+        exe = shutil.which(control)
+        if exe is None:
+            return cls(why=f"{control} is not on PATH: runs share the card without MPS")
+        pipe, log = root / "mps-pipe", root / "mps-log"
+        pipe.mkdir(parents=True, exist_ok=True)
+        log.mkdir(parents=True, exist_ok=True)
+        env = {"CUDA_MPS_PIPE_DIRECTORY": str(pipe), "CUDA_MPS_LOG_DIRECTORY": str(log)}
+        done = subprocess.run([exe, "-d"], env={**os.environ, **env}, capture_output=True, text=True,
+                              timeout=START_S)
+        if done.returncode != 0:
+            return cls(why=f"{control} -d exited {done.returncode}: {(done.stderr or done.stdout).strip()[:200]}")
+        deadline = time.monotonic() + START_S
+        while time.monotonic() < deadline:  # the control pipe appears once the daemon listens
+            if any(pipe.iterdir()):
+                return cls(env=env)
+            time.sleep(0.1)
+        daemon = cls(env=env)
+        daemon.stop()
+        return cls(why=f"{control} started but made no pipe in {pipe} within {START_S:.0f} s")
+
+    def stop(self) -> None:
+        """Tell the daemon to quit (its clients should have exited); nothing when not running."""
+        exe = shutil.which(CONTROL)
+        if not self.env or exe is None:
+            return
+        try:
+            subprocess.run([exe], input="quit\n", env={**os.environ, **self.env}, capture_output=True, text=True,
+                           timeout=START_S)
+        except subprocess.TimeoutExpired:
+            pass
+        self.env = {}
+
+    def __enter__(self) -> MpsDaemon:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()

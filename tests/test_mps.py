@@ -1,0 +1,95 @@
+"""The private MPS daemon of `evotui bench --only card --card-mps` (backend/mps.py).
+
+No CPU machine has NVIDIA's control binary, so the tests put stand-ins on PATH: a script that,
+like the real one, forks a daemon on `-d` that makes its control pipe in
+CUDA_MPS_PIPE_DIRECTORY and exits on `quit`; one that never makes a pipe; and none at all."""
+
+from __future__ import annotations
+
+import os
+import stat
+import time
+from pathlib import Path
+
+from backend.mps import CONTROL, MpsDaemon
+
+DAEMON = r"""#!/bin/sh
+if [ "$1" = "-d" ]; then
+    ( mkfifo "$CUDA_MPS_PIPE_DIRECTORY/control"; while [ -p "$CUDA_MPS_PIPE_DIRECTORY/control" ]; do sleep 0.05; done ) \
+        >/dev/null 2>&1 &
+    exit 0
+fi
+read cmd
+[ "$cmd" = "quit" ] && rm -f "$CUDA_MPS_PIPE_DIRECTORY/control" && echo quit >> "$CUDA_MPS_LOG_DIRECTORY/control.log"
+"""
+
+
+def _on_path(tmp: Path, body: str, monkeypatch) -> Path:
+    bin_dir = tmp / "bin"
+    bin_dir.mkdir()
+    exe = bin_dir / CONTROL
+    exe.write_text(body)
+    exe.chmod(exe.stat().st_mode | stat.S_IEXEC)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    return exe
+
+
+def test_no_control_binary_means_no_daemon_and_says_why(tmp_path, monkeypatch):
+    monkeypatch.setenv("PATH", str(tmp_path))
+    with MpsDaemon.start(tmp_path / "mps") as mps:
+        assert mps.env == {} and CONTROL in mps.why and "without MPS" in mps.why
+
+
+def test_the_daemon_serves_its_own_folders_and_quits_at_the_end(tmp_path, monkeypatch):
+    _on_path(tmp_path, DAEMON, monkeypatch)
+    root = tmp_path / "mps"
+    with MpsDaemon.start(root) as mps:
+        assert mps.why == "" and mps.env == {"CUDA_MPS_PIPE_DIRECTORY": str(root / "mps-pipe"),
+                                             "CUDA_MPS_LOG_DIRECTORY": str(root / "mps-log")}
+        assert (root / "mps-pipe" / "control").exists()
+    assert mps.env == {}  # told to quit
+    assert (root / "mps-log" / "control.log").read_text().strip() == "quit"
+    deadline = time.monotonic() + 5
+    while (root / "mps-pipe" / "control").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not (root / "mps-pipe" / "control").exists()
+
+
+def test_a_daemon_that_never_listens_is_given_up(tmp_path, monkeypatch):
+    import backend.mps as mps_module
+
+    _on_path(tmp_path, "#!/bin/sh\nexit 0\n", monkeypatch)
+    monkeypatch.setattr(mps_module, "START_S", 0.5)
+    mps = MpsDaemon.start(tmp_path / "mps")
+    assert mps.env == {} and "made no pipe" in mps.why
+
+
+def test_a_control_binary_that_fails_to_start_is_reported(tmp_path, monkeypatch):
+    _on_path(tmp_path, "#!/bin/sh\necho 'permission denied' >&2\nexit 3\n", monkeypatch)
+    mps = MpsDaemon.start(tmp_path / "mps")
+    assert mps.env == {} and "exited 3" in mps.why and "permission denied" in mps.why
+
+
+def test_the_card_bench_runs_its_new_setting_under_the_daemon_and_says_so(tmp_path, monkeypatch):
+    """`--card-mps`: the new setting's runs get the daemon's environment and the row says MPS;
+    without the control binary the row says MPS was asked for and why it is not running."""
+    from types import SimpleNamespace
+
+    from backend.tools import bench_card
+
+    seen = {}
+
+    def measure(b, label, extra, budget_s, env=None):
+        seen[label] = env
+        return {"rates": [{"steps": 3, "rate": 10.0, "var": 1.0}], "window_s": 60.0, "started_s": 5.0}
+
+    monkeypatch.setattr(bench_card, "measure", measure)
+    b = SimpleNamespace(a=SimpleNamespace(card_new="", card_deadline=100.0, card_runs=1, card_share=0.15,
+                                          card_mps=True), cuda=True, log=lambda m: None)
+    _on_path(tmp_path, DAEMON, monkeypatch)
+    row = bench_card.card_rows(b)[0]
+    assert seen["today"] is None and set(seen["new"]) == {"CUDA_MPS_PIPE_DIRECTORY", "CUDA_MPS_LOG_DIRECTORY"}
+    assert row["note"].endswith("new: MPS")
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    row = bench_card.card_rows(b)[0]
+    assert seen["new"] == {} and "MPS asked for, not running" in row["note"]
