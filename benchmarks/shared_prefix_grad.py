@@ -8,6 +8,7 @@ both paths round (about 10% here, random-token prompts); a path that drops or do
 tens of percent further off.
 
     .venv/bin/python benchmarks/shared_prefix_grad.py --dtype bf16 --prompt 300,650    # CPU: minutes
+    python3 benchmarks/shared_prefix_grad.py --device cuda --attn eager     # and --attn sdpa: which kernel
 """
 
 from __future__ import annotations
@@ -31,10 +32,13 @@ def main(argv=None) -> None:
     ap.add_argument("--dtype", default="bf16")
     ap.add_argument("--prompt", default="300,650")
     ap.add_argument("--device", default="cpu")
+    ap.add_argument("--attn", default="", help="attention implementation (eager, sdpa); default: the model's")
     args = ap.parse_args(argv)
     lo, hi = (int(x) for x in args.prompt.split(","))
     cfg = load_config(None, [f"model.device={args.device}", f"model.dtype={args.dtype}"])
     lm = load_fast_policy(cfg.model, None, seed=0)
+    if args.attn:
+        lm.model.get_base_model().set_attn_implementation(args.attn)
     g = torch.Generator().manual_seed(1)
     rows = []
     for _ in range(3):
