@@ -21,11 +21,12 @@ the original drew.
 
 The redraws come out of the step's budget (`train.revival_budget = "within"`,
 the default): the step draws fewer fresh tasks, keeping back `reserve` groups
-(as many as the previous step wanted redrawn, at most half the step), and its
-redraws stop when the reserve is spent, so a step never draws more than
-tasks_per_step x group_size rollouts and a run with these moves spends what a
-run without them does. `"extra"` draws a full step of fresh tasks and the
-redraws on top (dynamic sampling as usually run: more rollouts a step).
+(as many as the previous step wanted redrawn, at most half the step; none on a
+run's first step), and its redraws stop when the reserve is spent, so a step
+never draws more than tasks_per_step x group_size rollouts and a run with these
+moves spends at most what a run without them does. `"extra"` draws a full step
+of fresh tasks and the redraws on top (dynamic sampling as usually run: more
+rollouts a step).
 
     >>> Moves.of({"temperature": 1.0}).active
     False
@@ -80,9 +81,13 @@ class Revival:
     hint_tokens: dict[int, int] = field(default_factory=dict)
     """{group: prefix tokens} of the hinted groups."""
     revived_by_hint: int = 0
+    """Hinted groups that are no longer all wrong."""
+    dead_revived_by_hint: int = 0
+    """Groups dead before the hint and mixed after it: what a hint alone made trainable."""
     wanted: int = 0
-    """Groups the step's first draw left for the moves (dead, or all wrong for a hint alone): what
-    the next step keeps back for redraws under the "within" budget (`reserve`)."""
+    """Groups the step's first draw left for the moves (dead for resampling; all wrong with a
+    hint to give, for a hint alone): what the next step keeps back for redraws under the
+    "within" budget (`reserve`)."""
     reserved: int | None = None
     """Group draws this step kept back for redraws ("within"); None: redraws on top ("extra")."""
 
@@ -90,24 +95,26 @@ class Revival:
         return {"drawn": self.drawn, "resample_rounds": self.resample_rounds,
                 "resampled_groups": self.resampled_groups, "revived_by_resample": self.revived_by_resample,
                 "hinted_groups": self.hinted_groups, "hint_tokens": {str(g): k for g, k in self.hint_tokens.items()},
-                "revived_by_hint": self.revived_by_hint, "wanted": self.wanted, "reserved": self.reserved}
+                "revived_by_hint": self.revived_by_hint, "dead_revived_by_hint": self.dead_revived_by_hint,
+                "wanted": self.wanted, "reserved": self.reserved}
 
 
 def reserve(previous: Mapping[str, Any] | None, tasks: int) -> int:
     """Groups of a step's `tasks` kept back for redraws under the "within" budget: as many as the
     previous step's first draw left for the moves (its `wanted`; before any move ran, its dead
-    groups), at most half the step; half the step when there is no previous step to go by.
+    groups), at most half the step; none on a run's first step (nothing to go by: its own
+    `wanted` sets the second step's).
 
     >>> reserve({"n_groups": 64, "dead_group_frac": 0.25, "metrics_json": None}, 64)
     16
     >>> reserve({"n_groups": 40, "dead_group_frac": 0.1, "metrics_json": '{"dead_groups": {"wanted": 39}}'}, 64)
     32
-    >>> reserve(None, 64), reserve(None, 1)
-    (32, 0)
+    >>> reserve(None, 64)
+    0
     """
     cap = tasks // 2
     if previous is None:
-        return cap
+        return 0
     moved = json.loads(previous["metrics_json"] or "{}").get("dead_groups") or {}
     wanted = moved.get("wanted")
     if wanted is None:
@@ -201,7 +208,18 @@ def revive(items: list[Any], tasks: list[Task], moves: Moves, draw: Draw,
     reference solution's token ids, or None where the task has none. `budget`: group draws the
     redraws may make in all (the step's reserve; None: no limit), the lowest group ids first."""
     rev = Revival(drawn=len(items), reserved=budget)
-    rev.wanted = len(dead_groups(items) if moves.resample_dead else all_wrong_groups(items))
+
+    def hints(batch: list[Any]) -> dict[int, list[int]]:
+        """{group: its hint prefix} for the all-wrong groups of `batch` that have one to give."""
+        out = {}
+        for g in sorted(all_wrong_groups(batch)):
+            ref = references(tasks[g])
+            pre = hint_prefix(ref, moves.hint, max_new_tokens) if ref else []
+            if pre:
+                out[g] = pre
+        return out
+
+    rev.wanted = len(dead_groups(items)) if moves.resample_dead else len(hints(items)) if moves.hint > 0 else 0
     left = budget
 
     def spend(gids: list[int]) -> list[int]:
@@ -224,14 +242,10 @@ def revive(items: list[Any], tasks: list[Task], moves: Moves, draw: Draw,
         items = _flat(groups)
         rev.revived_by_resample += len(set(dead) - set(dead_groups(items)))
     if moves.hint > 0:
-        prefixes: dict[int, list[int]] = {}
-        for g in sorted(all_wrong_groups(items)):
-            ref = references(tasks[g])
-            pre = hint_prefix(ref, moves.hint, max_new_tokens) if ref else []
-            if pre:
-                prefixes[g] = pre
+        prefixes = hints(items)
         hinted = spend(sorted(prefixes))
         if hinted:
+            dead_before = set(dead_groups(items))
             new = _by_group(draw([tasks[g] for g in hinted], hinted, HINT_ROUND,
                                  {tasks[g].id: prefixes[g] for g in hinted}))
             rev.drawn += sum(len(v) for v in new.values())
@@ -239,6 +253,7 @@ def revive(items: list[Any], tasks: list[Task], moves: Moves, draw: Draw,
             groups.update(new)
             items = _flat(groups)
             rev.revived_by_hint = len(set(hinted) - set(all_wrong_groups(items)))
+            rev.dead_revived_by_hint = len(set(hinted) & dead_before - set(dead_groups(items)))
     return items, rev
 
 

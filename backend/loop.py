@@ -369,9 +369,11 @@ class Engine:
     def revival_reserve(self, step: int) -> int | None:
         """Groups this step keeps back for the redraws of its moves on dead groups, when they come
         out of the step's budget (`train.revival_budget`, `dead_groups.reserve`); None when the
-        harness asks for no such move, a data-parallel run (no redraws), or "extra"."""
+        harness asks for no such move, a data-parallel run (no redraws), "extra", or a step of one
+        task (nothing to keep back: its redraws come on top)."""
         moves = dead_groups.Moves.of(self.harness.sampling)
-        if not moves.active or self.dist is not None or self.cfg.train.revival_budget != "within":
+        if (not moves.active or self.dist is not None or self.cfg.train.revival_budget != "within"
+                or self.cfg.train.tasks_per_step < 2):  # one task leaves nothing to keep back: on top
             return None
         previous = self.store.window_steps(step - 1, step - 1)
         return dead_groups.reserve(previous[0] if previous else None, self.cfg.train.tasks_per_step)

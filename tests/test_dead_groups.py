@@ -131,24 +131,36 @@ def test_resampling_counts_every_draw(tmp_path, tiny_model):
 
 
 def test_within_the_budget_a_step_never_draws_more_than_a_step_without_the_moves(tmp_path, tiny_model):
-    """The default `train.revival_budget = "within"`: the step keeps groups back for its redraws
-    (half the step with no step before it, then what the last step wanted), draws fewer fresh
-    tasks, and stops redrawing when the reserve is spent: every step draws tasks x group."""
+    """The default `train.revival_budget = "within"`: the first step keeps nothing back (nothing
+    to go by) and draws a full step; the next keeps back what the last step wanted redrawn (at
+    most half), draws fewer fresh tasks, and stops redrawing when the reserve is spent."""
     harness = _with(default_harness_path("math"), '{"temperature": 1.0, "top_p": 1.0, "max_new_tokens": 128, '
                                                   '"resample_dead": 2, "hint": 0.9}', tmp_path)
     eng = engine(tmp_path / "run", tiny_model, harness, ["train.tasks_per_step=4"])
-    rows = train(eng, [1, 2])
-    for row in rows:
-        moves = json.loads(row["metrics_json"])["dead_groups"]
-        assert moves["reserved"] == 2 and row["n_groups"] == 2, moves  # 4 tasks: 2 fresh, 2 kept back
-        # both fresh groups dead and all wrong: one resampling round spends the reserve, no hint is left
-        assert moves["wanted"] == 2 and moves["resample_rounds"] == 1 and moves["hinted_groups"] == []
-        assert moves["drawn"] == row["n_rollouts"] == 4 * 2
+    first, second = (json.loads(r["metrics_json"])["dead_groups"] | {"row": r} for r in train(eng, [1, 2]))
+    # step 1: 4 fresh groups, all dead and all wrong; no reserve, so no redraw
+    assert first["reserved"] == 0 and first["row"]["n_groups"] == 4 and first["wanted"] == 4
+    assert first["resample_rounds"] == 0 and first["hinted_groups"] == [] and first["drawn"] == 4 * 2
+    # step 2: half kept back; one resampling round of the 2 fresh dead groups spends it, no hint left
+    assert second["reserved"] == 2 and second["row"]["n_groups"] == 2 and second["resample_rounds"] == 1
+    assert second["hinted_groups"] == [] and second["drawn"] == second["row"]["n_rollouts"] == 4 * 2
     assert eng.store.train_rollout_count() == 2 * 4 * 2  # what two steps without the moves draw
-    assert dead_groups.reserve(None, 4) == 2 and dead_groups.reserve(rows[0], 4) == 2
+    assert dead_groups.reserve(None, 4) == 0 and dead_groups.reserve(first["row"], 4) == 2
     # a run whose last step wanted fewer keeps fewer back
     assert dead_groups.reserve({"n_groups": 4, "dead_group_frac": 1.0,
                                 "metrics_json": '{"dead_groups": {"wanted": 1}}'}, 8) == 1
+
+
+def test_a_hint_with_nothing_to_give_keeps_nothing_back(tmp_path, tiny_model, monkeypatch):
+    """With a hint alone, `wanted` counts the all-wrong groups that have a hint to give: where
+    the env has no reference (multi-turn SWE), no step keeps tasks back for a redraw it cannot make."""
+    harness = _with(default_harness_path("math"), '{"temperature": 1.0, "top_p": 1.0, "max_new_tokens": 128, '
+                                                  '"hint": 0.9}', tmp_path)
+    eng = engine(tmp_path / "run", tiny_model, harness, ["train.tasks_per_step=4"])
+    monkeypatch.setattr(dead_groups, "references", lambda *a: (lambda task: None))
+    for row in train(eng, [1, 2]):
+        moves = json.loads(row["metrics_json"])["dead_groups"]
+        assert moves["wanted"] == 0 and moves["reserved"] == 0 and row["n_groups"] == 4, moves
 
 
 def test_default_settings_train_as_before(tmp_path, tiny_model, spread_harness):

@@ -217,6 +217,9 @@ def test_a_group_only_a_hint_revived_counts_as_dead_and_a_resampled_one_as_alive
     assert stuck.dead_groups_of(row) == (52, 64)
     assert stuck.dead_groups_of({"n_groups": 8, "dead_group_frac": 1.0, "metrics_json": None}) == (8, 8)
     assert stuck.dead_groups_of(dict(row, metrics_json='{"dead_groups": {"revived_by_hint": 99}}')) == (64, 64)
+    # where the step says which hinted groups were dead and are mixed now, only those count back
+    both = '{"dead_groups": {"revived_by_hint": 20, "dead_revived_by_hint": 5}}'
+    assert stuck.dead_groups_of(dict(row, metrics_json=both)) == (37, 64)
 
 
 def test_the_movers_are_every_member_but_the_best_last_on_validation_first():
@@ -265,5 +268,7 @@ def test_every_member_draws_what_a_run_without_moves_draws(explore_stuck):
             s.close()
         drawn = [r["n_rollouts"] for r in rows]
         assert len(drawn) == STEPS and all(n <= TASKS * GROUP for n in drawn), (m, drawn, [e.knob for e in events])
-        redrew += sum(bool(json.loads(r["metrics_json"]).get("dead_groups", {}).get("drawn")) for r in rows)
-    assert redrew, [e.knob for e in events]  # a hint or resampling move ran (the second move: a hint)
+        for r in rows:
+            moved = json.loads(r["metrics_json"]).get("dead_groups", {})
+            redrew += bool(moved.get("hinted_groups") or moved.get("resample_rounds"))
+    assert redrew, [e.knob for e in events]  # a hint or resampling redrew groups (the second move: a hint)

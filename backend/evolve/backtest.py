@@ -137,7 +137,7 @@ def replay_window(ctx: EvolveContext, fixed: list[int]) -> list[RolloutRow]:
         return rows
     base = statistics.fmean(bool(r["correct"]) for r in rows)
     want = min(cfg.replay_max_rows, replay_rows(cfg.min_effect, cfg.min_gain, ctx.cfg.train.group_size, base))
-    per_step = max(1, ctx.cfg.train.tasks_per_step * ctx.cfg.train.group_size)
+    per_step = max(1, math.ceil(len(rows) / max(1, min(cfg.window, ctx.step))))  # as stored: redraws replace groups
     if want <= len(rows):
         return rows
     return select_rows(store, ctx.step, max(cfg.window, math.ceil(want / per_step)), fixed, max_rows=want)

@@ -122,7 +122,7 @@ def propose_move(store: Store, cfg: RunConfig, step: int, tried: Sequence[TriedM
     for c in cands:
         if "knob" not in c.params or c.parent_version != hv:
             continue
-        if c.params["knob"] in taken or repeats(tried, str(c.params["knob"]), str(c.params.get("from")),
+        if str(c.params["knob"]) in taken or repeats(tried, str(c.params["knob"]), str(c.params.get("from")),
                                                   str(c.params.get("to"))):
             continue
         entry = schedule.record(ctx, None, c)

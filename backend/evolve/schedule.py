@@ -220,7 +220,7 @@ def second_looks(ctx: EvolveContext) -> list[Candidate]:
     error rate (`backtest`): two looks, at alpha and alpha/2, keep a false pass under 1.5 alpha."""
     store, cfg = ctx.store, ctx.cfg
     sizes = store.replay_sizes()
-    rows_now = min(cfg.evolve.replay_max_rows, ctx.step * cfg.train.tasks_per_step * cfg.train.group_size)
+    rows_now = min(cfg.evolve.replay_max_rows, store.count("rollouts"))
     ivs = store.interventions()
     looked = {look_of(r) for r in ivs}
     return [_look_again(ctx, r, r.code) for r in ivs

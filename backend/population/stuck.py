@@ -6,12 +6,13 @@ nothing from it): the dead groups of all members' `steps` rows over the last
 `population.every` steps (`rollout.group_stats` stores each step's
 `dead_group_frac` of its `n_groups`; a group only a hint revived counts as
 dead, `dead_groups_of`), pooled, as a share with its 95% Wilson interval, at
-least `population.stuck_dead_share`. Without that rule a hint move switched
-the stuck state off by itself: on suite S1 (session 17) the one member of each
-population that hinted went from 0.98-1.00 dead to 0.06-0.17 at the next
-comparison, which took the pooled share under 0.9 while every member's
-validation stayed at 0.01-0.04, and no move was drawn after step 10. The point share decides; the
-interval and the groups are stored with the move (`store.Stuck`).
+least `population.stuck_dead_share`. The point share decides; the interval
+and the groups are stored with the move (`store.Stuck`). Without the hint rule
+a hint switched the stuck state off by itself: on a stuck math suite (lcm and
+fraction_simplification) the member of each population that hinted went from
+0.98-1.00 dead to 0.06-0.17 at the next comparison, which took the pooled share
+under 0.9 while every member's validation stayed at 0.01-0.04, and no move was
+drawn after that.
 
 The members that move are ranked last first on validation (fewest correct on
 the paired problems; ties: the highest index, so a population of equals moves
@@ -46,7 +47,7 @@ def dead_groups_of(step_row: Mapping[str, Any]) -> tuple[int, int]:
     alive: the policy found the answer itself.
 
     >>> dead_groups_of({"n_groups": 64, "dead_group_frac": 0.5,
-    ...                 "metrics_json": '{"dead_groups": {"revived_by_hint": 20, "revived_by_resample": 3}}'})
+    ...                 "metrics_json": '{"dead_groups": {"dead_revived_by_hint": 20, "revived_by_resample": 3}}'})
     (52, 64)
     >>> dead_groups_of({"n_groups": 8, "dead_group_frac": 1.0, "metrics_json": None})
     (8, 8)
@@ -54,7 +55,7 @@ def dead_groups_of(step_row: Mapping[str, Any]) -> tuple[int, int]:
     n = int(step_row["n_groups"] or 0)
     dead = round(float(step_row["dead_group_frac"] or 0.0) * n)
     moved = json.loads(step_row["metrics_json"] or "{}").get("dead_groups") or {}
-    return min(n, dead + int(moved.get("revived_by_hint") or 0)), n
+    return min(n, dead + int(moved.get("dead_revived_by_hint", moved.get("revived_by_hint")) or 0)), n
 
 
 def dead_share(run_dirs: Sequence[Path], first: int, last: int, threshold: float) -> Stuck:
