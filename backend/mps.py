@@ -34,6 +34,8 @@ class MpsDaemon:
     """What a process needs in its environment to be served by this daemon; {} when not running."""
     why: str = ""
     """Why the daemon is not running (empty when it is)."""
+    control: str = ""
+    """The control binary it was started with (what `stop` tells to quit)."""
 
     @classmethod
     def start(cls, root: Path, control: str = CONTROL) -> MpsDaemon:
@@ -44,28 +46,29 @@ class MpsDaemon:
         pipe.mkdir(parents=True, exist_ok=True)
         log.mkdir(parents=True, exist_ok=True)
         env = {"CUDA_MPS_PIPE_DIRECTORY": str(pipe), "CUDA_MPS_LOG_DIRECTORY": str(log)}
-        done = subprocess.run([exe, "-d"], env={**os.environ, **env}, capture_output=True, text=True,
-                              timeout=START_S)
+        try:
+            done = subprocess.run([exe, "-d"], env={**os.environ, **env}, capture_output=True, text=True,
+                                  timeout=START_S)
+        except (OSError, subprocess.TimeoutExpired) as e:
+            return cls(why=f"{control} -d did not start: {type(e).__name__}: {e}"[:300])
         if done.returncode != 0:
             return cls(why=f"{control} -d exited {done.returncode}: {(done.stderr or done.stdout).strip()[:200]}")
         deadline = time.monotonic() + START_S
         while time.monotonic() < deadline:  # the control pipe appears once the daemon listens
             if any(pipe.iterdir()):
-                return cls(env=env)
+                return cls(env=env, control=exe)
             time.sleep(0.1)
-        daemon = cls(env=env)
-        daemon.stop()
+        cls(env=env, control=exe).stop()  # it may listen late: told to quit all the same
         return cls(why=f"{control} started but made no pipe in {pipe} within {START_S:.0f} s")
 
     def stop(self) -> None:
         """Tell the daemon to quit (its clients should have exited); nothing when not running."""
-        exe = shutil.which(CONTROL)
-        if not self.env or exe is None:
+        if not self.env or not self.control:
             return
         try:
-            subprocess.run([exe], input="quit\n", env={**os.environ, **self.env}, capture_output=True, text=True,
-                           timeout=START_S)
-        except subprocess.TimeoutExpired:
+            subprocess.run([self.control], input="quit\n", env={**os.environ, **self.env}, capture_output=True,
+                           text=True, timeout=START_S)
+        except (OSError, subprocess.TimeoutExpired):
             pass
         self.env = {}
 

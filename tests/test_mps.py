@@ -15,8 +15,8 @@ from backend.mps import CONTROL, MpsDaemon
 
 DAEMON = r"""#!/bin/sh
 if [ "$1" = "-d" ]; then
-    ( mkfifo "$CUDA_MPS_PIPE_DIRECTORY/control"; while [ -p "$CUDA_MPS_PIPE_DIRECTORY/control" ]; do sleep 0.05; done ) \
-        >/dev/null 2>&1 &
+    pipe="$CUDA_MPS_PIPE_DIRECTORY/control"
+    ( mkfifo "$pipe"; while [ -p "$pipe" ]; do sleep 0.05; done ) >/dev/null 2>&1 &
     exit 0
 fi
 read cmd
