@@ -2,7 +2,9 @@
 # The speed rows that wait for a GPU, one `evotui bench` a card, in one device call of about
 # DEADLINE_S seconds on four cards (each bench stops at its own timeout and keeps its log):
 #
-#   [GPUS=0,1,2,3] bash benchmarks/gpu_speed_rows.sh OUT [DEADLINE_S]
+#   [GPUS=0,1,2,3] [STEPS=4] bash benchmarks/gpu_speed_rows.sh OUT [DEADLINE_S]
+#
+# STEPS: timed steps a row plus the first (which warms up and is not counted): 4 gives n = 3.
 #
 #   GPU 0  a code step at 64 x 8, against the same step with a fresh process per test run
 #          (code.sandbox_pool=false: the path before the warm pool)
@@ -32,13 +34,13 @@ IFS=, read -r -a card <<<"$gpus"
 if [ "${#card[@]}" -ge 4 ]; then lane_s=$deadline; c0=${card[0]}; c1=${card[1]}; c2=${card[2]}; c3=${card[3]}
 else lane_s=$((deadline / 2)); c0=${card[0]}; c1=${card[1]:-${card[0]}}; c2=$c0; c3=$c1; fi
 half=$((lane_s / 2))
-lane0() { bench code "$c0" "$lane_s" --only step --skip-hf --step-domain code --tasks 64 --group 8 --step-new 256 \
+lane0() { bench code "$c0" "$lane_s" --only step --skip-hf --steps "${STEPS:-4}" --step-domain code --tasks 64 --group 8 --step-new 256 \
     --step-variants "fresh-tests:code.sandbox_pool=false"; }
-lane1() { bench swe-32 "$c1" "$half" --only step --skip-hf --step-domain swe --step-swe-levels 0,1 --tasks 32 \
+lane1() { bench swe-32 "$c1" "$half" --only step --skip-hf --steps "${STEPS:-4}" --step-domain swe --step-swe-levels 0,1 --tasks 32 \
     --group 8 --step-new 192 --step-variants ""
-    bench swe-64 "$c1" "$half" --only step --skip-hf --step-domain swe --step-swe-levels 0,1 --tasks 64 --group 8 \
+    bench swe-64 "$c1" "$half" --only step --skip-hf --steps "${STEPS:-4}" --step-domain swe --step-swe-levels 0,1 --tasks 64 --group 8 \
     --step-new 192 --step-variants ""; }
-lane2() { bench swe-turns "$c2" "$lane_s" --only step --skip-hf --step-domain swe --step-swe-levels 2 --tasks 16 \
+lane2() { bench swe-turns "$c2" "$lane_s" --only step --skip-hf --steps "${STEPS:-4}" --step-domain swe --step-swe-levels 2 --tasks 16 \
     --group 8 --step-new 192 --step-variants "kv_reuse:model.kv_reuse=true"; }
 lane3() { bench prefix "$c3" 150 --only trainer --trainer-variants prefix --trainer-prompt 300,650
     [ "$lane_s" -gt 320 ] && bench card "$c3" $((lane_s - 170)) --only card --card-deadline $((lane_s - 200)) \
