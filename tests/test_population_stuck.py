@@ -91,6 +91,20 @@ def test_the_last_member_of_a_stuck_population_moves_without_a_copy(explore_stuc
     assert "stuck: dead groups 8/8 = 1.00" in "\n".join(event_lines(read_population(pop)))
 
 
+def test_the_report_shows_each_members_dead_groups_by_segment(explore_stuck):
+    from backend.tools.population_view import read_population
+    from backend.tools.report_population import dead_group_lines
+
+    pop, *_ = explore_stuck
+    lines = dead_group_lines(read_population(pop))
+    header = next(ln for ln in lines if ln.startswith("| member"))
+    assert header.count("steps ") == STEPS // EVERY and "steps 1-2" in header
+    rows = {ln.split(" | ")[0]: ln for ln in lines if ln.startswith("| m") and ln != header}
+    assert set(rows) == {"| m0", "| m1"}
+    # the first segment, before any move: every group of both members dead (2 steps x 2 tasks)
+    assert all(r.split(" | ")[1] == "1.00 (4)" for r in rows.values()), rows
+
+
 def test_a_second_stuck_comparison_does_not_repeat_a_move_that_tied(explore_stuck):
     pop, _, _, events = explore_stuck
     first, second = events

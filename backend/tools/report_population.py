@@ -259,8 +259,30 @@ def lineage_lines(groups: list[Group], out: Path, svg_plot: Callable[..., str]) 
         (out / f"lineage-{name}.svg").write_text(svg_plot(series, f"{name}: validation accuracy by member",
                                                           "accuracy"))
         md += population_lines(view, name) + [f"![{name} validation](lineage-{name}.svg)", ""]
-        md += event_lines(view)
+        md += dead_group_lines(view) + event_lines(view)
     return md
+
+
+def dead_group_lines(view: PopulationView) -> list[str]:
+    """Each member's dead-group share over each segment between comparisons, as the stuck rule
+    counts it (`population.stuck.dead_groups_of`: a group only a hint revived is dead), so a
+    reader sees which moves revived groups and which members learned on their own."""
+    from backend.population.stuck import dead_share
+
+    steps = sorted({s.step for s in view.scores})
+    if not steps:
+        return []
+    bounds = list(zip([0, *steps], steps))
+    md = ["Dead groups by member and segment (a group only a hint revived counts as dead):", "",
+          "| member | " + " | ".join(f"steps {a + 1}-{b}" for a, b in bounds) + " |",
+          "|---|" + "---|" * len(bounds)]
+    for m in view.members:
+        cells = []
+        for a, b in bounds:
+            d = dead_share([m.run_dir], a + 1, b, 1.0) if (m.run_dir / "run.db").exists() else None
+            cells.append(f"{d.share:.2f} ({d.groups})" if d and d.groups else "-")
+        md.append(f"| {m.name} | " + " | ".join(cells) + " |")
+    return md + [""]
 
 
 def population_lines(view: PopulationView, name: str) -> list[str]:
