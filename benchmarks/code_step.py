@@ -143,14 +143,7 @@ def tests_only(args) -> None:
     env.evaluate_many(pairs[: min(len(pairs), 2 * os.cpu_count())])  # start the workers: not timed
     if args.timeouts:
         return compare_timeouts(env, pairs, args)
-    times: dict[bool, list[float]] = {True: [], False: []}
-    verdicts = {}
-    for _ in range(args.repeats):
-        for pool in (False, True):
-            env.cfg.sandbox_pool = pool
-            t0 = time.perf_counter()
-            verdicts[pool] = [(v.correct, v.status) for v in env.evaluate_many(pairs)]
-            times[pool].append(time.perf_counter() - t0)
+    times, verdicts = alternate(env, pairs, "sandbox_pool", [False, True], args.repeats)
     note = pool_note(env)
     env.close()
     differ = sum(a != b for a, b in zip(verdicts[True], verdicts[False]))
@@ -164,18 +157,25 @@ def tests_only(args) -> None:
     print(note)
 
 
+def alternate(env, pairs, setting: str, values: list, repeats: int) -> tuple[dict, dict]:
+    """The batch evaluated with `env.cfg.<setting>` at each of `values` in turn, `repeats` rounds:
+    ({value: seconds per batch}, {value: the last batch's (correct, status) per completion})."""
+    times: dict = {v: [] for v in values}
+    verdicts: dict = {}
+    for _ in range(repeats):
+        for v in values:
+            setattr(env.cfg, setting, v)
+            t0 = time.perf_counter()
+            verdicts[v] = [(x.correct, x.status) for x in env.evaluate_many(pairs)]
+            times[v].append(time.perf_counter() - t0)
+    return times, verdicts
+
+
 def compare_timeouts(env, pairs, args) -> None:
     """The same batch on the warm pool under each `code.timeout_s` of --timeouts, alternating,
     --repeats times: what the step's tests wait for when a rollout never returns."""
     limits = [float(t) for t in args.timeouts.split(",")]
-    times: dict[float, list[float]] = {t: [] for t in limits}
-    verdicts = {}
-    for _ in range(args.repeats):
-        for t in limits:
-            env.cfg.timeout_s = t
-            t0 = time.perf_counter()
-            verdicts[t] = [(v.correct, v.status) for v in env.evaluate_many(pairs)]
-            times[t].append(time.perf_counter() - t0)
+    times, verdicts = alternate(env, pairs, "timeout_s", limits, args.repeats)
     note = pool_note(env)
     env.close()
     base = limits[0]
