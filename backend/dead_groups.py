@@ -67,9 +67,18 @@ class Moves:
         return self.hint > 0 or self.resample_dead > 0
 
 
+KEY = "dead_groups"
+"""Where a step's `Revival` is stored in its `steps.metrics_json` (absent: no move ran)."""
+
+
+def recorded(step_row: Mapping[str, Any]) -> dict[str, Any]:
+    """What the moves did at a stored step (`Revival.to_dict`), {} where none ran."""
+    return json.loads(step_row["metrics_json"] or "{}").get(KEY) or {}
+
+
 @dataclass
 class Revival:
-    """What the moves did in one step: the stored summary (`steps.metrics_json["dead_groups"]`)."""
+    """What the moves did in one step: the stored summary (`steps.metrics_json[KEY]`)."""
 
     drawn: int = 0
     """Rollouts drawn in all, the step's first draw included."""
@@ -112,14 +121,12 @@ def reserve(previous: Mapping[str, Any] | None, tasks: int) -> int:
     >>> reserve(None, 64)
     0
     """
-    cap = tasks // 2
     if previous is None:
         return 0
-    moved = json.loads(previous["metrics_json"] or "{}").get("dead_groups") or {}
-    wanted = moved.get("wanted")
+    wanted = recorded(previous).get("wanted")
     if wanted is None:
         wanted = round(float(previous["dead_group_frac"] or 0.0) * int(previous["n_groups"] or 0))
-    return min(cap, int(wanted))
+    return min(tasks // 2, int(wanted))
 
 
 def redraw_seed(seed: int, step: int, round_: int) -> int:

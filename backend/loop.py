@@ -344,7 +344,7 @@ class Engine:
         step_row = {
             "step": step, "created_at": now(), "harness_version": self.harness_version,
             "policy_version": self.policy_version,  # the saved one's, if any
-            "n_rollouts": moved["dead_groups"]["drawn"] if "dead_groups" in moved else len(items),
+            "n_rollouts": moved[dead_groups.KEY]["drawn"] if dead_groups.KEY in moved else len(items),
             **gstats, "entropy": tstats["entropy"], "loss": tstats["loss"], "kl": tstats["kl"],
             "clip_frac": tstats["clip_frac"], "grad_norm": tstats["grad_norm"], "tokens": n_tok,
             "tokens_per_s": n_tok / max(times["gen_ms"] / 1000, 1e-9), "gen_ms": times["gen_ms"],
@@ -402,7 +402,7 @@ class Engine:
         references = dead_groups.references(self.env, self.harness.spec.prompt, self.lm.tokenizer)
         out["items"], revival = dead_groups.revive(items, tasks, moves, draw, references, self.max_new_tokens(),
                                                    budget=held)
-        out["dead_groups"] = revival.to_dict()
+        out[dead_groups.KEY] = revival.to_dict()
         return out
 
     def batch_shapes(self, trained: bool = True) -> dict:

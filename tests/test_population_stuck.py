@@ -209,8 +209,8 @@ def test_the_last_member_is_the_fewest_correct_and_ties_go_to_the_highest_index(
         return Score(step=2, member=member, n=10, correct=correct, acc=correct / 10, best=False, diff=0.0,
                      low=0.0, high=0.0, behind=False)
 
-    assert stuck.last_member([sc(0, 3), sc(1, 1), sc(2, 2)]).member == 1
-    assert stuck.last_member([sc(0, 0), sc(1, 0), sc(2, 0)]).member == 2
+    assert stuck.movers([sc(0, 3), sc(1, 1), sc(2, 2)], 1)[0].member == 1
+    assert stuck.movers([sc(0, 0), sc(1, 0), sc(2, 0)], 1)[0].member == 2
 
 
 def test_stuck_is_the_pooled_dead_share_of_the_members_steps_at_the_threshold(explore_stuck):

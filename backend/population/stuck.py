@@ -29,10 +29,10 @@ moved", which a stuck population's near-zero validation could not show anyway).
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+from backend.dead_groups import recorded
 from backend.evolve.explore import TriedMove
 from backend.evolve.stats import wilson_interval
 from backend.store import Store
@@ -54,7 +54,7 @@ def dead_groups_of(step_row: Mapping[str, Any]) -> tuple[int, int]:
     """
     n = int(step_row["n_groups"] or 0)
     dead = round(float(step_row["dead_group_frac"] or 0.0) * n)
-    moved = json.loads(step_row["metrics_json"] or "{}").get("dead_groups") or {}
+    moved = recorded(step_row)
     return min(n, dead + int(moved.get("dead_revived_by_hint", moved.get("revived_by_hint")) or 0)), n
 
 
@@ -78,9 +78,9 @@ def is_stuck(s: Stuck) -> bool:
     return s.groups > 0 and s.share >= s.threshold
 
 
-def last_member(scores: Sequence[Score]) -> Score:
-    """The member ranked last on validation (ties: the highest index)."""
-    return min(scores, key=lambda s: (s.correct, -s.member))
+def _last_first(s: Score) -> tuple[int, int]:
+    """Ranks members from last on validation: fewest correct, ties to the highest index."""
+    return s.correct, -s.member
 
 
 def movers(scores: Sequence[Score], count: int) -> list[Score]:
@@ -94,7 +94,7 @@ def movers(scores: Sequence[Score], count: int) -> list[Score]:
     >>> [s.member for s in movers([sc(0, 1), sc(1, 3, True), sc(2, 2)], 1)]
     [0]
     """
-    ranked = sorted((s for s in scores if not s.best), key=lambda s: (s.correct, -s.member))
+    ranked = sorted((s for s in scores if not s.best), key=_last_first)
     return ranked if count <= 0 else ranked[:count]
 
 
