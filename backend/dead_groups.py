@@ -226,7 +226,8 @@ def revive(items: list[Any], tasks: list[Task], moves: Moves, draw: Draw,
                 out[g] = pre
         return out
 
-    rev.wanted = len(dead_groups(items)) if moves.resample_dead else len(hints(items)) if moves.hint > 0 else 0
+    early = hints(items) if moves.hint > 0 and not moves.resample_dead else None  # no resampling: final
+    rev.wanted = len(dead_groups(items)) if moves.resample_dead else len(early or {})
     left = budget
 
     def spend(gids: list[int]) -> list[int]:
@@ -249,7 +250,7 @@ def revive(items: list[Any], tasks: list[Task], moves: Moves, draw: Draw,
         items = _flat(groups)
         rev.revived_by_resample += len(set(dead) - set(dead_groups(items)))
     if moves.hint > 0:
-        prefixes = hints(items)
+        prefixes = early if early is not None else hints(items)  # after resampling: its groups
         hinted = spend(sorted(prefixes))
         if hinted:
             dead_before = set(dead_groups(items))
