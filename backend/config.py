@@ -73,8 +73,9 @@ class ModelConfig:
     """Free the generation engine's KV caches and graphs before each update (vLLM always does), so
     the update plans its micro-batches from the run's whole share; the next generation rebuilds
     them. For runs on a small share of a card: a kept cache of 256 SWE level-1 rows of about 1,300
-    tokens is about 8 GB on the embedded model, a third of a 0.15 share of an H200, and the plan
-    fixed at the first step then leaves the update small micro-batches. Off until measured
+    tokens is about 8 GB on the embedded model, a third of a 0.15 share of a 141 GB card, and the
+    plan fixed at the first step then leaves the update small micro-batches. Off: six runs sharing
+    a card turned over 0.99x today's rollouts a second with it on, no gain
     (`evotui bench -- --only card --card-new model.free_cache_for_training=true`)."""
     kv_reuse: bool = False
     """Fast engine: a multi-turn episode's next turn reuses the KV cache of everything the last
