@@ -6,12 +6,12 @@
 #
 # STEPS: timed steps a row plus the first (which warms up and is not counted): 4 gives n = 3.
 #
-#   GPU 0  a code step at 64 x 8, against the same step with a fresh process per test run
-#          (code.sandbox_pool=false: the path before the warm pool)
-#   GPU 1  an SWE step at levels 0,1, 32 x 8, then 64 x 8
-#   GPU 2  a multi-turn SWE step (level 2) at 16 x 8, against the same with model.kv_reuse
-#   GPU 3  the trainer's shared-prefix row at SWE prompt lengths (its per-module gradient line),
-#          then six runs sharing the card with and without model.free_cache_for_training
+#   GPU 0  a code step at 64 x 8 (code.timeout_s 1 s, today's), against the same step at the
+#          old 5 s limit (the path the issue timed at about 16 s a step)
+#   GPU 1  a multi-turn SWE step (level 2) at 16 x 8 (swe.test_timeout_s 3 s), against 10 s
+#   GPU 2  six runs sharing the card, today's against the same six under a private MPS daemon
+#   GPU 3  the shared-prefix gradient against fp32 under SDPA and eager attention, then decode at
+#          batch 512 x 256 with a kernel profile of eager decode steps
 #
 # Each bench writes OUT/<name>.txt (the table and its log) and OUT/<name>/ (rows.json).
 # The cards share the host's cores; the code and SWE steps run tests on them, so read the
@@ -34,17 +34,18 @@ IFS=, read -r -a card <<<"$gpus"
 if [ "${#card[@]}" -ge 4 ]; then lane_s=$deadline; c0=${card[0]}; c1=${card[1]}; c2=${card[2]}; c3=${card[3]}
 else lane_s=$((deadline / 2)); c0=${card[0]}; c1=${card[1]:-${card[0]}}; c2=$c0; c3=$c1; fi
 half=$((lane_s / 2))
-lane0() { bench code "$c0" "$lane_s" --only step --skip-hf --steps "${STEPS:-4}" --step-domain code --tasks 64 --group 8 --step-new 256 \
-    --step-variants "fresh-tests:code.sandbox_pool=false"; }
-lane1() { bench swe-32 "$c1" "$half" --only step --skip-hf --steps "${STEPS:-4}" --step-domain swe --step-swe-levels 0,1 --tasks 32 \
-    --group 8 --step-new 192 --step-variants ""
-    bench swe-64 "$c1" "$half" --only step --skip-hf --steps "${STEPS:-4}" --step-domain swe --step-swe-levels 0,1 --tasks 64 --group 8 \
-    --step-new 192 --step-variants ""; }
-lane2() { bench swe-turns "$c2" "$lane_s" --only step --skip-hf --steps "${STEPS:-4}" --step-domain swe --step-swe-levels 2 --tasks 16 \
-    --group 8 --step-new 192 --step-variants "kv_reuse:model.kv_reuse=true"; }
-lane3() { bench prefix "$c3" 150 --only trainer --trainer-variants prefix --trainer-prompt 300,650
-    [ "$lane_s" -gt 320 ] && bench card "$c3" $((lane_s - 170)) --only card --card-deadline $((lane_s - 200)) \
-    --card-new model.free_cache_for_training=true; }
+lane0() { bench code "$c0" "$lane_s" --only step --skip-hf --steps "${STEPS:-4}" --step-domain code --tasks 64 --group 8 \
+    --step-new 256 --step-variants "timeout-5s:code.timeout_s=5"; }
+lane1() { bench swe-turns "$c1" "$lane_s" --only step --skip-hf --steps "${STEPS:-4}" --step-domain swe --step-swe-levels 2 \
+    --tasks 16 --group 8 --step-new 192 --step-variants "limit-10s:swe.test_timeout_s=10"; }
+lane2() { bench card "$c2" "$lane_s" --only card --card-deadline $((lane_s - 30)) --card-new "" --card-mps; }
+lane3() {
+    for attn in sdpa eager; do
+        CUDA_VISIBLE_DEVICES=$c3 timeout -k 20 120 python3 benchmarks/shared_prefix_grad.py --device cuda \
+            --attn $attn > "$out/prefix-$attn.txt" 2>&1
+        echo "prefix-$attn rc=$?" >> "$out/prefix-$attn.txt"
+    done
+    bench gen "$c3" $((lane_s - 150)) --only gen --profile; }
 if [ "${#card[@]}" -ge 4 ]; then lane0 & lane1 & lane2 & lane3 & wait
 else (lane0; lane2) & (lane1; lane3) & wait; fi
 grep -h "rc=" "$out"/*.txt
