@@ -13,6 +13,10 @@ when the block ends.
 
 A card whose driver has no `nvidia-cuda-mps-control`, or a daemon that does not answer, gives
 `env == {}` and `why` says what happened: the runs then share the card as before.
+
+The server renumbers the devices it was started with from 0, so a client that kept the
+daemon's `CUDA_VISIBLE_DEVICES=2` would ask for a device the server does not have ("no CUDA
+GPU"; measured on an H200): `env` gives clients the renumbered list.
 """
 
 from __future__ import annotations
@@ -36,6 +40,8 @@ class MpsDaemon:
     """Why the daemon is not running (empty when it is)."""
     control: str = ""
     """The control binary it was started with (what `stop` tells to quit)."""
+    pipes: dict[str, str] = field(default_factory=dict)
+    """The daemon's pipe and log folders (what `stop` needs to reach it)."""
 
     @classmethod
     def start(cls, root: Path, control: str = CONTROL) -> MpsDaemon:
@@ -46,6 +52,7 @@ class MpsDaemon:
         pipe.mkdir(parents=True, exist_ok=True)
         log.mkdir(parents=True, exist_ok=True)
         env = {"CUDA_MPS_PIPE_DIRECTORY": str(pipe), "CUDA_MPS_LOG_DIRECTORY": str(log)}
+        running = cls(env={**env, **client_devices(os.environ.get("CUDA_VISIBLE_DEVICES"))}, control=exe, pipes=env)
         try:
             done = subprocess.run([exe, "-d"], env={**os.environ, **env}, capture_output=True, text=True,
                                   timeout=START_S)
@@ -56,9 +63,9 @@ class MpsDaemon:
         deadline = time.monotonic() + START_S
         while time.monotonic() < deadline:  # the control pipe appears once the daemon listens
             if any(pipe.iterdir()):
-                return cls(env=env, control=exe)
+                return running
             time.sleep(0.1)
-        cls(env=env, control=exe).stop()  # it may listen late: told to quit all the same
+        running.stop()  # it may listen late: told to quit all the same
         return cls(why=f"{control} started but made no pipe in {pipe} within {START_S:.0f} s")
 
     def stop(self) -> None:
@@ -66,7 +73,7 @@ class MpsDaemon:
         if not self.env or not self.control:
             return
         try:
-            subprocess.run([self.control], input="quit\n", env={**os.environ, **self.env}, capture_output=True,
+            subprocess.run([self.control], input="quit\n", env={**os.environ, **self.pipes}, capture_output=True,
                            text=True, timeout=START_S)
         except (OSError, subprocess.TimeoutExpired):
             pass
@@ -77,3 +84,12 @@ class MpsDaemon:
 
     def __exit__(self, *exc) -> None:
         self.stop()
+
+
+def client_devices(visible: str | None) -> dict[str, str]:
+    """A client's CUDA_VISIBLE_DEVICES under a daemon started with `visible`: the same number of
+    devices, numbered from 0 as the server numbers them ({} when `visible` is unset)."""
+    if visible is None or not visible.strip():
+        return {}
+    n = len([d for d in visible.split(",") if d.strip()])
+    return {"CUDA_VISIBLE_DEVICES": ",".join(str(i) for i in range(n))}

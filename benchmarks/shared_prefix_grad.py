@@ -51,7 +51,8 @@ def main(argv=None) -> None:
     with torch.no_grad():
         for n, p in named:
             if "lora_B" in n:
-                p.normal_(0, 0.05, generator=torch.Generator().manual_seed(len(n)))
+                g_n = torch.Generator().manual_seed(len(n))  # on the CPU: the same weights on any device
+                p.copy_(torch.randn(p.shape, generator=g_n) * 0.05)
 
     def grad(shared: bool) -> torch.Tensor:
         before = [p.detach().clone() for _, p in named]

@@ -16,6 +16,7 @@ from backend.mps import CONTROL, MpsDaemon
 DAEMON = r"""#!/bin/sh
 if [ "$1" = "-d" ]; then
     pipe="$CUDA_MPS_PIPE_DIRECTORY/control"
+    echo "${CUDA_VISIBLE_DEVICES-unset}" > "$CUDA_MPS_LOG_DIRECTORY/devices"
     ( mkfifo "$pipe"; while [ -p "$pipe" ]; do sleep 0.05; done ) >/dev/null 2>&1 &
     exit 0
 fi
@@ -42,6 +43,7 @@ def test_no_control_binary_means_no_daemon_and_says_why(tmp_path, monkeypatch):
 
 def test_the_daemon_serves_its_own_folders_and_quits_at_the_end(tmp_path, monkeypatch):
     _on_path(tmp_path, DAEMON, monkeypatch)
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
     root = tmp_path / "mps"
     with MpsDaemon.start(root) as mps:
         assert mps.why == "" and mps.env == {"CUDA_MPS_PIPE_DIRECTORY": str(root / "mps-pipe"),
@@ -53,6 +55,18 @@ def test_the_daemon_serves_its_own_folders_and_quits_at_the_end(tmp_path, monkey
     while (root / "mps-pipe" / "control").exists() and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not (root / "mps-pipe" / "control").exists()
+
+
+def test_clients_see_the_daemons_devices_numbered_from_0(tmp_path, monkeypatch):
+    """The server renumbers the devices it was started with: a client that kept "2" would find
+    no GPU (as on an H200 of a 4-card host), so clients get "0" while the daemon keeps "2"."""
+    _on_path(tmp_path, DAEMON, monkeypatch)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2,3")
+    root = tmp_path / "mps"
+    with MpsDaemon.start(root) as mps:
+        assert mps.env["CUDA_VISIBLE_DEVICES"] == "0,1"
+        assert (root / "mps-log" / "devices").read_text().strip() == "2,3"
+    assert (root / "mps-log" / "control.log").read_text().strip() == "quit"
 
 
 def test_a_daemon_that_never_listens_is_given_up(tmp_path, monkeypatch):
