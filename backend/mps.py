@@ -1,4 +1,5 @@
-"""A private CUDA MPS daemon for runs that share a card (`evotui bench --only card --card-mps`).
+"""A private CUDA MPS daemon for runs that share a card (`evotui compare --jobs N --mps`,
+`evotui bench --only card --card-mps`).
 
 Processes that share a GPU without MPS take turns on it: one process's kernels run at a
 time. Runs of a small model launch small kernels that fill a fraction of the card, so
@@ -16,7 +17,11 @@ A card whose driver has no `nvidia-cuda-mps-control`, or a daemon that does not 
 
 The server renumbers the devices it was started with from 0, so a client that kept the
 daemon's `CUDA_VISIBLE_DEVICES=2` would ask for a device the server does not have ("no CUDA
-GPU"; measured on an H200): `env` gives clients the renumbered list.
+GPU"; measured on an H200): `env` gives clients the renumbered list, and `client_env(pinned)`
+the server's numbers for a client pinned to some of the daemon's GPUs:
+
+    daemon started with CUDA_VISIBLE_DEVICES=2,3:   client_env(["3"]) -> CUDA_VISIBLE_DEVICES=1
+    daemon started without it (the machine's ids):  client_env(["1"]) -> CUDA_VISIBLE_DEVICES=1
 """
 
 from __future__ import annotations
@@ -42,6 +47,9 @@ class MpsDaemon:
     """The control binary it was started with (what `stop` tells to quit)."""
     pipes: dict[str, str] = field(default_factory=dict)
     """The daemon's pipe and log folders (what `stop` needs to reach it)."""
+    devices: list[str] = field(default_factory=list)
+    """The entries of the CUDA_VISIBLE_DEVICES it was started with, in the server's order (the
+    server numbers them from 0); empty: started without it, the server numbers GPUs as the machine does."""
 
     @classmethod
     def start(cls, root: Path, control: str = CONTROL) -> MpsDaemon:
@@ -52,7 +60,8 @@ class MpsDaemon:
         pipe.mkdir(parents=True, exist_ok=True)
         log.mkdir(parents=True, exist_ok=True)
         env = {"CUDA_MPS_PIPE_DIRECTORY": str(pipe), "CUDA_MPS_LOG_DIRECTORY": str(log)}
-        running = cls(env={**env, **client_devices(os.environ.get("CUDA_VISIBLE_DEVICES"))}, control=exe, pipes=env)
+        devices = entries(os.environ.get("CUDA_VISIBLE_DEVICES"))
+        running = cls(env={**env, **client_devices(devices)}, control=exe, pipes=env, devices=devices)
         try:
             done = subprocess.run([exe, "-d"], env={**os.environ, **env}, capture_output=True, text=True,
                                   timeout=START_S)
@@ -79,6 +88,18 @@ class MpsDaemon:
             pass
         self.env = {}
 
+    def client_env(self, pinned: list[str]) -> dict[str, str]:
+        """What a process pinned to GPUs `pinned` needs in its environment to be served by this
+        daemon: its pipe and log folders, and CUDA_VISIBLE_DEVICES as the server numbers those GPUs.
+        `pinned` names GPUs as the daemon's own CUDA_VISIBLE_DEVICES does (or as the machine does,
+        when it was started without one); no pins: all of its GPUs (`env`). {} when not running;
+        a GPU the daemon does not serve raises ValueError."""
+        if not self.env:
+            return {}
+        if not pinned:
+            return dict(self.env)
+        return {**self.pipes, "CUDA_VISIBLE_DEVICES": ",".join(server_index(self.devices, g) for g in pinned)}
+
     def __enter__(self) -> MpsDaemon:
         return self
 
@@ -86,10 +107,31 @@ class MpsDaemon:
         self.stop()
 
 
-def client_devices(visible: str | None) -> dict[str, str]:
-    """A client's CUDA_VISIBLE_DEVICES under a daemon started with `visible`: the same number of
-    devices, numbered from 0 as the server numbers them ({} when `visible` is unset)."""
-    if visible is None or not visible.strip():
-        return {}
-    n = len([d for d in visible.split(",") if d.strip()])
-    return {"CUDA_VISIBLE_DEVICES": ",".join(str(i) for i in range(n))}
+def entries(visible: str | None) -> list[str]:
+    """The GPU ids of a CUDA_VISIBLE_DEVICES value, in order ([] when unset or empty)."""
+    return [d.strip() for d in (visible or "").split(",") if d.strip()]
+
+
+def client_devices(devices: list[str]) -> dict[str, str]:
+    """A client's CUDA_VISIBLE_DEVICES under a daemon started with `devices`: the same number of
+    devices, numbered from 0 as the server numbers them ({} when the daemon had no list)."""
+    return {"CUDA_VISIBLE_DEVICES": ",".join(str(i) for i in range(len(devices)))} if devices else {}
+
+
+def server_index(devices: list[str], gpu: str) -> str:
+    """GPU `gpu` as a server started with CUDA_VISIBLE_DEVICES entries `devices` numbers it: its
+    place in that list; without a list, the machine's own number.
+
+    >>> server_index(["2", "3"], "3"), server_index([], "1")
+    ('1', '1')
+    """
+    gpu = gpu.strip()
+    if not devices:
+        if not gpu.isdigit():
+            raise ValueError(f"GPU {gpu!r} is not a device number; the MPS daemon was started without "
+                             "CUDA_VISIBLE_DEVICES, so it numbers GPUs as the machine does")
+        return gpu
+    if gpu not in devices:
+        raise ValueError(f"GPU {gpu!r} is not one the MPS daemon serves (it was started with "
+                         f"CUDA_VISIBLE_DEVICES={','.join(devices)})")
+    return str(devices.index(gpu))

@@ -11,6 +11,8 @@ import stat
 import time
 from pathlib import Path
 
+import pytest
+
 from backend.mps import CONTROL, MpsDaemon
 
 DAEMON = r"""#!/bin/sh
@@ -67,6 +69,38 @@ def test_clients_see_the_daemons_devices_numbered_from_0(tmp_path, monkeypatch):
         assert mps.env["CUDA_VISIBLE_DEVICES"] == "0,1"
         assert (root / "mps-log" / "devices").read_text().strip() == "2,3"
     assert (root / "mps-log" / "control.log").read_text().strip() == "quit"
+
+
+def test_a_client_pinned_to_some_gpus_gets_their_numbers_on_the_server(tmp_path, monkeypatch):
+    """Started with "2,3", the server calls card 3 "1": a client pinned to card 3 is given "1"
+    (as it kept "3", it would find no GPU); no pins: all of the daemon's cards, as `env`."""
+    _on_path(tmp_path, DAEMON, monkeypatch)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2,3")
+    root = tmp_path / "mps"
+    pipes = {"CUDA_MPS_PIPE_DIRECTORY": str(root / "mps-pipe"), "CUDA_MPS_LOG_DIRECTORY": str(root / "mps-log")}
+    with MpsDaemon.start(root) as mps:
+        assert mps.devices == ["2", "3"]
+        assert mps.client_env(["3"]) == {**pipes, "CUDA_VISIBLE_DEVICES": "1"}
+        assert mps.client_env(["3", "2"])["CUDA_VISIBLE_DEVICES"] == "1,0"
+        assert mps.client_env([]) == mps.env == {**pipes, "CUDA_VISIBLE_DEVICES": "0,1"}
+        with pytest.raises(ValueError, match="'5' is not one the MPS daemon serves.*=2,3"):
+            mps.client_env(["5"])
+    assert mps.client_env(["3"]) == {}  # told to quit: nothing serves a client now
+
+
+def test_a_daemon_started_without_visible_devices_numbers_gpus_as_the_machine(tmp_path, monkeypatch):
+    _on_path(tmp_path, DAEMON, monkeypatch)
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    with MpsDaemon.start(tmp_path / "mps") as mps:
+        assert mps.devices == [] and mps.client_env(["1"])["CUDA_VISIBLE_DEVICES"] == "1"
+        assert "CUDA_VISIBLE_DEVICES" not in mps.client_env([])
+        with pytest.raises(ValueError, match="not a device number"):
+            mps.client_env(["GPU-8f2a"])
+
+
+def test_no_daemon_gives_no_client_environment(tmp_path, monkeypatch):
+    monkeypatch.setenv("PATH", str(tmp_path))
+    assert MpsDaemon.start(tmp_path / "mps").client_env(["0"]) == {}
 
 
 def test_a_daemon_that_never_listens_is_given_up(tmp_path, monkeypatch):

@@ -24,7 +24,9 @@ report reads every run under OUT.
 
 With `--jobs N` the runs are parallel processes; when several GPUs are
 visible each run is pinned to one (`CUDA_VISIBLE_DEVICES`), always the GPU
-with the fewest runs on it (round-robin while they all start together).
+with the fewest runs on it (round-robin while they all start together). With `--mps` as well,
+the runs share their cards through one private CUDA MPS daemon (backend/mps.py), each told the
+daemon's pipe folder and its GPU as the daemon's server numbers it.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ from pathlib import Path
 from backend.config import RunConfig, apply_overrides, config_from_dict, to_dict
 from backend.errors import UsageError
 from backend.harness.loader import default_harness_path
+from backend.mps import MpsDaemon
 
 from backend.grid import CARD_USE, Stopping, card_share, grid_config, pick_gpu, visible_gpus  # noqa: F401
 
@@ -302,14 +305,38 @@ def group_row(arm: str, seed: int, out: Path, codes: dict, errors: dict, size: i
     return row
 
 
+def mps_daemon(asked: bool, gpus: list[str]) -> MpsDaemon:
+    """The private MPS daemon a `--mps` grid's runs share their cards through, under a short temp
+    folder (its pipe is a unix socket, whose path may hold about 108 characters: not under OUT);
+    a daemon that is not running when not asked for, without GPUs, or when it cannot start,
+    with one line saying so. Use it as a context manager: the daemon is told to quit at the end."""
+    import shutil
+    import tempfile
+
+    if not asked:
+        return MpsDaemon()
+    if not gpus:
+        print("--mps applies to GPU runs only: no GPU is visible, so it is ignored", flush=True)
+        return MpsDaemon()
+    root = Path(tempfile.mkdtemp(prefix="evotui-mps-"))
+    mps = MpsDaemon.start(root)
+    if mps.env:
+        print(f"--mps: the runs share their cards through an MPS daemon (its logs: {root / 'mps-log'})", flush=True)
+    else:
+        print(f"--mps: {mps.why}", flush=True)
+        shutil.rmtree(root, ignore_errors=True)
+    return mps
+
+
 def run_parallel(base: RunConfig, seeds: list[int], out: Path, jobs: int, quiet: bool = False,
-                 arms: list[str] | None = None) -> list[dict]:
+                 arms: list[str] | None = None, mps: bool = False) -> list[dict]:
     """Like `run_compare`, with runs as parallel `evotui run --headless` processes on one
     machine: every arm but the control first; each seed's control starts when that seed's
     coevolve arm ends, as its budget depends on its probes. A population holds as many of the
     `jobs` slots as it has members training at once (`Unit.slots`). Several visible GPUs: each
     run on the GPU with the fewest runs where `jobs` allows (see `pick_gpu`), a population's
-    members spread over its least busy ones (`unit_gpus`)."""
+    members spread over its least busy ones (`unit_gpus`). `mps`: the runs share their cards
+    through one private MPS daemon (`mps_daemon`), told to quit when the grid ends."""
     import subprocess
     import sys
     import time
@@ -325,6 +352,7 @@ def run_parallel(base: RunConfig, seeds: list[int], out: Path, jobs: int, quiet:
     def launch(u: Unit, extra: int, pinned: list[str]):
         args = unit_args(out, base_d, u, extra)
         env = dict(os.environ, **({"CUDA_VISIBLE_DEVICES": ",".join(pinned)} if pinned else {}))
+        env.update(daemon.client_env(pinned))  # under MPS: the server's numbers for the pinned GPUs
         if not gpus and jobs > 1 and "OMP_NUM_THREADS" not in os.environ:
             # CPU runs side by side: a thread pool per core in each would oversubscribe the cores,
             # and OpenMP's spin-waits then slow every run many times over (README, bench --quick)
@@ -369,7 +397,7 @@ def run_parallel(base: RunConfig, seeds: list[int], out: Path, jobs: int, quiet:
                 codes[u.label] = proc.returncode
                 ended(u, f"exit {proc.returncode}")
 
-    with Stopping() as stopping:
+    with mps_daemon(mps, gpus) as daemon, Stopping() as stopping:
         while running or (pending and not stopping.requested):
             if not stopping.requested:
                 launch_pending()
