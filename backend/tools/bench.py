@@ -283,16 +283,11 @@ def plain_generate_check(b: Bench, model, tok, prompts, new: int, hf_tps: float)
 
 
 def profile_step(b: Bench, eng, prompts) -> None:
-    """Kernel times of a few eager decode steps (no graphs): where the step's time goes."""
-    from torch.profiler import ProfilerActivity, profile
+    """Kernel times of eight decode steps, the prefill taken out, against the step's wall time
+    under graphs (backend/tools/bench_decode_profile.py)."""
+    from .bench_decode_profile import profile_decode
 
-    eng.use_graphs = False
-    eng.generate(prompts, 4, 1.0, stop_at_eos=False)
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        eng.generate(prompts, 9, 1.0, stop_at_eos=False)  # prefill + 8 decode steps
-    eng.use_graphs = True
-    b.log("profile, prefill + 8 eager decode steps:\n" +
-          prof.key_averages().table(sort_by="cuda_time_total", row_limit=18, max_name_column_width=60))
+    b.log(f"profile, batch {len(prompts)}, 8 decode steps:\n" + profile_decode(eng, prompts, b.timed))
 
 
 def greedy_agreement(b: Bench, eng, hf, prompts, name: str) -> None:
@@ -559,7 +554,8 @@ def parse(argv: list[str], quick: bool):
     p.add_argument("--threads", type=int, default=1 if quick else 0)
     p.add_argument("--reps", type=int, default=1 if quick else 3)
     p.add_argument("--profile", action="store_true",
-                   help="gen: print kernel times of eager decode steps; trainer: of one step per variant")
+                   help="gen: kernel times of decode steps (prefill taken out) against their wall time; "
+                   "trainer: of one step per variant")
     cuda = torch.cuda.is_available() and not quick
     p.add_argument("--batch", type=int, default=512 if cuda else 8, help="gen: prompts decoded together")
     p.add_argument("--new", type=int, default=256 if cuda else 32, help="gen: new tokens per prompt")
