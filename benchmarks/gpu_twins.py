@@ -2,7 +2,7 @@
 
     python3 benchmarks/gpu_twins.py [--steps 40] [--seeds 0,1,2] [--suites default,suite2]
                                     [--per-card 6] [--deadline 480] [--profile gpu] [--out DIR]
-                                    [--runs DIR] [--set KEY=VALUE ...]
+                                    [--runs DIR] [--set KEY=VALUE ...] [--mps]
 
 For every suite and seed it runs, as parallel `evotui run --headless` processes:
 static, static-dup (a second static run of the same config), static-expert, coevolve and
@@ -23,6 +23,9 @@ stopped runs (finished ones are kept), so two device calls can reach `--steps`. 
 and table.txt go under $OUT when set, else under --out (default /tmp/gpu_twins); the run folders (checkpoints: too large
 to bring back from the device) under --runs (default /tmp/gpu_twins_runs).
 
+With `--mps` the runs share their cards through one private CUDA MPS daemon, as under
+`evotui compare --mps`: the table then says whether twins stay identical under MPS.
+
 Suites: default = the math datasets of the config; suite2 = gcd + decimal_chain_sum (as
 docs/results/gpu-compare-h100x4-suite2-5seeds).
 """
@@ -41,7 +44,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from backend.config import load_config, to_dict, to_toml  # noqa: E402
-from backend.tools.compare import EVOLVING, _finished, arm_config, visible_gpus  # noqa: E402
+from backend.tools.compare import EVOLVING, _finished, arm_config, mps_daemon, visible_gpus  # noqa: E402
 from backend.tools.report_invariance import alters_training, first_divergence  # noqa: E402
 
 SUITES = {"default": [], "suite2": ["math.datasets=['gcd','decimal_chain_sum']"]}
@@ -62,6 +65,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--out", default=os.environ.get("OUT") or "/tmp/gpu_twins")
     p.add_argument("--runs", default="/tmp/gpu_twins_runs", help="where the run folders go")
     p.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE")
+    p.add_argument("--mps", action="store_true", help="the runs share their cards through a private MPS daemon")
     a = p.parse_args(argv)
     a.seeds = [int(s) for s in a.seeds.split(",") if s.strip()]
     a.suites = [s.strip() for s in a.suites.split(",") if s.strip()]
@@ -120,13 +124,16 @@ def run_argv(run_dir: Path, cfgf: Path, arm: str) -> list[str] | None:
     return ["--config", str(cfgf), "--run-dir", str(run_dir), mode]
 
 
-def launch(out: Path, runs: Path, r: dict, cfgf: Path) -> subprocess.Popen | None:
+def launch(out: Path, runs: Path, r: dict, cfgf: Path, mps=None) -> subprocess.Popen | None:
+    """`mps`: a running MpsDaemon (backend/mps.py) the run is served by, or None."""
     argv = run_argv(runs / r["name"], cfgf, r["arm"])
     if argv is None:
         return None
     env = dict(os.environ)
     if r["gpu"] is not None:
         env["CUDA_VISIBLE_DEVICES"] = r["gpu"]
+        if mps is not None:
+            env.update(mps.client_env([r["gpu"]]))  # the card as the daemon's server numbers it
     else:  # CPU runs side by side: one thread each, or OpenMP's spin-waits slow them all
         env.setdefault("OMP_NUM_THREADS", "1")
     log = open(out / "logs" / f"{r['name']}.log", "a")
@@ -231,10 +238,11 @@ def main(argv: list[str]) -> int:
     cards = {g: sum(r["gpu"] == g for r in runs) for g in sorted({r["gpu"] for r in runs}, key=str)}
     print(f"{len(runs)} runs, {args.steps} steps, profile {args.profile}; runs per card {cards}; "
           f"gpu_share {share if share is not None else 'as set / none'}", flush=True)
-    started = {r["name"]: launch(out, folder, r, write_config(out, r, args, share)) for r in runs}
-    procs = {n: p for n, p in started.items() if p is not None}  # None: finished in an earlier call
-    t0 = time.monotonic()
-    status = {**{n: "finished" for n in started}, **wait_all(procs, args.deadline)}
+    with mps_daemon(args.mps, gpus) as mps:
+        started = {r["name"]: launch(out, folder, r, write_config(out, r, args, share), mps) for r in runs}
+        procs = {n: p for n, p in started.items() if p is not None}  # None: finished in an earlier call
+        t0 = time.monotonic()
+        status = {**{n: "finished" for n in started}, **wait_all(procs, args.deadline)}
     print(f"runs done after {time.monotonic() - t0:.0f} s", flush=True)
     lines = table(runs, folder, args, status)
     (out / "table.txt").write_text("\n".join(lines) + "\n")

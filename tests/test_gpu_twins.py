@@ -70,3 +70,26 @@ def test_a_second_call_resumes_stopped_runs_and_keeps_finished_ones(tmp_path, mo
     assert gpu_twins.run_argv(tmp_path / "r", cfg, "static") == ["--resume", str(tmp_path / "r")]
     monkeypatch.setattr(gpu_twins, "_finished", lambda d: True)
     assert gpu_twins.run_argv(tmp_path / "r", cfg, "static") is None
+
+
+def test_under_mps_a_run_gets_the_daemons_folders_and_its_card_as_the_server_numbers_it(tmp_path, monkeypatch):
+    """`--mps`: the daemon's client_env for the run's card goes into the run's environment."""
+    from backend.mps import MpsDaemon
+
+    seen = {}
+
+    def fake_popen(argv, stdout, stderr, env, start_new_session):
+        seen.update(env)
+        return SimpleNamespace(pid=1)
+
+    monkeypatch.setattr(gpu_twins.subprocess, "Popen", fake_popen)
+    monkeypatch.setattr(gpu_twins, "run_argv", lambda run_dir, cfgf, arm: ["--config", str(cfgf)])
+    (tmp_path / "logs").mkdir()
+    pipes = {"CUDA_MPS_PIPE_DIRECTORY": "/tmp/p", "CUDA_MPS_LOG_DIRECTORY": "/tmp/l"}
+    mps = MpsDaemon(env={**pipes, "CUDA_VISIBLE_DEVICES": "0,1"}, control="x", pipes=pipes, devices=["2", "3"])
+    run = {"name": "static-s0", "arm": "static", "gpu": "3"}
+    gpu_twins.launch(tmp_path, tmp_path, run, tmp_path / "c.toml", mps)
+    assert seen["CUDA_VISIBLE_DEVICES"] == "1" and seen["CUDA_MPS_PIPE_DIRECTORY"] == "/tmp/p"
+    seen.clear()
+    gpu_twins.launch(tmp_path, tmp_path, run, tmp_path / "c.toml")
+    assert seen["CUDA_VISIBLE_DEVICES"] == "3" and "CUDA_MPS_PIPE_DIRECTORY" not in seen
