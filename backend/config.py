@@ -167,8 +167,8 @@ class EvalConfig:
 
     validation: the gate may read it (the post-promotion watch, rollback, skill
     learning). test: reported only; nothing in the loop reads it. Each domain
-    draws them disjointly (math: separate seed ranges; code, swe: a hash split
-    of the held-out tasks)."""
+    draws them disjointly (math: a hash of each question picks its side, each
+    question once; code, swe: a hash split of the held-out tasks)."""
 
     every: int = 10
     """Held-out evaluation every N steps (and at the start and the end)."""

@@ -102,6 +102,29 @@ def test_sets_are_disjoint_and_sized_by_config():
     assert [t.id for t in held_out_sets(env, 32, 10)["validation"]] == old
 
 
+def test_math_sides_ask_each_question_once_share_none_and_keep_one_mix():
+    """A small problem space (lcm at the held-out level repeats questions): each side asks a
+    question once, a hash of the question picks its side, and when the space runs short every
+    dataset gives as many as the smallest, so validation and test keep the same even mix."""
+    from collections import Counter
+
+    from backend.envs.math import MathEnv
+    from backend.envs.split import in_validation
+
+    env = MathEnv(["lcm", "fraction_simplification"], 99991, 32)
+    sets = held_out_sets(env, 1000, 500)
+    val, test = sets["validation"], sets["test"]
+    for side in (val, test):
+        assert len({t.question for t in side}) == len(side)
+        mix = Counter(t.meta["dataset"] for t in side)
+        assert mix["lcm"] == mix["fraction_simplification"]
+    assert len(test) == 500 and 600 < len(val) < 1000  # the lcm space holds fewer than 500 on one side
+    assert not {t.question for t in val} & {t.question for t in test}
+    assert all(in_validation(f"math:{t.meta['dataset']}:{t.question}") for t in val)
+    assert not any(in_validation(f"math:{t.meta['dataset']}:{t.question}") for t in test)
+    assert [t.id for t in held_out_sets(env, 1000, 500)["validation"]] == [t.id for t in val]  # frozen
+
+
 def test_code_split_is_a_hash_of_the_held_out_list():
     from backend.config import CodeConfig
     from backend.envs.code import CodeEnv

@@ -33,7 +33,7 @@ def held_out_sets(env, n_val: int, n_test: int, n_ood: int = 0) -> dict[str, lis
     """{"validation": tasks, "test": tasks}, disjoint and frozen, and "ood" when `n_ood` > 0 and
     the env has an out-of-distribution test (`ood_tasks`, reported only).
 
-    An env with `validation_tasks` / `test_tasks` (math: separate seed ranges)
+    An env with `validation_tasks` / `test_tasks` (math: a hash of each question)
     draws them itself; otherwise its held-out list is split by a hash of the
     task id (about half each, the same on every machine), then cut to size.
     """

@@ -12,10 +12,12 @@ change any of this; it only decides how rollouts are rewarded.
 from __future__ import annotations
 
 import random
+from collections.abc import Iterator
 from decimal import localcontext
 
 from . import math_answer
 from .base import Task, Verdict
+from .split import in_validation
 
 # Difficulty levels map to generator knobs; the harness's curriculum picks a level.
 LEVELS = {
@@ -114,20 +116,24 @@ class MathEnv:
         self._heldout: list[Task] | None = None
 
     def _make(self, name: str, level: int, seed: int, n: int) -> list[Task]:
+        return list(self._stream(name, level, seed, n))
+
+    def _stream(self, name: str, level: int, seed: int, n: int) -> Iterator[Task]:
+        """Items 0..n-1 of the dataset at `level` and `seed`, made one at a time (reasoning-gym
+        makes item i from Random(seed + i), so a prefix is the same whatever `n` is)."""
         knobs = LEVELS.get(name, [{}])
         kw = knobs[max(0, min(level, len(knobs) - 1))]
         import reasoning_gym
 
-        out = []
         with localcontext():  # a generator may set the decimal context (decimal_arithmetic does): keep it inside
             ds = reasoning_gym.create_dataset(name, seed=seed, size=n, **kw)
-            entries = [ds[i] for i in range(n)]
-        for i, e in enumerate(entries):
+        for i in range(n):
+            with localcontext():
+                e = ds[i]
             meta = {k: v for k, v in e["metadata"].items() if isinstance(v, (str, int, float))}
             # the generator's knobs: score_answer of some datasets reads its config (decimal_arithmetic)
             meta.update(dataset=name, level=level, rg_config=dict(kw))
-            out.append(Task(f"{name}:{level}:{seed}:{i}", "math", e["question"], str(e["answer"]), meta))
-        return out
+            yield Task(f"{name}:{level}:{seed}:{i}", "math", e["question"], str(e["answer"]), meta)
 
     def sample_tasks(self, n: int, rng: random.Random, curriculum: dict) -> list[Task]:
         weights = curriculum.get("datasets") or {d: 1.0 for d in self.datasets}
@@ -144,49 +150,51 @@ class MathEnv:
         return tasks
 
     def heldout_tasks(self) -> list[Task]:
-        if self._heldout is None:
-            per = -(-self.heldout_n // len(self.datasets))
-            tasks = [t for d in self.datasets for t in self._make(d, self.heldout_level, self.heldout_seed, per)]
-            self._heldout = tasks[: self.heldout_n]
-        return self._heldout
+        """The validation set at its configured size (what the gate has always read)."""
+        return self.validation_tasks()
 
-    TEST_SEED_OFFSET = 10_000_019
-    """Test items come from seeds this far above the validation seed: reasoning-gym draws item i
-    of seed s from Random(s + i), so the two seed ranges never meet below this many items."""
+    DRAWS_PER_TASK = 8
+    """How many items of the held-out stream a side may look at per task it wants (plus 64):
+    a dataset whose problem space is smaller gives fewer tasks, each question once."""
 
-    def _frozen(self, seed: int, n: int, avoid: set[str] = frozenset()) -> list[Task]:
-        """`n` held-out tasks at the held-out level, spread over the datasets (questions in `avoid` skipped)."""
+    def _frozen(self, side: str, n: int) -> list[Task]:
+        """`n` held-out tasks of `side` ("validation" or "test") at the held-out level, spread over
+        the datasets. Both sides read the same stream (the held-out seed) and keep a question on
+        the side a hash of it picks (`split.in_validation`), each question once. So validation and
+        test are samples of one distribution that share no question, and a question asked twice
+        by the generator is not counted twice. A problem space too small for `n` gives what it has,
+        and every dataset then gives as many as the smallest, so the mix stays even on both sides."""
         per = -(-n // len(self.datasets))
-        out: list[Task] = []
+        by_dataset = []
         for d in self.datasets:
-            got, size = [], per
-            while len(got) < per:
-                got = [t for t in self._make(d, self.heldout_level, seed, size) if t.question not in avoid][:per]
-                if size >= 4 * per + 16:  # a tiny problem space: take what is unique
+            got: list[Task] = []
+            seen: set[str] = set()
+            for t in self._stream(d, self.heldout_level, self.heldout_seed, self.DRAWS_PER_TASK * per + 64):
+                if t.question in seen or in_validation(f"math:{d}:{t.question}") != (side == "validation"):
+                    continue
+                seen.add(t.question)
+                got.append(t)
+                if len(got) == per:
                     break
-                size += per - len(got) + 4
-            out += got
-        return out[:n]
+            by_dataset.append(got)
+        even = min(len(g) for g in by_dataset)
+        return [t for g in by_dataset for t in g[:even]][:n]
 
     def validation_tasks(self, n: int | None = None) -> list[Task]:
-        """The validation set (the gate may read it): the held-out seed, as `heldout_tasks` always was."""
-        n = self.heldout_n if n is None else n
-        key = ("validation", n)
-        cache = self.__dict__.setdefault("_splits", {})
-        if key not in cache:
-            cache[key] = self._frozen(self.heldout_seed, n)
-        return cache[key]
+        """The validation set (the gate may read it); the first `n` of a longer one are the same tasks
+        when every dataset has room."""
+        return self._split("validation", self.heldout_n if n is None else n)
 
     def test_tasks(self, n: int | None = None, n_val: int | None = None) -> list[Task]:
-        """The test set (reported only): its own seed range, and no question the validation set
-        (of `n_val` problems) also asks."""
-        n = self.heldout_n if n is None else n
-        key = ("test", n, n_val)
+        """The test set (reported only): no question of any validation set, whatever its size
+        (`n_val` is kept for callers and changes nothing)."""
+        return self._split("test", self.heldout_n if n is None else n)
+
+    def _split(self, side: str, n: int) -> list[Task]:
         cache = self.__dict__.setdefault("_splits", {})
-        if key not in cache:
-            avoid = {t.question for t in self.validation_tasks(n_val)}
-            cache[key] = self._frozen(self.heldout_seed + self.TEST_SEED_OFFSET, n, avoid)
-        return cache[key]
+        if (side, n) not in cache:
+            cache[(side, n)] = self._frozen(side, n)
+        return cache[(side, n)]
 
     def reference_solution(self, task: Task, answer_tag: bool = True) -> str | None:
         """What a hint shows the start of (engine-side only, never sent to the harness): the
