@@ -57,6 +57,12 @@ def main(run_dir: str) -> None:
         gold = {t.id: t.answer for v in sets.values() for t in v}
     except (ImportError, AttributeError):  # before the validation/test split: one held-out set
         gold = {t.id: t.answer for t in env.heldout_tasks()}
+
+    def gold_of(task_id: str) -> str:  # a run's held-out tasks may come from an older rule: ids name them
+        if task_id in gold or not hasattr(env, "task_by_id"):
+            return gold.get(task_id, "")
+        return env.task_by_id(task_id).answer
+
     has_split = any(c["name"] == "split" for c in store.rows("PRAGMA table_info(evals)"))
     print("| split | step | n | new correct | old correct | old-only correct | echo (old-correct) "
           "| hedged (old-correct) | echo/hedged among new-correct |")
@@ -67,7 +73,7 @@ def main(run_dir: str) -> None:
         if not rows:
             continue
         res = json.loads(rows[0]["results_json"])
-        old = [old_correct(gold.get(r["task_id"], ""), r.get("completion") or "") for r in res]
+        old = [old_correct(gold_of(r["task_id"]), r.get("completion") or "") for r in res]
         new = [bool(r["correct"]) for r in res]
         echo = [old[i] and ma.is_expression_echo(r.get("question") or "", ma.final_answer_text(r.get("completion")
                                                                                             or ""))

@@ -123,6 +123,9 @@ def test_math_sides_ask_each_question_once_share_none_and_keep_one_mix():
     assert all(in_validation(f"math:{t.meta['dataset']}:{t.question}") for t in val)
     assert not any(in_validation(f"math:{t.meta['dataset']}:{t.question}") for t in test)
     assert [t.id for t in held_out_sets(env, 1000, 500)["validation"]] == [t.id for t in val]  # frozen
+    for t in (val[0], val[-1], test[-1]):  # an id names its task, whichever rule drew it
+        again = env.task_by_id(t.id)
+        assert (again.id, again.question, again.answer) == (t.id, t.question, t.answer)
 
 
 def test_code_split_is_a_hash_of_the_held_out_list():

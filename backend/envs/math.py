@@ -135,6 +135,13 @@ class MathEnv:
             meta.update(dataset=name, level=level, rg_config=dict(kw))
             yield Task(f"{name}:{level}:{seed}:{i}", "math", e["question"], str(e["answer"]), meta)
 
+    def task_by_id(self, task_id: str) -> Task:
+        """The task an id names ("dataset:level:seed:index", what the store keeps), made again:
+        an id stays readable whichever rule drew the held-out sets it came from."""
+        name, level, seed, i = task_id.rsplit(":", 3)
+        *_, task = self._stream(name, int(level), int(seed), int(i) + 1)
+        return task
+
     def sample_tasks(self, n: int, rng: random.Random, curriculum: dict) -> list[Task]:
         weights = curriculum.get("datasets") or {d: 1.0 for d in self.datasets}
         names = [d for d in weights if d in self.datasets] or self.datasets
