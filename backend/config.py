@@ -361,6 +361,9 @@ class PopulationConfig:
     """Members that move at a stuck comparison, the last on validation first, each drawing a
     different knob; 0 = every member but the best (the best trains on unchanged, so the
     population never loses the run it would have had)."""
+    stuck_unless_rising: bool = True
+    """A stuck comparison draws no move while the best member's validation still rises since its
+    previous evaluation (paired interval above 0): dead groups alone do not stop learning."""
 
 
 @dataclass

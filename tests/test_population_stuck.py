@@ -286,3 +286,51 @@ def test_every_member_draws_what_a_run_without_moves_draws(explore_stuck):
             moved = json.loads(r["metrics_json"]).get("dead_groups", {})
             redrew += bool(moved.get("hinted_groups") or moved.get("resample_rounds"))
     assert redrew, [e.knob for e in events]  # a hint or resampling redrew groups (the second move: a hint)
+
+
+def _with_validation(run_dir: Path, step: int, correct: bool) -> None:
+    """Rewrite the member's validation evaluation at `step`: every problem right or every one wrong."""
+    s = Store.open(run_dir)
+    try:
+        row = s.rows("SELECT id, results_json FROM evals WHERE split = 'validation' AND step = ?", (step,))[0]
+        res = [dict(r, correct=correct) for r in json.loads(row["results_json"])]
+        with s.tx():
+            s.update("evals", row["id"], {"results_json": json.dumps(res), "accuracy": float(correct)})
+    finally:
+        s.close()
+
+
+@pytest.mark.parametrize("unless_rising, moves", [(True, 0), (False, 1)])
+def test_a_stuck_population_whose_best_member_still_rises_draws_no_move(explore_stuck, tmp_path, unless_rising,
+                                                                      moves):
+    """Dead groups with validation rising since the last evaluation: still learning, no move
+    (`population.stuck_unless_rising`); without the rule the last member moves as before."""
+    import shutil
+
+    from backend.config import config_from_dict
+    from backend.population import scores as sc
+    from backend.population.members import member_config
+
+    src, *_ = explore_stuck
+    pop_dir = tmp_path / "pop"
+    shutil.copytree(src, pop_dir)
+    step = 2 * EVERY
+    ps = PopulationStore.open(pop_dir)
+    try:
+        pop = ps.population()
+        before = len([e for e in ps.events(step=step) if e.kind == "move"])
+        scores = ps.scores(step)
+        best = next(s for s in scores if s.best)
+        _with_validation(pop_dir / f"m{best.member}", step - EVERY, correct=False)
+        _with_validation(pop_dir / f"m{best.member}", step, correct=True)
+        rise = sc.rise_since_last(pop_dir / f"m{best.member}", best.member, step)
+        assert rise is not None and rise.ci_low > 0 and stuck.still_learning(rise)
+        assert sc.rise_since_last(pop_dir / f"m{best.member}", best.member, 0) is None  # nothing before the start
+        data = pop.config()
+        data.setdefault("population", {})["stuck_unless_rising"] = unless_rising
+        configs = [member_config(data, i, pop.every) for i in range(pop.size)]
+        assert config_from_dict(data).population.stuck_unless_rising is unless_rising
+        coordinator._decide_stuck(ps, pop_dir, configs, pop, scores, step)
+        assert len([e for e in ps.events(step=step) if e.kind == "move"]) - before == moves
+    finally:
+        ps.close()

@@ -194,6 +194,9 @@ def _decide_stuck(ps: PopulationStore, pop_dir: Path, configs: list[RunConfig], 
     if not st.is_stuck(dead):
         return
     best = next(s for s in scores if s.best)
+    if configs[0].population.stuck_unless_rising and st.still_learning(
+            sc.rise_since_last(pop_dir / f"m{best.member}", best.member, step)):
+        return
     compared = tuple(s.member for s in scores)
     ps.plan_events([Planned(step, "move", m.member, best.member, Evidence(m.diff, m.low, m.high, m.n, compared),
                             None, stuck=dead)

@@ -49,6 +49,24 @@ def validation_at(run_dir: Path, member: int, step: int) -> Validation:
         s.close()
 
 
+def rise_since_last(run_dir: Path, member: int, step: int) -> Effect | None:
+    """Member's validation at `step` minus its own latest validation before `step`, paired over
+    the problems both asked (None without an earlier one, or without problems in common)."""
+    s = Store.open(run_dir, readonly=True)
+    try:
+        rows = s.rows("SELECT id, step FROM evals WHERE split = 'validation' AND step <= ? "
+                      "ORDER BY step DESC, id DESC", (step,))
+        now = next((r for r in rows if r["step"] == step), None)
+        before = next((r for r in rows if r["step"] < step), None)
+        if now is None or before is None:
+            return None
+        a, b = s.eval_outcomes(before["id"]), s.eval_outcomes(now["id"])
+    finally:
+        s.close()
+    ids = sorted(set(a) & set(b))
+    return paired_binary([a[t] for t in ids], [b[t] for t in ids]) if ids else None
+
+
 def common_tasks(vals: list[Validation]) -> list[str]:
     """The problems every member answered, in a fixed order."""
     ids = set(vals[0].correct)

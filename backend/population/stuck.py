@@ -14,6 +14,14 @@ fraction_simplification) the member of each population that hinted went from
 under 0.9 while every member's validation stayed at 0.01-0.04, and no move was
 drawn after that.
 
+Dead groups alone do not make a population stuck while it still learns: with
+`population.stuck_unless_rising` (the default), a comparison where the best
+member's validation rose since its previous evaluation (paired, the interval
+above 0) draws no move. From the expert harness on the same suite, groups were
+0.95-0.99 dead while validation climbed from 0.01 to 0.07-0.17 in 30 steps; the
+moves drawn at step 10 went to members that were not behind, and one of them
+was the member whose seed best-of-N's best run had.
+
 The members that move are ranked last first on validation (fewest correct on
 the paired problems; ties: the highest index, so a population of equals moves
 its last members and keeps m0 as it is): `population.stuck_movers` of them, by
@@ -34,7 +42,7 @@ from typing import Any, Mapping, Sequence
 
 from backend.dead_groups import recorded
 from backend.evolve.explore import TriedMove
-from backend.evolve.stats import wilson_interval
+from backend.evolve.stats import Effect, wilson_interval
 from backend.store import Store
 
 from .store import Event, Score, Stuck
@@ -76,6 +84,16 @@ def dead_share(run_dirs: Sequence[Path], first: int, last: int, threshold: float
 
 def is_stuck(s: Stuck) -> bool:
     return s.groups > 0 and s.share >= s.threshold
+
+
+def still_learning(rise: Effect | None) -> bool:
+    """The best member's validation rose since its previous evaluation: its interval lies above 0.
+
+    >>> from backend.evolve.stats import paired_binary
+    >>> still_learning(paired_binary([False] * 40, [True] * 10 + [False] * 30)), still_learning(None)
+    (True, False)
+    """
+    return rise is not None and rise.ci_low > 0
 
 
 def _last_first(s: Score) -> tuple[int, int]:
