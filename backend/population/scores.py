@@ -54,10 +54,7 @@ def rise_since_last(run_dir: Path, member: int, step: int) -> Effect | None:
     the problems both asked (None without an earlier one, or without problems in common)."""
     s = Store.open(run_dir, readonly=True)
     try:
-        rows = s.rows("SELECT id, step FROM evals WHERE split = 'validation' AND step <= ? "
-                      "ORDER BY step DESC, id DESC", (step,))
-        now = next((r for r in rows if r["step"] == step), None)
-        before = next((r for r in rows if r["step"] < step), None)
+        now, before = s.eval_at(step), s.eval_at(step, before=True)
         if now is None or before is None:
             return None
         a, b = s.eval_outcomes(before["id"]), s.eval_outcomes(now["id"])

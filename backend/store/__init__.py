@@ -219,6 +219,14 @@ class Store(EvolutionRecords, RolloutReads, ReportReads, SearchReads, Queries):
         rows = self.rows("SELECT * FROM evals WHERE split = ? ORDER BY step DESC, id DESC LIMIT 1", (split,))
         return rows[0] if rows else None
 
+    def eval_at(self, step: int, split: str = "validation", before: bool = False) -> dict[str, Any] | None:
+        """The evaluation of one split at `step` (the newest there), or with `before` the newest
+        one before `step`; None when there is none."""
+        op = "<" if before else "="
+        rows = self.rows(f"SELECT * FROM evals WHERE split = ? AND step {op} ? ORDER BY step DESC, id DESC LIMIT 1",
+                         (split, step))
+        return rows[0] if rows else None
+
     def eval_outcomes(self, eval_id: int | None) -> dict[str, bool]:
         """{task_id: correct} of one evaluation row ({} when it kept no per-problem results)."""
         row = self.get("evals", eval_id) if eval_id else None
