@@ -330,7 +330,8 @@ def test_a_stuck_population_whose_best_member_still_rises_draws_no_move(explore_
         data.setdefault("population", {})["stuck_unless_rising"] = unless_rising
         configs = [member_config(data, i, pop.every) for i in range(pop.size)]
         assert config_from_dict(data).population.stuck_unless_rising is unless_rising
-        coordinator._decide_stuck(ps, pop_dir, configs, pop, scores, step)
+        note = coordinator._decide_stuck(ps, pop_dir, configs, pop, scores, step)
         assert len([e for e in ps.events(step=step) if e.kind == "move"]) - before == moves
+        assert ("still learning, no move" in note) is unless_rising and (not note or "+1.000" in note)
     finally:
         ps.close()

@@ -153,28 +153,28 @@ def compare(ps: PopulationStore, pop_dir: Path, configs: list[RunConfig], pop: P
     scores = sc.score(vals, step)
     ps.record_scores(scores)
     judge_outcomes(ps, pop_dir, configs, vals, step)
+    note = ""
     if step < pop.steps_total and not ps.events(step=step):
-        decide(ps, pop_dir, configs, pop, scores, step)
+        note = decide(ps, pop_dir, configs, pop, scores, step)
     finish_events(ps, pop_dir, configs, ps.population(), step)
     ps.set_population(step=step)
-    return lineage.segment_line(step, scores, ps.events(step=step))
+    return lineage.segment_line(step, scores, ps.events(step=step)) + (f"; {note}" if note else "")
 
 
 def decide(ps: PopulationStore, pop_dir: Path, configs: list[RunConfig], pop: Population,
-           scores: list[Score], step: int) -> None:
+           scores: list[Score], step: int) -> str:
     """Plan a copy (and in explore mode a move) for every member clearly behind, in one
-    transaction; with none behind, a stuck population's move (`_decide_stuck`)."""
+    transaction; with none behind, a stuck population's move (`_decide_stuck`). Returns a note
+    for the comparison's line when a stuck population moved no one because it still learns."""
     behind = [s for s in scores if s.behind]
     if not behind:
-        if pop.mode == "explore":
-            _decide_stuck(ps, pop_dir, configs, pop, scores, step)
-        return
+        return _decide_stuck(ps, pop_dir, configs, pop, scores, step) if pop.mode == "explore" else ""
     events = ps.events()
     window = pop.every
     labels = {s.member: top_labels(pop_dir / f"m{s.member}", step, window) for s in scores if not s.behind}
     parent = choose_parent(scores, events, labels)
     if parent is None:
-        return
+        return ""
     compared = tuple(s.member for s in scores)
     planned = []
     for s in behind:
@@ -183,24 +183,28 @@ def decide(ps: PopulationStore, pop_dir: Path, configs: list[RunConfig], pop: Po
         if pop.mode == "explore":
             planned.append(Planned(step, "move", s.member, parent.member, ev, round(parent.score, 4)))
     ps.plan_events(planned)
+    return ""
 
 
 def _decide_stuck(ps: PopulationStore, pop_dir: Path, configs: list[RunConfig], pop: Population,
-                  scores: list[Score], step: int) -> None:
-    """Plan one move, without a copy, for the last member of a stuck population (module docstring)."""
+                  scores: list[Score], step: int) -> str:
+    """Plan one move, without a copy, for the last members of a stuck population (module
+    docstring); the note when it still learns and nobody moves."""
     first = max(1, step - pop.every + 1)
     dead = st.dead_share([pop_dir / f"m{i}" for i in range(pop.size)], first, step,
                          configs[0].population.stuck_dead_share)
     if not st.is_stuck(dead):
-        return
+        return ""
     best = next(s for s in scores if s.best)
-    if configs[0].population.stuck_unless_rising and st.still_learning(
-            sc.rise_since_last(pop_dir / f"m{best.member}", best.member, step)):
-        return
+    rise = sc.rise_since_last(pop_dir / f"m{best.member}", best.member, step)
+    if configs[0].population.stuck_unless_rising and st.still_learning(rise):
+        return (f"dead groups {dead.share:.2f} but still learning, no move: m{best.member} "
+                f"{rise.effect:+.3f} [{rise.ci_low:+.3f}, {rise.ci_high:+.3f}] since its last validation")
     compared = tuple(s.member for s in scores)
     ps.plan_events([Planned(step, "move", m.member, best.member, Evidence(m.diff, m.low, m.high, m.n, compared),
                             None, stuck=dead)
                     for m in st.movers(scores, configs[0].population.stuck_movers)])
+    return ""
 
 
 def finish_events(ps: PopulationStore, pop_dir: Path, configs: list[RunConfig], pop: Population,
