@@ -38,8 +38,7 @@ def held_out_sets(env, n_val: int, n_test: int, n_ood: int = 0) -> dict[str, lis
     task id (about half each, the same on every machine), then cut to size.
     """
     if hasattr(env, "validation_tasks") and hasattr(env, "test_tasks"):
-        val = list(env.validation_tasks(n_val))
-        sets = {"validation": val, "test": list(env.test_tasks(n_test, n_val))}
+        sets = {"validation": list(env.validation_tasks(n_val)), "test": list(env.test_tasks(n_test))}
     else:
         held = list(env.heldout_tasks())
         sets = {"validation": [t for t in held if in_validation(t.id)][:n_val],

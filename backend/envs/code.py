@@ -171,7 +171,7 @@ class CodeEnv:
             return [to_task(p) for p in codegen.heldout("validation", self.levels)[:n]]
         return [t for t in self._humaneval()[1] if in_validation(t.id)][:n]
 
-    def test_tasks(self, n: int, n_val: int | None = None) -> list[Task]:
+    def test_tasks(self, n: int) -> list[Task]:
         """The first n of the frozen test set (reported only; disjoint from validation at any size)."""
         if self.source == "generated":
             return [to_task(p) for p in codegen.heldout("test", self.levels)[:n]]

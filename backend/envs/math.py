@@ -113,7 +113,6 @@ class MathEnv:
         self.heldout_seed = heldout_seed
         self.heldout_n = heldout_n
         self.heldout_level = heldout_level
-        self._heldout: list[Task] | None = None
 
     def _make(self, name: str, level: int, seed: int, n: int) -> list[Task]:
         return list(self._stream(name, level, seed, n))
@@ -192,9 +191,8 @@ class MathEnv:
         when every dataset has room."""
         return self._split("validation", self.heldout_n if n is None else n)
 
-    def test_tasks(self, n: int | None = None, n_val: int | None = None) -> list[Task]:
-        """The test set (reported only): no question of any validation set, whatever its size
-        (`n_val` is kept for callers and changes nothing)."""
+    def test_tasks(self, n: int | None = None) -> list[Task]:
+        """The test set (reported only): no question of any validation set, whatever its size."""
         return self._split("test", self.heldout_n if n is None else n)
 
     def _split(self, side: str, n: int) -> list[Task]:

@@ -191,7 +191,7 @@ class SweEnv:
         """Held-out validation tasks (the gate may read them), in the fixed level mix."""
         return self._mixed("validation", n)
 
-    def test_tasks(self, n: int | None = None, n_val: int | None = None) -> list[Task]:
+    def test_tasks(self, n: int | None = None) -> list[Task]:
         """Held-out test tasks in the fixed level mix (never a validation mutant or task)."""
         return self._mixed("test", n)
 
