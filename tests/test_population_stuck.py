@@ -323,9 +323,9 @@ def test_a_stuck_population_whose_best_member_still_rises_draws_no_move(explore_
         best = next(s for s in scores if s.best)
         _with_validation(pop_dir / f"m{best.member}", step - EVERY, correct=False)
         _with_validation(pop_dir / f"m{best.member}", step, correct=True)
-        rise = sc.rise_since_last(pop_dir / f"m{best.member}", best.member, step)
+        rise = sc.rise_since_last(pop_dir / f"m{best.member}", step)
         assert rise is not None and rise.ci_low > 0 and stuck.still_learning(rise)
-        assert sc.rise_since_last(pop_dir / f"m{best.member}", best.member, 0) is None  # nothing before the start
+        assert sc.rise_since_last(pop_dir / f"m{best.member}", 0) is None  # nothing before the start
         data = pop.config()
         data.setdefault("population", {})["stuck_unless_rising"] = unless_rising
         configs = [member_config(data, i, pop.every) for i in range(pop.size)]

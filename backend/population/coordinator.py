@@ -196,8 +196,8 @@ def _decide_stuck(ps: PopulationStore, pop_dir: Path, configs: list[RunConfig], 
     if not st.is_stuck(dead):
         return ""
     best = next(s for s in scores if s.best)
-    rise = sc.rise_since_last(pop_dir / f"m{best.member}", best.member, step)
-    if configs[0].population.stuck_unless_rising and st.still_learning(rise):
+    rise = sc.rise_since_last(pop_dir / f"m{best.member}", step) if configs[0].population.stuck_unless_rising else None
+    if st.still_learning(rise):
         return (f"dead groups {dead.share:.2f} but still learning, no move: m{best.member} "
                 f"{rise.effect:+.3f} [{rise.ci_low:+.3f}, {rise.ci_high:+.3f}] since its last validation")
     compared = tuple(s.member for s in scores)

@@ -49,8 +49,8 @@ def validation_at(run_dir: Path, member: int, step: int) -> Validation:
         s.close()
 
 
-def rise_since_last(run_dir: Path, member: int, step: int) -> Effect | None:
-    """Member's validation at `step` minus its own latest validation before `step`, paired over
+def rise_since_last(run_dir: Path, step: int) -> Effect | None:
+    """A member's validation at `step` minus its own latest validation before `step`, paired over
     the problems both asked (None without an earlier one, or without problems in common)."""
     s = Store.open(run_dir, readonly=True)
     try:
