@@ -9,7 +9,7 @@ the processes given its environment (`MpsDaemon.env`: its pipe and log folders u
 `root`), leaves the card's settings (compute mode, MIG) as they are, and is told to quit
 when the block ends.
 
-    with MpsDaemon.start(Path(tmp)) as mps:     # mps.env: {} when it could not start
+    with MpsDaemon.start() as mps:     # mps.env: {} when it could not start
         subprocess.Popen(args, env={**os.environ, **mps.env})
 
 A card whose driver has no `nvidia-cuda-mps-control`, or a daemon that does not answer, gives
@@ -29,6 +29,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -52,7 +53,16 @@ class MpsDaemon:
     server numbers them from 0); empty: started without it, the server numbers GPUs as the machine does."""
 
     @classmethod
-    def start(cls, root: Path, control: str = CONTROL) -> MpsDaemon:
+    def start(cls, root: Path | None = None, control: str = CONTROL) -> MpsDaemon:
+        """The daemon, its pipe and log folders under `root`; without `root`, under a new
+        `evotui-mps-*` temp folder (the pipe is a unix socket, whose path may hold about 108
+        characters), removed again when the daemon does not start."""
+        if root is None:
+            root = Path(tempfile.mkdtemp(prefix="evotui-mps-"))
+            mps = cls.start(root, control)
+            if not mps.env:
+                shutil.rmtree(root, ignore_errors=True)
+            return mps
         exe = shutil.which(control)
         if exe is None:
             return cls(why=f"{control} is not on PATH: runs share the card without MPS")

@@ -173,7 +173,7 @@ def card_rows(b) -> list[dict]:
     half = b.a.card_deadline / 2
     today = measure(b, "today", [], half)
     if b.a.card_mps:
-        with MpsDaemon.start(Path(tempfile.mkdtemp(prefix="evotui-mps-"))) as mps:
+        with MpsDaemon.start() as mps:
             b.log(f"card new: under a private MPS daemon ({mps.env['CUDA_MPS_PIPE_DIRECTORY']})" if mps.env
                   else f"card new: no MPS daemon: {mps.why}")
             ours = measure(b, "new", new, half, mps.env)

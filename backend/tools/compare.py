@@ -310,21 +310,17 @@ def mps_daemon(asked: bool, gpus: list[str]) -> MpsDaemon:
     folder (its pipe is a unix socket, whose path may hold about 108 characters: not under OUT);
     a daemon that is not running when not asked for, without GPUs, or when it cannot start,
     with one line saying so. Use it as a context manager: the daemon is told to quit at the end."""
-    import shutil
-    import tempfile
-
     if not asked:
         return MpsDaemon()
     if not gpus:
         print("--mps applies to GPU runs only: no GPU is visible, so it is ignored", flush=True)
         return MpsDaemon()
-    root = Path(tempfile.mkdtemp(prefix="evotui-mps-"))
-    mps = MpsDaemon.start(root)
+    mps = MpsDaemon.start()
     if mps.env:
-        print(f"--mps: the runs share their cards through an MPS daemon (its logs: {root / 'mps-log'})", flush=True)
+        print(f"--mps: the runs share their cards through an MPS daemon (its logs: "
+              f"{mps.pipes['CUDA_MPS_LOG_DIRECTORY']})", flush=True)
     else:
         print(f"--mps: {mps.why}", flush=True)
-        shutil.rmtree(root, ignore_errors=True)
     return mps
 
 
