@@ -12,6 +12,7 @@ import json
 import math
 import statistics
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from backend.envs.base import Episode, Task, Verdict
@@ -97,17 +98,34 @@ def evaluate_all(items: list[Scored], env) -> float:
 
 def score_all(items: list[Scored], harness: Harness, env, max_new_tokens: int,
               worker=None) -> tuple[float, float, float]:
-    """Evaluator, then the harness applied to the batch (rewards, labels, filters, advantages):
+    """Evaluator, and the harness applied to the batch (rewards, labels, filters, advantages):
     returns (eval_ms, harness_ms, 0.0). Raises HarnessError / WorkerFailure when the harness
     fails as a whole; the caller decides (a candidate fails, the active harness pauses the run).
-    `worker`: as `apply_harness`'s (a data-parallel step passes the scores its ranks made)."""
-    eval_ms = evaluate_all(items, env)
-    t0 = time.perf_counter()
-    out = apply_harness(harness, [as_rollout(s, max_new_tokens) for s in items], worker=worker)
+    `worker`: as `apply_harness`'s (a data-parallel step passes the scores its ranks made).
+
+    The harness never sees the verdict, so where the env's observations do not read it either
+    (`observes_verdict` False: math) the harness worker scores the batch while the evaluator
+    judges it here; harness_ms is then the wait for the worker after the evaluator finished."""
+    if getattr(env, "observes_verdict", True):
+        eval_ms = evaluate_all(items, env)
+        t0 = time.perf_counter()
+        out = apply_harness(harness, [as_rollout(s, max_new_tokens) for s in items], worker=worker)
+        harness_ms = (time.perf_counter() - t0) * 1000
+    else:
+        for s in items:
+            if not s.obs:
+                s.obs = env.observe(s.task, s.completion, None) or {}
+        with ThreadPoolExecutor(1, thread_name_prefix="harness") as pool:
+            scoring = pool.submit(apply_harness, harness, [as_rollout(s, max_new_tokens) for s in items],
+                                  worker=worker)
+            eval_ms = evaluate_all(items, env)
+            t0 = time.perf_counter()
+            out = scoring.result()
+            harness_ms = (time.perf_counter() - t0) * 1000
     for s, o in zip(items, out.rollouts):
         s.reward, s.labels, s.kept, s.advantage = o.reward, o.labels, o.kept, o.advantage
         s.components = dict(o.components, **({"_errors": o.errors} if o.errors else {}))
-    return eval_ms, (time.perf_counter() - t0) * 1000, 0.0
+    return eval_ms, harness_ms, 0.0
 
 
 def group_stats(items: list[Scored], harness: Harness) -> dict:

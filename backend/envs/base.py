@@ -77,7 +77,10 @@ class Env(Protocol):
         """The task's own verifier. Must not raise: errors become a Verdict."""
 
     def observe(self, task: Task, completion: str, verdict: Verdict) -> dict:
-        """Evidence the harness may read besides the text (e.g. test results for code)."""
+        """Evidence the harness may read besides the text (e.g. test results for code). An env
+        whose observations never read the verdict says so with `observes_verdict = False`; its
+        harness then scores a batch while the evaluator judges it (`rollout.score_all`), and
+        `observe` is called with `verdict` None."""
 
 
 def message_prompt(system: str, template: str, task: Task) -> list[dict[str, Any]]:

@@ -101,6 +101,7 @@ def answers_match(gold: str, pred: str | None) -> bool:
 class MathEnv:
     domain = "math"
     multi_turn = False
+    observes_verdict = False  # `observe` returns nothing: the harness scores while the evaluator judges
 
     def __init__(self, datasets: list[str], heldout_seed: int = 99991, heldout_n: int = 32,
                  heldout_level: int = 1):
@@ -234,5 +235,5 @@ class MathEnv:
         except Exception as e:  # a bad rollout is data, not a crash
             return Verdict(False, 0.0, "error", {"error": f"{type(e).__name__}: {e}"})
 
-    def observe(self, task: Task, completion: str, verdict: Verdict) -> dict:
+    def observe(self, task: Task, completion: str, verdict: Verdict | None) -> dict:
         return {}
