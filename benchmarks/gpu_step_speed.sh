@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# Issue 38's rows that wait for a GPU, in one device call of about DEADLINE_S seconds on four
+# cards (each lane stops at its own timeout and keeps its log):
+#
+#   bash benchmarks/gpu_step_speed.sh OUT [DEADLINE_S]
+#
+#   GPU 0  twins under MPS: six runs of one seed on the card (static, its twin, the expert harness,
+#          both evolving arms, a load run) through a private MPS daemon (benchmarks/gpu_twins.py --mps)
+#   GPU 1  the math GRPO step at 64 x 8 (today, length buckets, buckets + causal attention), then a
+#          checkpoint against the path before (benchmarks/checkpoint_save.py) and scoring with the
+#          harness beside the evaluator against one after the other (benchmarks/score_overlap.py)
+#   GPU 2  six runs sharing the card: today's against length buckets + causal attention, no MPS
+#   GPU 3  decode at 512 x 256 with a kernel profile of decode steps alone, then one training update
+#          per trainer variant with its kernel profile
+#
+# Each bench writes OUT/<name>.txt (its table and log) and OUT/<name>/ (rows.json).
+set -u
+out=$1; deadline=${2:-540}
+mkdir -p "$out"
+
+bench() {  # name gpu seconds args...
+    local name=$1 gpu=$2 secs=$3
+    CUDA_VISIBLE_DEVICES=$gpu timeout -k 20 "$secs" python3 -m evotui bench -- "${@:4}" --out "$out/$name" \
+        > "$out/$name.txt" 2>&1
+    echo "$name rc=$?" >> "$out/$name.txt"
+}
+script() {  # name gpu seconds script args...
+    local name=$1 gpu=$2 secs=$3
+    CUDA_VISIBLE_DEVICES=$gpu timeout -k 20 "$secs" python3 "${@:4}" > "$out/$name.txt" 2>&1
+    echo "$name rc=$?" >> "$out/$name.txt"
+}
+
+lane0() { OUT=$out/twins-mps script twins-mps 0 "$deadline" benchmarks/gpu_twins.py --mps --suites default \
+    --seeds 0 --per-card 6 --steps "${TWIN_STEPS:-20}" --deadline $((deadline - 60)) --runs /tmp/twins_mps_runs; }
+lane1() {
+    bench step 1 $((deadline - 120)) --only step --skip-hf --steps "${STEPS:-6}"
+    script checkpoint 1 60 benchmarks/checkpoint_save.py --device cuda --repeats 20
+    script score 1 60 benchmarks/score_overlap.py --tasks 64 --group 8 --repeats 10; }
+lane2() { bench card 2 "$deadline" --only card --card-deadline $((deadline - 30)) \
+    --card-new train.length_buckets=true,train.causal_only=true; }
+lane3() {
+    bench gen 3 200 --only gen --profile
+    bench trainer 3 $((deadline - 210)) --only trainer --trainer-variants causal,compiled --profile; }
+lane0 & lane1 & lane2 & lane3 & wait
+grep -h "rc=" "$out"/*.txt
