@@ -10,23 +10,42 @@ from backend.tools import bench_card, bench_trainer
 from backend.tools.bench import step_variants
 
 
+def _progress(*seen):
+    """A run seen at (time, step) with 512 rollouts and 100 * step completion tokens a step."""
+    return bench_card.Progress(seen=[(t, k, 512 * k, 50 * k * (k + 1)) for t, k in seen])
+
+
 def test_card_rate_is_rollouts_over_time_between_first_and_last_step_seen():
-    r = bench_card.Progress(seen=[(10.0, 512), (12.0, 1024), (15.0, 1536), (17.0, 2048)])
-    got = bench_card._rate(r)
+    got = bench_card._rate(_progress((10.0, 1), (12.0, 2), (15.0, 3), (17.0, 4)))
     assert got["steps"] == 3
     assert got["rate"] == pytest.approx(1536 / 7)
     assert got["var"] > 0
-    even = bench_card._rate(bench_card.Progress(seen=[(0.0, 0), (2.0, 100), (4.0, 200), (6.0, 300)]))
-    assert even["rate"] == pytest.approx(50) and even["var"] == pytest.approx(0)
-    assert bench_card._rate(bench_card.Progress(seen=[(1.0, 5)]))["rate"] is None
+    assert got["tokens"] == pytest.approx((1000 - 100) / 3)  # steps 2-4: 200 + 300 + 400 tokens
+    even = bench_card._rate(_progress((0.0, 1), (2.0, 2), (4.0, 3), (6.0, 4)))
+    assert even["rate"] == pytest.approx(256) and even["var"] == pytest.approx(0)
+    assert bench_card._rate(_progress((1.0, 5)))["rate"] is None
+
+
+def test_card_settings_are_timed_over_the_steps_every_run_saw():
+    """A fast setting that got further is timed on the slow one's steps only: its later, cheaper
+    steps (completions shortened by training) would count other work."""
+    slow = {"label": "today", "runs": [_progress((0.0, 2), (4.0, 3), (8.0, 4), (12.0, 5)),
+                                       _progress((1.0, 3), (5.0, 4), (9.0, 5), (13.0, 6))]}
+    fast = {"label": "new", "runs": [_progress((0.0, 2), (2.0, 3), (4.0, 4), (5.0, 5), (5.5, 6), (5.7, 7))] * 2}
+    span = bench_card.common_steps([slow, fast])
+    assert span == (3, 5)
+    rate = bench_card._rate(fast["runs"][0], span)
+    assert rate["steps"] == 2 and rate["rate"] == pytest.approx(1024 / 3)
+    assert bench_card._rate(fast["runs"][0])["rate"] == pytest.approx(512 * 5 / 5.7)  # every step: higher
+    assert bench_card.common_steps([slow, {"label": "new", "runs": [_progress((0.0, 9), (1.0, 10))]}]) is None
 
 
 def test_card_total_sums_runs_and_needs_every_run():
-    res = {"rates": [{"rate": 50.0, "var": 4.0}, {"rate": 30.0, "var": 5.0}]}
-    total, half, n = bench_card._total(res)
+    rates = [{"rate": 50.0, "var": 4.0}, {"rate": 30.0, "var": 5.0}]
+    total, half, n = bench_card._total(rates)
     assert (total, n) == (80.0, 2) and half == pytest.approx(1.96 * 3.0)
-    res["rates"].append({"rate": None, "var": None})
-    assert bench_card._total(res)[0] is None
+    rates.append({"rate": None, "var": None})
+    assert bench_card._total(rates)[0] is None
 
 
 def test_step_variants_syntax():

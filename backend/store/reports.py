@@ -63,6 +63,10 @@ class ReportReads(Queries):
     def train_rollout_count(self) -> int:
         return int(self.scalar("SELECT coalesce(sum(n_rollouts), 0) FROM steps") or 0)
 
+    def train_token_count(self) -> int:
+        """Completion tokens the training steps generated."""
+        return int(self.scalar("SELECT coalesce(sum(tokens), 0) FROM steps") or 0)
+
     def probe_rollout_count(self) -> int:
         """Rollouts the evolution generated outside training (probes)."""
         return int(self.scalar("SELECT coalesce(sum(n_rollouts), 0) FROM backtests WHERE mode = 'probe'") or 0)

@@ -9,11 +9,15 @@ the card stores per second with all of them in their training steps:
 
 - the runs train on the bench's math harness (no dead groups: every step trains),
   evolution off, held-out sets of 8 problems at the start only;
-- a run's clock starts at the first step it stores after every run has stored one
-  (start-up, graph capture and the first step's compilation are outside), and stops
-  at its last step stored before the window closes; its rate is its rollouts over
-  that time, and the card's is the sum over runs, with a 95% interval from the
-  spread of the runs' step times (delta method, the runs taken as independent);
+- both settings are timed over the same training steps: from the first step every
+  run of either setting stored after all runs of its setting had stored one
+  (start-up, graph capture and the first step's compilation are outside) to the last
+  step every run of either setting reached before its window closed. A run's rate is
+  its rollouts over the time between those steps, and the card's is the sum over runs,
+  with a 95% interval from the spread of the runs' step times (delta method, the runs
+  taken as independent). The same steps, because a step's cost follows the policy: as
+  training shortens or lengthens completions, a setting timed over later steps would
+  be timed on other work (the note gives the completion tokens a step of each);
 - then every run gets SIGTERM (it stops at its step boundary, state saved), and one
   that has not exited within its grace is killed with its process group.
 
@@ -43,25 +47,27 @@ POLL_S = 0.25
 class Progress:
     """When each of a run's steps was first seen stored (bench clock), and its rollouts so far."""
 
-    seen: list[tuple[float, int]] = field(default_factory=list)  # (time, rollouts stored by then)
+    seen: list[tuple[float, int, int, int]] = field(default_factory=list)
+    """(time, steps, rollouts, completion tokens), each stored by then."""
     steps: int = 0
 
 
-def _read(run_dir: Path) -> tuple[int, int]:
-    """(steps stored, training rollouts stored) of a run; (0, 0) before its database exists."""
+def _read(run_dir: Path) -> tuple[int, int, int]:
+    """(steps, training rollouts, their completion tokens) a run has stored; zeros before its
+    database exists."""
     from backend.store import Store
 
     db = run_dir / "run.db"
     if not db.exists():
-        return 0, 0
+        return 0, 0, 0
     try:
         store = Store.open(db, readonly=True)
     except Exception:  # still being created
-        return 0, 0
+        return 0, 0, 0
     try:
-        return int(store.last_step()), store.train_rollout_count()
+        return int(store.last_step()), store.train_rollout_count(), store.train_token_count()
     except Exception:
-        return 0, 0
+        return 0, 0, 0
     finally:
         store.close()
 
@@ -122,47 +128,60 @@ def measure(b, label: str, extra: list[str], budget_s: float, env: dict[str, str
     while time.monotonic() < close and any(p.poll() is None for p in procs):
         now = time.monotonic()
         for k, r in enumerate(runs):
-            steps, rollouts = _read(out / f"run{k}")
+            steps, rollouts, tokens = _read(out / f"run{k}")
             if steps > r.steps:
                 r.steps = steps
                 if t0 is not None:
-                    r.seen.append((now, rollouts))
+                    r.seen.append((now, steps, rollouts, tokens))
         if t0 is None and all(r.steps for r in runs):
             t0 = now
             b.log(f"card {label}: all {n} runs stored a step after {now - t_start:.0f}s")
         time.sleep(POLL_S)
     codes = stop(procs)
     b.log(f"card {label}: stopped, exit codes {codes}; logs in {out}")
-    return {"label": label, "sets": extra, "rates": [_rate(r) for r in runs], "codes": codes, "out": str(out),
+    return {"label": label, "sets": extra, "runs": runs, "codes": codes, "out": str(out),
             "started_s": (t0 - t_start) if t0 else None, "window_s": (close - t0) if t0 else 0.0}
 
 
-def _rate(r: Progress) -> dict:
-    """A run's rollouts per second between its first and last step seen in the window, with the
-    variance of that ratio estimate from its steps (delta method)."""
-    if len(r.seen) < 2:
-        return {"steps": max(0, len(r.seen) - 1), "rate": None, "var": None}
-    dts = [b[0] - a[0] for a, b in zip(r.seen, r.seen[1:])]
-    ros = [b[1] - a[1] for a, b in zip(r.seen, r.seen[1:])]
+def common_steps(results: list[dict]) -> tuple[int, int] | None:
+    """The steps every run of every result saw stored: (first, last), or None when they share
+    fewer than two."""
+    runs = [r for res in results for r in res["runs"]]
+    if not runs or any(not r.seen for r in runs):
+        return None
+    lo, hi = max(r.seen[0][1] for r in runs), min(r.seen[-1][1] for r in runs)
+    return (lo, hi) if hi > lo else None
+
+
+def _rate(r: Progress, steps: tuple[int, int] | None = None) -> dict:
+    """A run's rollouts per second between its first and last step seen in the window, or within
+    `steps` (first, last) when given, with the variance of that ratio estimate from its steps
+    (delta method) and its completion tokens a step."""
+    seen = [s for s in r.seen if steps is None or steps[0] <= s[1] <= steps[1]]
+    if len(seen) < 2:
+        return {"steps": max(0, len(seen) - 1), "rate": None, "var": None, "tokens": None}
+    dts = [b[0] - a[0] for a, b in zip(seen, seen[1:])]
+    ros = [b[2] - a[2] for a, b in zip(seen, seen[1:])]
+    tokens = (seen[-1][3] - seen[0][3]) / (seen[-1][1] - seen[0][1])
     rate = sum(ros) / sum(dts)
     k = len(dts)
     if k < 2:
-        return {"steps": k, "rate": rate, "var": None}
+        return {"steps": k, "rate": rate, "var": None, "tokens": tokens}
     mean_dt = sum(dts) / k
     resid = [ro - rate * dt for ro, dt in zip(ros, dts)]
     var = sum(e * e for e in resid) / (k - 1) / k / mean_dt ** 2
-    return {"steps": k, "rate": rate, "var": var}
+    return {"steps": k, "rate": rate, "var": var, "tokens": tokens}
 
 
-def _total(res: dict) -> tuple[float | None, float | None, int]:
+def _total(rates: list[dict]) -> tuple[float | None, float | None, int]:
     """Card rollouts/s (sum over runs), its 95% half-width, and how many runs had a rate."""
-    rates = [r for r in res["rates"] if r["rate"] is not None]
-    if len(rates) < len(res["rates"]) or not rates:
-        return None, None, len(rates)
-    total = sum(r["rate"] for r in rates)
-    var = [r["var"] for r in rates]
+    have = [r for r in rates if r["rate"] is not None]
+    if len(have) < len(rates) or not have:
+        return None, None, len(have)
+    total = sum(r["rate"] for r in have)
+    var = [r["var"] for r in have]
     half = 1.96 * math.sqrt(sum(var)) if all(v is not None for v in var) else None
-    return total, half, len(rates)
+    return total, half, len(have)
 
 
 def card_rows(b) -> list[dict]:
@@ -180,22 +199,40 @@ def card_rows(b) -> list[dict]:
             new += ["MPS" if mps.env else f"MPS asked for, not running ({mps.why})"]
     else:
         ours = measure(b, "new", new, half)
-    t, t_half, t_n = _total(today)
-    o, o_half, o_n = _total(ours)
+    span = common_steps([today, ours])
+    rates = {res["label"]: [_rate(r, span) for r in res["runs"]] for res in (today, ours)}
+    every = {res["label"]: [_rate(r) for r in res["runs"]] for res in (today, ours)}
+    t, t_half, t_n = _total(rates["today"])
+    o, o_half, o_n = _total(rates["new"])
     n = b.a.card_runs
 
     def fmt(v, h):
         return "no rate" if v is None else f"{v:,.1f} rollouts/s" + (f" +- {h:,.1f}" if h is not None else "")
 
-    def steps(res):
-        return "/".join(str(r["steps"]) for r in res["rates"])
+    def steps(label):
+        return "/".join(str(r["steps"]) for r in rates[label])
+
+    def tokens(label):
+        xs = [r["tokens"] for r in rates[label] if r["tokens"] is not None]
+        return f"{sum(xs) / len(xs):,.0f}" if xs else "-"
+
+    def all_steps(label):
+        total, _, _ = _total(every[label])
+        seen = "/".join(str(r["steps"]) for r in every[label])
+        return f"{label} {seen} steps at {fmt(total, None)}"
 
     share = f"model.gpu_share {b.a.card_share}, gpu profile" if b.cuda else "CPU, one thread each, cpu profile"
-    note = (f"{n} runs x ({share}); steps timed per run: today {steps(today)}, new {steps(ours)}; "
-            f"windows {today['window_s']:.0f}s / {ours['window_s']:.0f}s after start-ups of "
-            f"{today['started_s'] or 0:.0f}s / {ours['started_s'] or 0:.0f}s; new: {', '.join(new) or '-'}")
+    where = f"steps {span[0]}-{span[1]} of every run" if span else "no steps in common: no rate"
+    note = (f"{n} runs x ({share}); timed over {where}: steps a run today {steps('today')}, new {steps('new')}; "
+            f"completion tokens a step: today {tokens('today')}, new {tokens('new')}; every step seen: "
+            f"{all_steps('today')}, {all_steps('new')}; windows {today['window_s']:.0f}s / {ours['window_s']:.0f}s "
+            f"after start-ups of {today['started_s'] or 0:.0f}s / {ours['started_s'] or 0:.0f}s; "
+            f"new: {', '.join(new) or '-'}")
     if t_n < n or o_n < n:
         note += f"; runs with a rate: {t_n} / {o_n} of {n} (a longer --card-deadline, or see the logs)"
+    data = {res["label"]: {k: v for k, v in res.items() if k != "runs"} | {"rates": rates[res["label"]],
+                                                                             "every_step": every[res["label"]]}
+            for res in (today, ours)}
     return [dict(what=f"card throughput, {n} runs sharing one card", baseline=fmt(t, t_half),
                  ours=fmt(o, o_half), ratio=f"{o / t:.2f}x" if t and o else "", note=note,
-                 data={"today": today, "new": ours})]
+                 data={**data, "steps": span})]
