@@ -20,6 +20,7 @@ import random
 import signal
 import threading
 import time
+from concurrent.futures import wait
 from contextlib import nullcontext
 from pathlib import Path
 
@@ -327,13 +328,14 @@ class Engine:
         train_ms = (time.perf_counter() - t0) * 1000
         progress.phase("checkpoint")
         t0 = time.perf_counter()
-        new_pv = None
+        new_pv, writing = None, None
         if samples and step % self.cfg.train.checkpoint_every == 0:
-            path = ckpt.save(self.run_dir, step, self.lm.model, self.trainer.opt,
-                             state=self.trainer.saved_state())
+            # its files are written while the rows are built and inserted; the step commits after them
+            writing = ckpt.begin_save(self.run_dir, step, self.lm.model, self.trainer.opt,
+                                      state=self.trainer.saved_state())
             new_pv = {"parent": self.policy_version or None, "step": step,  # its id: the store's
-                      "checkpoint": str(path), "heldout_acc": None, "harness_version": self.harness_version,
-                      "created_at": now()}
+                      "checkpoint": str(ckpt.checkpoint_dir(self.run_dir, step)), "heldout_acc": None,
+                      "harness_version": self.harness_version, "created_at": now()}
         progress.phase("store")
         total_ms = (time.perf_counter() - t_start) * 1000
         n_tok = sum(len(s.completion_ids) for s in items)
@@ -350,21 +352,43 @@ class Engine:
             "tokens_per_s": n_tok / max(times["gen_ms"] / 1000, 1e-9), "gen_ms": times["gen_ms"],
             "score_ms": times["score_ms"], "diagnose_ms": times["diagnose_ms"], "train_ms": train_ms,
             "store_ms": 0.0, "total_ms": total_ms,
-            "metrics_json": dumps({"trained_sequences": len(samples), "ckpt_ms": (time.perf_counter() - t0) * 1000,
-                                   **self.batch_shapes(trained=bool(samples)),
-                                   **({"wait_ms": times["wait_ms"]} if "wait_ms" in times else {}),
-                                   "reward_terms": reward_term_means([s.components for s in items]),
-                                   "truncated": sum(s.finish in TRUNCATED for s in items), **moved}),
         }
+        metrics = {"trained_sequences": len(samples), "ckpt_ms": (time.perf_counter() - t0) * 1000,
+                   **self.batch_shapes(trained=bool(samples)),
+                   **({"wait_ms": times["wait_ms"]} if "wait_ms" in times else {}),
+                   "reward_terms": reward_term_means([s.components for s in items]),
+                   "truncated": sum(s.finish in TRUNCATED for s in items), **moved}
+        step_row["metrics_json"] = dumps(metrics)
         t0 = time.perf_counter()
-        saved = self.store.commit_step(step_row, rows, diags, turns, new_pv).policy_version
-        store_ms = (time.perf_counter() - t0) * 1000
-        self.store.update("steps", step, {"store_ms": store_ms, "total_ms": total_ms + store_ms})
+        saved, waited_ms = self.commit_with_checkpoint(step_row, rows, diags, turns, new_pv, writing)
+        store_ms = (time.perf_counter() - t0) * 1000 - waited_ms
+        step_row["metrics_json"] = dumps({**metrics, "ckpt_wait_ms": waited_ms})
+        self.store.update("steps", step, {"store_ms": store_ms, "total_ms": total_ms + store_ms + waited_ms,
+                                          "metrics_json": step_row["metrics_json"]})
         if saved is not None:
             self.policy_version = step_row["policy_version"] = saved
             retention.prune(self.run_dir, self.store, self.cfg.train.keep_checkpoints)
-        step_row["store_ms"] = store_ms
+        step_row["store_ms"], step_row["total_ms"] = store_ms, total_ms + store_ms + waited_ms  # as stored
         return step_row
+
+    def commit_with_checkpoint(self, step_row, rows, diags, turns, new_pv, writing) -> tuple[int | None, float]:
+        """Commit the step once its checkpoint's files are written (`writing`: their future, or
+        None): the new policy version's id, and the ms the commit waited for the files. Whatever
+        happens to the commit, the writing thread is waited for before this returns."""
+        waited = [0.0]
+
+        def files_written():
+            t = time.perf_counter()
+            writing.result()  # raises what the writing raised: nothing of the step is stored
+            waited[0] = (time.perf_counter() - t) * 1000
+
+        try:
+            saved = self.store.commit_step(step_row, rows, diags, turns, new_pv,
+                                           ready=files_written if writing is not None else None).policy_version
+        finally:
+            if writing is not None:
+                wait([writing])
+        return saved, waited[0]
 
     def revival_reserve(self, step: int) -> int | None:
         """Groups this step keeps back for the redraws of its moves on dead groups, when they come

@@ -126,3 +126,34 @@ def test_a_stop_between_the_harness_rollback_and_the_policy_restore_resumes_rest
     del engine
     resumed = Engine(run, cfg, Store.open(run, create=False), quiet=True)
     assert (resumed.policy_version, resumed.harness_version) == (1, 1)
+
+
+def test_a_checkpoint_that_fails_to_write_stores_nothing_of_its_step(tmp_path, tiny_model, spread_harness,
+                                                                      monkeypatch):
+    """The checkpoint's files are written by a thread while the step's rows are inserted; the
+    step commits only after the files are in place. A write that fails (a full disk) raises
+    from the step and leaves the store at the step before; the next try of the step stores it."""
+    from backend.policy import checkpoint as ckpt
+
+    cfg = _cfg(tiny_model, spread_harness)
+    engine = _engine(tmp_path / "run", cfg)
+    step = _train_until(engine, 1)
+    before = (engine.store.last_step(), engine.store.count("rollouts"), _versions(engine.store))
+    real = ckpt.write_adapter
+    seen = []
+
+    def full_disk(model, folder):
+        seen.append(folder)
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(ckpt, "write_adapter", full_disk)
+    with pytest.raises(OSError, match="No space left"):
+        engine.train_step(step + 1, StepProgress(12, quiet=True).start(step + 1))
+    assert seen, "the checkpoint was never written"
+    assert (engine.store.last_step(), engine.store.count("rollouts"), _versions(engine.store)) == before
+    assert not ckpt.checkpoint_dir(engine.run_dir, step + 1).exists()
+    monkeypatch.setattr(ckpt, "write_adapter", real)
+    engine.train_step(step + 1, StepProgress(12, quiet=True).start(step + 1))
+    assert engine.store.last_step() == step + 1
+    assert _versions(engine.store)[-1][2] == step + 1
+    assert (ckpt.checkpoint_dir(engine.run_dir, step + 1) / "adapter_model.safetensors").is_file()

@@ -15,6 +15,7 @@ import json
 import os
 import random
 import shutil
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 import torch
@@ -61,6 +62,26 @@ def estimate_bytes(run_dir: Path, model) -> int:
 def save(run_dir: Path, step: int, model, optimizer, extra: dict | None = None, state: dict | None = None) -> Path:
     """The adapter, the optimizer, the random states and the trainer's `state` (plain data: its
     memory plan) at `step`; `extra` goes to meta.json. Written to a temporary folder, then renamed."""
+    return begin_save(run_dir, step, model, optimizer, extra, state).result()
+
+
+def begin_save(run_dir: Path, step: int, model, optimizer, extra: dict | None = None,
+               state: dict | None = None) -> Future:
+    """`save`, with the files written by a thread: returns a future of the checkpoint's path. The
+    random states are taken now; the model and the optimizer are read by the thread, so the caller
+    changes neither until the future is done. The training loop writes the files while the store
+    inserts the step's rows, and commits the step only once the future is done
+    (`Store.commit_step`'s `ready`): a kill never leaves a stored version without its files."""
+    rng = {"torch_rng": torch.get_rng_state(), "py_rng": random.getstate()}
+    pool = ThreadPoolExecutor(1, thread_name_prefix="checkpoint")
+    try:
+        return pool.submit(write, run_dir, step, model, optimizer, {**rng, **(state or {})}, extra)
+    finally:
+        pool.shutdown(wait=False)  # the thread ends with its one job
+
+
+def write(run_dir: Path, step: int, model, optimizer, trainer_state: dict, extra: dict | None) -> Path:
+    """The files of `save`, into a temporary folder renamed to `checkpoint_dir(run_dir, step)`."""
     final = checkpoint_dir(run_dir, step)
     root = final.parent
     root.mkdir(parents=True, exist_ok=True)
@@ -68,8 +89,7 @@ def save(run_dir: Path, step: int, model, optimizer, extra: dict | None = None, 
         shutil.rmtree(stale, ignore_errors=True)
     tmp = root / f".tmp-{final.name}-{os.getpid()}"
     write_adapter(model, tmp)
-    torch.save({"optimizer": host_optimizer_state(optimizer) if optimizer is not None else None,
-                "torch_rng": torch.get_rng_state(), "py_rng": random.getstate(), **(state or {})},
+    torch.save({"optimizer": host_optimizer_state(optimizer) if optimizer is not None else None, **trainer_state},
                tmp / "trainer_state.pt")
     (tmp / "meta.json").write_text(json.dumps({"step": step, **(extra or {})}))
     _fsync_dir(tmp)

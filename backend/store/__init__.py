@@ -23,7 +23,7 @@ import json
 import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from .base import BUSY_S, Queries, Row, StoreError, db_problem, dumps, loads, now
 from .records import EvolutionRecords
@@ -141,8 +141,12 @@ class Store(EvolutionRecords, RolloutReads, ReportReads, SearchReads, Queries):
 
     def commit_step(self, step: Row, rollouts: list[Row], diagnoses_by_rollout: list[list[Row]],
                     turns_by_rollout: list[list[Row]] | None = None, policy_version: Row | None = None,
-                    run_values: Row | None = None) -> StepCommit:
+                    run_values: Row | None = None, ready: Callable[[], object] | None = None) -> StepCommit:
         """Write one whole step atomically.
+
+        `ready`: called after the rows are written and before the transaction commits (the
+        checkpoint's files being written beside it, `checkpoint.begin_save`); if it raises,
+        nothing of the step is stored.
 
         `policy_version`: the version this step saved (parent, checkpoint, ...), without an id:
         the store numbers policy versions, here and nowhere else, as the next id the table has
@@ -175,6 +179,8 @@ class Store(EvolutionRecords, RolloutReads, ReportReads, SearchReads, Queries):
                 step, vals["policy_version"] = dict(step, policy_version=pv), pv
             self.insert("steps", step)
             self.update("runs", 1, vals)
+            if ready is not None:
+                ready()
         return StepCommit(ids, pv)
 
     def current_policy_version(self) -> Row | None:

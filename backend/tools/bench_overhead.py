@@ -8,7 +8,8 @@ the step's duration (the loop's code is unchanged and runs as always):
 - harness      `rollout.apply_harness`: rewards, labels, filters, advantages in the
                sandboxed harness worker (the round trip included)
 - group stats  `loop.group_stats`: the step's group metrics
-- checkpoint   `checkpoint.save`: the LoRA adapter and the optimizer state
+- checkpoint   `checkpoint.write`: the LoRA adapter and the optimizer state, written by a
+               thread while the step's rows are built and inserted
 - rows         `loop.rollout_row`, `diagnosis_rows`, `turn_rows`: the step's records
 - commit       `Store.commit_step`: one SQLite transaction
 - retention    `retention.prune`: old checkpoints deleted
@@ -27,7 +28,7 @@ TARGETS = (
     ("backend.rollout", "evaluate_all", "evaluator"),
     ("backend.rollout", "apply_harness", "harness"),
     ("backend.loop", "group_stats", "group stats"),
-    ("backend.policy.checkpoint", "save", "checkpoint"),
+    ("backend.policy.checkpoint", "write", "checkpoint"),
     ("backend.loop", "rollout_row", "rows"),
     ("backend.loop", "diagnosis_rows", "rows"),
     ("backend.loop", "turn_rows", "rows"),

@@ -140,7 +140,7 @@ def one_step(b, engine: str, micro: int | None, fused: bool, steps: int = 2, tag
             row["phases"] = phases
             metrics = json.loads(row["metrics_json"])
             row["trained"] = trained = metrics.get("trained_sequences")
-            row["ckpt_ms"] = metrics.get("ckpt_ms", 0.0)
+            row["ckpt_ms"] = metrics.get("ckpt_ms", 0.0) + metrics.get("ckpt_wait_ms", 0.0)
             row["shape"] = dict(eng.trainer.last_shape)
             row["levels"] = dict(sorted(Counter(t.meta.get("level") for t in (drawn or [[]])[-1]).items()))
             rows.append(row)
@@ -193,8 +193,8 @@ def step_rows(b, base: dict | None, ours: dict, base_name: str) -> None:
         over = r["score_ms"] + r["diagnose_ms"] + r["store_ms"]
         b.add(Row("step", f"  engine overhead ({who})", "", f"{over:.0f} ms", f"{over / r['total_ms']:.1%}",
                   f"of the step: scoring {r['score_ms']:.0f} ms, diagnosis {r['diagnose_ms']:.0f} ms, "
-                  f"store {r['store_ms']:.0f} ms; outside it: checkpoint and building rows "
-                  f"{r.get('ckpt_ms', 0.0):.0f} ms"))
+                  f"store {r['store_ms']:.0f} ms; outside it: building rows, and the checkpoint's files "
+                  f"beyond the store's inserts {r.get('ckpt_ms', 0.0):.0f} ms"))
         if r.get("phases"):
             from .bench_overhead import breakdown
 
