@@ -140,6 +140,12 @@ class TrainConfig:
     compile: bool = False
     """torch.compile the transformer body of the training passes (dynamic shapes). Off by
     default: the first steps pay the compilation; `evotui bench --only trainer` measures it."""
+    lora_base_dtype: bool = False
+    """LoRA's two matmuls in the base model's dtype (bf16 on CUDA), with the fp32 adapter weights
+    cast to it instead of every input activation cast to fp32 and back (backend/policy/lora_dtype.py).
+    The adapter's product is rounded to bf16, so an update differs slightly from the fp32 path; in
+    fp32 (the CPU) the two are the same. Off until a GPU bench measures it
+    (`evotui bench --only trainer`, variant `lora16`)."""
     logprob_chunk: int = 64
     """Sequence positions per log-softmax chunk: never batch x length x vocab at once."""
     max_grad_norm: float = 1.0

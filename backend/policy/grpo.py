@@ -35,7 +35,7 @@ from pathlib import Path
 
 import torch
 
-from backend.policy import buckets, determinism, prefix
+from backend.policy import buckets, determinism, lora_dtype, prefix
 from backend.policy import checkpoint as ckpt
 from backend.policy.lmhead import backbone_and_head, checkpointed_chunks, head_logprobs, pad_right
 from backend.policy.lmhead import to_device as _to_device
@@ -200,6 +200,8 @@ class GRPOTrainer:
         self.rows = int(cfg.micro_batch)  # rows per pass this step (`_pick_micro_batch`): the most of any pass
         self.passes: list[list[int]] = []  # row indices of each pass this step (`_pick_micro_batch`)
         self._compiled = None  # the compiled transformer body (`train.compile`), made at first use
+        self.lora_modules_in_base_dtype = lora_dtype.use(model, bool(getattr(cfg, "lora_base_dtype", False)))
+        """LoRA modules whose matmuls run in the base's dtype (`train.lora_base_dtype`); 0 when off."""
         self.deterministic = bool(getattr(cfg, "deterministic", True))
         """Passes under deterministic algorithms (`train.deterministic`, backend/policy/determinism.py)."""
         determinism.configure()

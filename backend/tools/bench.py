@@ -580,7 +580,7 @@ def parse(argv: list[str], quick: bool):
                    help='step: more steps against today\'s, "name:key=value,...;name2:..." (empty: none)')
     p.add_argument("--skip-hf", action="store_true", help="step: no plain-generate baseline step (CUDA: ~100 s)")
     p.add_argument("--trainer-variants", default="buckets,causal,nondet,compiled,prefix",
-                   help="trainer: variants against today's, of buckets, causal, nondet, compiled")
+                   help="trainer: variants against today's, of buckets, causal, nondet, compiled, prefix, lora16")
     p.add_argument("--card-runs", type=int, default=6, help="card: runs sharing the card")
     p.add_argument("--card-share", type=float, default=0.15, help="card: model.gpu_share of each run")
     p.add_argument("--card-deadline", type=float, default=540.0,

@@ -43,10 +43,12 @@ VARIANTS = {
     "nondet": {"length_buckets": True, "causal_only": True, "deterministic": False},
     "compiled": {"length_buckets": True, "causal_only": True, "compile": True},
     "prefix": {"shared_prefix": True},
+    "lora16": {"length_buckets": True, "causal_only": True, "lora_base_dtype": True},
 }
 NAMES = {"today": "today: passes in order", "buckets": "buckets (train.length_buckets)",
          "causal": "buckets + train.causal_only", "nondet": "buckets + causal_only, deterministic=false",
-         "compiled": "buckets + causal_only + train.compile", "prefix": "train.shared_prefix"}
+         "compiled": "buckets + causal_only + train.compile", "prefix": "train.shared_prefix",
+         "lora16": "buckets + causal_only + train.lora_base_dtype"}
 
 
 def rollouts(n: int, group: int, new: int, vocab: int, seed: int = 0, prompt: tuple[int, int] = (80, 130)) -> list:
