@@ -4,16 +4,20 @@
 #
 #   bash benchmarks/gpu_step_speed.sh OUT [DEADLINE_S]
 #
-#   GPU 0  twins under MPS: six runs of one seed on the card (static, its twin, the expert harness,
-#          both evolving arms, a load run) through a private MPS daemon (benchmarks/gpu_twins.py --mps)
-#   GPU 1  the math GRPO step at 64 x 8 (today, length buckets, buckets + causal attention), then a
-#          checkpoint against the path before (benchmarks/checkpoint_save.py) and scoring with the
-#          harness beside the evaluator against one after the other (benchmarks/score_overlap.py)
-#   GPU 2  six runs sharing the card: today's against length buckets + causal attention, no MPS
-#   GPU 3  decode at 512 x 256 with a kernel profile of decode steps alone, then one training update
-#          per trainer variant with its kernel profile
+#   GPU 0  twins under MPS with the LoRA path in bf16: six runs of one seed on the card (static, its
+#          twin, the expert harness, both evolving arms, a load run), `train.lora_base_dtype=true`
+#          (benchmarks/gpu_twins.py --mps)
+#   GPU 1  the math GRPO step at 64 x 8 (today, buckets + causal attention, and those with
+#          `train.lora_base_dtype`), then the checkpoint against the path before, alone and with a
+#          step's commit (benchmarks/checkpoint_save.py --with-commit), and scoring with the harness
+#          beside the evaluator (benchmarks/score_overlap.py)
+#   GPU 2  six runs sharing the card, timed over the same steps: today's against MPS with length
+#          buckets + causal attention
+#   GPU 3  one training update per trainer variant (causal, lora16) with a profile, then decode at
+#          512 x 256 with a profile of decode steps
 #
-# Each bench writes OUT/<name>.txt (its table and log) and OUT/<name>/ (rows.json).
+# Each bench writes OUT/<name>.txt (its table and log) and OUT/<name>/ (rows.json). Session 19 ran
+# the version of 662e1c0 (no lora16, the card row without MPS).
 set -u
 out=$1; deadline=${2:-540}
 mkdir -p "$out"
@@ -31,15 +35,17 @@ script() {  # name gpu seconds script args...
 }
 
 lane0() { OUT=$out/twins-mps script twins-mps 0 "$deadline" benchmarks/gpu_twins.py --mps --suites default \
-    --seeds 0 --per-card 6 --steps "${TWIN_STEPS:-20}" --deadline $((deadline - 60)) --runs /tmp/twins_mps_runs; }
+    --seeds 0 --per-card 6 --steps "${TWIN_STEPS:-20}" --deadline $((deadline - 60)) --runs /tmp/twins_mps_runs \
+    --set train.lora_base_dtype=true; }
 lane1() {
-    bench step 1 $((deadline - 120)) --only step --skip-hf --steps "${STEPS:-6}"
-    script checkpoint 1 60 benchmarks/checkpoint_save.py --device cuda --repeats 20
+    bench step 1 $((deadline - 150)) --only step --skip-hf --steps "${STEPS:-6}" --step-variants \
+        "causal:train.length_buckets=true,train.causal_only=true;lora16:train.length_buckets=true,train.causal_only=true,train.lora_base_dtype=true"
+    script checkpoint 1 90 benchmarks/checkpoint_save.py --device cuda --repeats 20 --with-commit
     script score 1 60 benchmarks/score_overlap.py --tasks 64 --group 8 --repeats 10; }
-lane2() { bench card 2 "$deadline" --only card --card-deadline $((deadline - 30)) \
+lane2() { bench card 2 "$deadline" --only card --card-deadline $((deadline - 30)) --card-mps \
     --card-new train.length_buckets=true,train.causal_only=true; }
 lane3() {
-    bench gen 3 200 --only gen --profile
-    bench trainer 3 $((deadline - 210)) --only trainer --trainer-variants causal,compiled --profile; }
+    bench trainer 3 300 --only trainer --trainer-variants causal,lora16 --profile
+    bench gen 3 $((deadline - 310)) --only gen --profile; }
 lane0 & lane1 & lane2 & lane3 & wait
 grep -h "rc=" "$out"/*.txt
