@@ -129,7 +129,8 @@ def test_the_card_bench_runs_its_new_setting_under_the_daemon_and_says_so(tmp_pa
 
     def measure(b, label, extra, budget_s, env=None):
         seen[label] = env
-        return {"rates": [{"steps": 3, "rate": 10.0, "var": 1.0}], "window_s": 60.0, "started_s": 5.0}
+        run = bench_card.Progress(seen=[(t, 2 + k, 512 * k, 100 * k) for k, t in enumerate((0.0, 5.0, 9.0, 15.0))])
+        return {"label": label, "runs": [run], "window_s": 60.0, "started_s": 5.0}
 
     monkeypatch.setattr(bench_card, "measure", measure)
     b = SimpleNamespace(a=SimpleNamespace(card_new="", card_deadline=100.0, card_runs=1, card_share=0.15,
@@ -137,7 +138,7 @@ def test_the_card_bench_runs_its_new_setting_under_the_daemon_and_says_so(tmp_pa
     _on_path(tmp_path, DAEMON, monkeypatch)
     row = bench_card.card_rows(b)[0]
     assert seen["today"] is None and set(seen["new"]) == {"CUDA_MPS_PIPE_DIRECTORY", "CUDA_MPS_LOG_DIRECTORY"}
-    assert row["note"].endswith("new: MPS")
+    assert row["note"].endswith("new: MPS") and "timed over steps 2-5" in row["note"]
     monkeypatch.setenv("PATH", str(tmp_path / "empty"))
     row = bench_card.card_rows(b)[0]
     assert seen["new"] == {} and "MPS asked for, not running" in row["note"]
