@@ -20,12 +20,7 @@ set -u
 out=$1; deadline=${2:-540}
 mkdir -p "$out"
 
-bench() {  # name gpu seconds args...
-    local name=$1 gpu=$2 secs=$3
-    CUDA_VISIBLE_DEVICES=$gpu timeout -k 20 "$secs" python3 -m evotui bench -- "${@:4}" --out "$out/$name" \
-        > "$out/$name.txt" 2>&1
-    echo "$name rc=$?" >> "$out/$name.txt"
-}
+source "$(dirname "$0")/gpu_lanes.sh"
 
 # four lanes, one a card; on two cards (GPUS=0,1) lanes 0 and 2 share card 0 and lanes 1 and 3
 # card 1, one after the other, each lane in half the time

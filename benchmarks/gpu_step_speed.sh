@@ -22,17 +22,7 @@ set -u
 out=$1; deadline=${2:-540}
 mkdir -p "$out"
 
-bench() {  # name gpu seconds args...
-    local name=$1 gpu=$2 secs=$3
-    CUDA_VISIBLE_DEVICES=$gpu timeout -k 20 "$secs" python3 -m evotui bench -- "${@:4}" --out "$out/$name" \
-        > "$out/$name.txt" 2>&1
-    echo "$name rc=$?" >> "$out/$name.txt"
-}
-script() {  # name gpu seconds script args...
-    local name=$1 gpu=$2 secs=$3
-    CUDA_VISIBLE_DEVICES=$gpu timeout -k 20 "$secs" python3 "${@:4}" > "$out/$name.txt" 2>&1
-    echo "$name rc=$?" >> "$out/$name.txt"
-}
+source "$(dirname "$0")/gpu_lanes.sh"
 
 lane0() { OUT=$out/twins-mps script twins-mps 0 "$deadline" benchmarks/gpu_twins.py --mps --suites default \
     --seeds 0 --per-card 6 --steps "${TWIN_STEPS:-20}" --deadline $((deadline - 60)) --runs /tmp/twins_mps_runs \
