@@ -95,6 +95,12 @@ class TrainConfig:
     "within" the step's tasks_per_step x group_size rollouts (fewer fresh tasks, the rest kept
     back for redraws), so a run with those moves draws what one without them does; "extra": a
     full step of fresh tasks and the redraws on top."""
+    search_budget: str = "extra"
+    """Where the evolution's search rollouts come from (backend/evolve/budget.py: probes and trials,
+    and replay counted at the run's own rollout rate): "extra", on top of training; "within", out
+    of training: each step draws whole groups fewer, up to half its tasks, until the search's
+    rollouts are paid back (`debited_groups`). With "within" a run, or a population's member,
+    uses what a run without search does, as `evotui compare`'s best-of-N baseline does."""
     lr: float = 2e-5
     clip_eps: float = 0.2
     """PPO-style clip of the importance ratio."""
@@ -537,8 +543,9 @@ def validate(cfg: RunConfig) -> RunConfig:
         bad(f"population.stuck_dead_share must be in (0, 1], got {pop.stuck_dead_share}")
     if cfg.code.timeout_s <= 0 or cfg.swe.test_timeout_s <= 0:
         bad("code.timeout_s and swe.test_timeout_s must be positive seconds")
-    if cfg.train.revival_budget not in ("within", "extra"):
-        bad(f"train.revival_budget must be within or extra, got '{cfg.train.revival_budget}'")
+    for key in ("revival_budget", "search_budget"):
+        if getattr(cfg.train, key) not in ("within", "extra"):
+            bad(f"train.{key} must be within or extra, got '{getattr(cfg.train, key)}'")
     if pop.stuck_movers < 0:
         bad(f"population.stuck_movers must be 0 (every member but the best) or a count, got {pop.stuck_movers}")
     if cfg.eval.every < 1 or cfg.eval.n_val < 1 or cfg.eval.n_test < 1:

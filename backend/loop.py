@@ -313,7 +313,8 @@ class Engine:
         rng = self.seed_step(step)
         curriculum, plan = curriculum_rule.for_step(self.store, self.env, self.harness.curriculum, step)
         held = self.revival_reserve(step)
-        tasks = self.env.sample_tasks(self.cfg.train.tasks_per_step - (held or 0), rng, curriculum)
+        debit = self.search_debit(self.cfg.train.tasks_per_step - (held or 0))
+        tasks = self.env.sample_tasks(self.cfg.train.tasks_per_step - (held or 0) - debit, rng, curriculum)
         progress.phase("generate")
         items, times = self.collect(tasks, self.harness, self.cfg.train.group_size, dist=self.dist,
                                     progress=progress)
@@ -357,7 +358,8 @@ class Engine:
                    **self.batch_shapes(trained=bool(samples)),
                    **({"wait_ms": times["wait_ms"]} if "wait_ms" in times else {}),
                    "reward_terms": reward_term_means([s.components for s in items]),
-                   "truncated": sum(s.finish in TRUNCATED for s in items), **moved}
+                   "truncated": sum(s.finish in TRUNCATED for s in items), **moved,
+                   **({"search_debited": debit * self.cfg.train.group_size} if debit else {})}
         step_row["metrics_json"] = dumps(metrics)
         t0 = time.perf_counter()
         saved, waited_ms = self.commit_with_checkpoint(step_row, rows, diags, turns, new_pv, writing)
@@ -389,6 +391,16 @@ class Engine:
             if writing is not None:
                 wait([writing])
         return saved, waited[0]
+
+    def search_debit(self, tasks: int) -> int:
+        """Groups this step draws fewer to pay for the evolution's search (`train.search_budget =
+        "within"`, `budget.debited_groups`); 0 under "extra" and in a data-parallel run."""
+        if self.cfg.train.search_budget != "within" or self.dist is not None:
+            return 0
+        from backend.evolve.budget import debited_groups, search_budget
+
+        return debited_groups(search_budget(self.store)["search_rollouts"], self.store.search_debited(),
+                              self.cfg.train.group_size, tasks)
 
     def revival_reserve(self, step: int) -> int | None:
         """Groups this step keeps back for the redraws of its moves on dead groups, when they come

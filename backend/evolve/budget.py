@@ -20,6 +20,8 @@ training, so the search is counted in training rollouts:
 """
 
 from __future__ import annotations
+
+import math
 from typing import Any, TYPE_CHECKING, TypedDict
 
 if TYPE_CHECKING:
@@ -94,3 +96,15 @@ def search_budget(store: Store) -> SearchBudget:
             "replay_rollout_equiv": round(equiv, 2), "search_rollouts": round(total, 2),
             "share_of_training": round(total / train["rollouts"], 4) if train["rollouts"] else None,
             "by_mode": by_mode}
+
+
+def debited_groups(search_rollouts: float, debited: int, group_size: int, tasks: int) -> int:
+    """Groups a step draws fewer under `train.search_budget = "within"`: the search's rollouts not
+    yet paid back (`search_rollouts` spent, `debited` paid), in whole groups, at most half of the
+    step's `tasks` (the step still trains). What is left over is paid by later steps.
+
+    >>> debited_groups(100.0, 0, 8, 64), debited_groups(1000.0, 0, 8, 64), debited_groups(7.0, 0, 8, 64)
+    (12, 32, 0)
+    """
+    owed = math.ceil(search_rollouts) - debited
+    return max(0, min(owed // group_size, tasks // 2))

@@ -87,6 +87,11 @@ class SearchReads(Queries):
         """{round id: the step it ran at} for every round of the run."""
         return {r["id"]: r["step"] for r in self.rows("SELECT id, step FROM rounds")}
 
+    def search_debited(self) -> int:
+        """Rollouts the run's steps drew fewer to pay for its search (`train.search_budget`)."""
+        return int(self.scalar("SELECT coalesce(sum(json_extract(metrics_json, '$.search_debited')), 0) "
+                               "FROM steps") or 0)
+
     def training_cost(self) -> Row:
         """{rollouts, ms}: what training generated, and how long its steps took in all."""
         row = self.rows("SELECT coalesce(sum(n_rollouts), 0) AS rollouts, coalesce(sum(total_ms), 0) AS ms "
