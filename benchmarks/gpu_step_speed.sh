@@ -8,8 +8,8 @@
 #          twin, the expert harness, both evolving arms, a load run), `train.lora_base_dtype=true`
 #          (benchmarks/gpu_twins.py --mps)
 #   GPU 1  the math GRPO step at 64 x 8 (today, buckets + causal attention, and those with
-#          `train.lora_base_dtype`), then the checkpoint against the path before, alone and with a
-#          step's commit (benchmarks/checkpoint_save.py --with-commit), and scoring with the harness
+#          `train.lora_base_dtype`), then the checkpoint beside a step's commit against one after the
+#          other (benchmarks/checkpoint_save.py), and scoring with the harness
 #          beside the evaluator (benchmarks/score_overlap.py)
 #   GPU 2  six runs sharing the card, timed over the same steps: today's against MPS with length
 #          buckets + causal attention
@@ -30,7 +30,7 @@ lane0() { OUT=$out/twins-mps script twins-mps 0 "$deadline" benchmarks/gpu_twins
 lane1() {
     bench step 1 $((deadline - 150)) --only step --skip-hf --steps "${STEPS:-6}" --step-variants \
         "causal:train.length_buckets=true,train.causal_only=true;lora16:train.length_buckets=true,train.causal_only=true,train.lora_base_dtype=true"
-    script checkpoint 1 90 benchmarks/checkpoint_save.py --device cuda --repeats 20 --with-commit
+    script checkpoint 1 90 benchmarks/checkpoint_save.py --device cuda --repeats 20
     script score 1 60 benchmarks/score_overlap.py --tasks 64 --group 8 --repeats 10; }
 lane2() { bench card 2 "$deadline" --only card --card-deadline $((deadline - 30)) --card-mps \
     --card-new train.length_buckets=true,train.causal_only=true; }

@@ -58,19 +58,3 @@ def test_checkpoint_loads_back_the_same_adapter_and_optimizer(tiny, tmp_path):
     for slot, per in a["state"].items():
         for key, v in per.items():
             assert torch.equal(v, b["state"][slot][key]), (slot, key)
-
-
-def test_grouped_copies_keep_values_and_shapes_in_separate_storage():
-    from backend.policy.checkpoint import grouped_copies, on_host
-
-    xs = [torch.arange(6.0).view(2, 3), torch.tensor(7, dtype=torch.int64), torch.ones(4, dtype=torch.bfloat16),
-          torch.arange(3.0) + 10, torch.tensor(9, dtype=torch.int64), torch.arange(8.0).view(2, 4).t()]
-    ys = grouped_copies(xs)
-    assert [y.shape for y in ys] == [x.shape for x in xs]
-    assert all(y.device.type == "cpu" and y.dtype == x.dtype and torch.equal(y, x) for x, y in zip(xs, ys))
-    storages = {y.untyped_storage().data_ptr() for y in ys} | {x.untyped_storage().data_ptr() for x in xs}
-    assert len(storages) == 2 * len(xs)
-    assert all(y is x for x, y in zip(xs, on_host(xs)))  # on the host already: as they are
-    if torch.cuda.is_available():
-        zs = on_host([x.cuda() for x in xs])
-        assert all(z.device.type == "cpu" and torch.equal(z, x) for x, z in zip(xs, zs))

@@ -139,20 +139,19 @@ def test_a_checkpoint_that_fails_to_write_stores_nothing_of_its_step(tmp_path, t
     engine = _engine(tmp_path / "run", cfg)
     step = _train_until(engine, 1)
     before = (engine.store.last_step(), engine.store.count("rollouts"), _versions(engine.store))
-    real = ckpt.write_adapter
     seen = []
 
-    def full_disk(model, folder):
+    def full_disk(folder, *args, **kwargs):
         seen.append(folder)
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(ckpt, "write_adapter", full_disk)
+    monkeypatch.setattr(engine.lm.model, "save_pretrained", full_disk)  # the adapter's files
     with pytest.raises(OSError, match="No space left"):
         engine.train_step(step + 1, StepProgress(12, quiet=True).start(step + 1))
     assert seen, "the checkpoint was never written"
     assert (engine.store.last_step(), engine.store.count("rollouts"), _versions(engine.store)) == before
     assert not ckpt.checkpoint_dir(engine.run_dir, step + 1).exists()
-    monkeypatch.setattr(ckpt, "write_adapter", real)
+    monkeypatch.undo()
     engine.train_step(step + 1, StepProgress(12, quiet=True).start(step + 1))
     assert engine.store.last_step() == step + 1
     assert _versions(engine.store)[-1][2] == step + 1

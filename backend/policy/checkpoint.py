@@ -10,7 +10,6 @@ checkpoints a run keeps is `retention.py`'s rule.
 
 from __future__ import annotations
 
-import copy
 import json
 import os
 import random
@@ -88,8 +87,8 @@ def write(run_dir: Path, step: int, model, optimizer, trainer_state: dict, extra
     for stale in root.glob(".tmp-*"):
         shutil.rmtree(stale, ignore_errors=True)
     tmp = root / f".tmp-{final.name}-{os.getpid()}"
-    write_adapter(model, tmp)
-    torch.save({"optimizer": host_optimizer_state(optimizer) if optimizer is not None else None, **trainer_state},
+    model.save_pretrained(str(tmp))
+    torch.save({"optimizer": optimizer.state_dict() if optimizer is not None else None, **trainer_state},
                tmp / "trainer_state.pt")
     (tmp / "meta.json").write_text(json.dumps({"step": step, **(extra or {})}))
     _fsync_dir(tmp)
@@ -98,59 +97,6 @@ def write(run_dir: Path, step: int, model, optimizer, trainer_state: dict, extra
     os.replace(tmp, final)
     _fsync_dir(root)
     return final
-
-
-def on_host(tensors: list[torch.Tensor]) -> list[torch.Tensor]:
-    """`tensors` on the host. Those on an accelerator are copied with one transfer per (device,
-    dtype) (`grouped_copies`) instead of one synchronising copy per tensor (a checkpoint holds
-    hundreds); those already on the host are returned as they are."""
-    out = list(tensors)
-    away = [i for i, t in enumerate(tensors) if t.device.type != "cpu"]
-    for i, t in zip(away, grouped_copies([tensors[i] for i in away])):
-        out[i] = t
-    return out
-
-
-def grouped_copies(tensors: list[torch.Tensor]) -> list[torch.Tensor]:
-    """Host copies of `tensors`: each (device, dtype) group flattened into one buffer where it
-    lives, moved in one copy, and split back here. Each copy has its own storage (safetensors
-    refuses aliases), so later training does not change it."""
-    out: list[torch.Tensor | None] = [None] * len(tensors)
-    groups: dict[tuple, list[int]] = {}
-    for i, t in enumerate(tensors):
-        groups.setdefault((t.device, t.dtype), []).append(i)
-    for idx in groups.values():
-        flat = torch.cat([tensors[i].detach().reshape(-1) for i in idx]).cpu()
-        for i, part in zip(idx, flat.split([tensors[i].numel() for i in idx])):
-            out[i] = part.view(tensors[i].shape).clone()
-    return out
-
-
-def write_adapter(model, folder: Path) -> None:
-    """The peft adapter into `folder` as `save_pretrained` writes it (adapter_model.safetensors and
-    adapter_config.json, which `PeftModel.from_pretrained` reads), without its model card and with
-    the weights copied to the host in one transfer (`on_host`)."""
-    from peft.utils import get_peft_model_state_dict
-    from safetensors.torch import save_file
-
-    folder.mkdir(parents=True, exist_ok=True)
-    state = get_peft_model_state_dict(model)
-    names = list(state)
-    save_file(dict(zip(names, on_host([state[n] for n in names]))), str(folder / "adapter_model.safetensors"),
-              metadata={"format": "pt"})
-    config = copy.copy(model.peft_config["default"])
-    config.inference_mode = True  # as peft saves it; loading for training sets it back
-    config.save_pretrained(str(folder))
-
-
-def host_optimizer_state(optimizer) -> dict:
-    """`optimizer.state_dict()` with its tensors on the host, copied there by `on_host`: the same
-    layout, so `load_state_dict` reads it as before."""
-    sd = optimizer.state_dict()
-    where = [(slot, key) for slot, per in sd["state"].items() for key, v in per.items() if torch.is_tensor(v)]
-    for (slot, key), t in zip(where, on_host([sd["state"][slot][key] for slot, key in where])):
-        sd["state"][slot] = {**sd["state"][slot], key: t}
-    return sd
 
 
 def load_trainer_state(path: Path, optimizer) -> dict:
