@@ -3,9 +3,7 @@
 The adapters keep fp32 weights on a bf16 base (`model.load_policy`): the optimizer's updates are
 too small for bf16 weights to hold. peft then casts every LoRA module's input activation to fp32
 for the adapter's two matmuls and the sum back to bf16: with seven target modules a layer, a
-tokens x width copy each way per module, forward and backward. A profile of one training update
-on an H200 found a fifth of its GPU time in such copies
-(docs/results/gpu-speed-rows-h200x4-s19/README.md).
+tokens x width copy each way per module, forward and backward.
 
 Here the adapter's weights are cast to the activation's dtype instead (rank x width: small), so
 the activations stay bf16 and the fp32 weights remain what the optimizer updates (their gradient

@@ -17,10 +17,8 @@ drawn after that.
 Dead groups alone do not make a population stuck while it still learns: with
 `population.stuck_unless_rising` (the default), a comparison where the best
 member's validation rose since its previous evaluation (paired, the interval
-above 0) draws no move. From the expert harness on the same suite, groups were
-0.95-0.99 dead while validation climbed from 0.01 to 0.07-0.17 in 30 steps; the
-moves drawn at step 10 went to members that were not behind, and one of them
-was the member whose seed best-of-N's best run had.
+above 0) draws no move. Groups can stay almost all dead while the few mixed ones
+still teach, and a move drawn then can spend a member that was not behind.
 
 The members that move are ranked last first on validation (fewest correct on
 the paired problems; ties: the highest index, so a population of equals moves

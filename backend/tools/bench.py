@@ -74,13 +74,11 @@ from pathlib import Path
 import torch
 
 from .bench_common import Row, bench_harness, interval  # noqa: F401 (Row, interval: for callers and tests)
-from .bench_trainer import VARIANTS as TRAINER_SETTINGS
+from .bench_trainer import VARIANTS as TRAINER_VARIANTS
 from .bench_step import STEP_DOMAINS, bench_step, one_step, step_variants  # noqa: F401 (step_variants: tests)
 
 SECTIONS = ("gen", "train", "trainer", "determinism", "step", "trl", "dtype", "harness", "dist", "ddp", "card")
 DEFAULT_SECTIONS = ("gen", "train", "determinism", "step", "trl", "harness")
-# bench_trainer.VARIANTS, without importing it
-TRAINER_VARIANTS = tuple(TRAINER_SETTINGS)
 TRAINER_PROMPTS = {"math": "80,130", "code": "105,160", "swe": "270,1100"}
 """`--trainer-prompt`'s default for each `--step-domain`: MIN,MAX prompt tokens of its rollouts (code:
 generated tasks at level 0; swe: levels 0 and 1, ~270-660 and ~760-1100 tokens; the default tokenizer)."""
@@ -581,7 +579,7 @@ def parse(argv: list[str], quick: bool):
                    help='step: more steps against today\'s, "name:key=value,...;name2:..." (empty: none)')
     p.add_argument("--skip-hf", action="store_true", help="step: no plain-generate baseline step (CUDA: ~100 s)")
     p.add_argument("--trainer-variants", default="buckets,causal,nondet,compiled,prefix",
-                   help=f"trainer: variants against today's, of {', '.join(TRAINER_SETTINGS)}")
+                   help=f"trainer: variants against today's, of {', '.join(TRAINER_VARIANTS)}")
     p.add_argument("--card-runs", type=int, default=6, help="card: runs sharing the card")
     p.add_argument("--card-share", type=float, default=0.15, help="card: model.gpu_share of each run")
     p.add_argument("--card-deadline", type=float, default=540.0,
