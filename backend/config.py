@@ -159,6 +159,11 @@ class TrainConfig:
     """Upper bound on the harness's max_new_tokens (the run's budget, not evolvable)."""
     checkpoint_every: int = 1
     """Save a LoRA checkpoint (a policy version) every N steps."""
+    checkpoint_overlap: bool = False
+    """Write a step's checkpoint while the next step generates, instead of before the step commits
+    (backend/checkpoint_overlap.py): the step's rows commit at once and its policy version once the
+    files are in place, before the next update. A stop or crash in between is settled at the next
+    start. Off until a GPU bench measures it (`evotui bench --only step`, variant `overlap`)."""
     keep_checkpoints: int = 3
     """Latest checkpoints kept; older ones are deleted unless a resume, a rollback (a promotion
     not yet judged) or the validation best needs them (backend/policy/retention.py). 0: keep all."""

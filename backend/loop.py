@@ -26,7 +26,7 @@ from pathlib import Path
 
 import torch
 
-from backend import curriculum_rule
+from backend import checkpoint_overlap, curriculum_rule
 from backend import dead_groups
 from backend import evolve_hooks as hooks
 from backend.config import RunConfig
@@ -119,6 +119,10 @@ class Engine:
         self.control.on_activity = self.progress.activity
         self.env = make_env(cfg)
         store.fail_interrupted()
+        settled = checkpoint_overlap.recover(store, self.run_dir)  # before the policy is read
+        if settled:
+            store.log("warn", settled)
+        self.pending: checkpoint_overlap.Pending | None = None  # a checkpoint written during the next step
         self.harness_version = int(store.run()["harness_version"])
         self.harness = Harness.from_code(store.get("harness_versions", self.harness_version)["code"])
         self.write_harness_file()
@@ -323,6 +327,7 @@ class Engine:
         items = moved.pop("items")
         progress.phase("filter")
         gstats = group_stats(items, self.harness)
+        settled_ms = self.settle_checkpoint()  # the last step's overlapped checkpoint: before the update
         progress.phase("train")
         t0 = time.perf_counter()
         samples, tstats = self.update_policy(items, dist=self.dist)
@@ -359,10 +364,16 @@ class Engine:
                    **({"wait_ms": times["wait_ms"]} if "wait_ms" in times else {}),
                    "reward_terms": reward_term_means([s.components for s in items]),
                    "truncated": sum(s.finish in TRUNCATED for s in items), **moved,
-                   **({"search_debited": debit * self.cfg.train.group_size} if debit else {})}
+                   **({"search_debited": debit * self.cfg.train.group_size} if debit else {}),
+                   **({"ckpt_settle_ms": settled_ms} if self.cfg.train.checkpoint_overlap else {})}
+        pending = None
+        if writing is not None and self.cfg.train.checkpoint_overlap:  # the version is stored at `settle`
+            metrics["version_pending"] = new_pv
+            pending, new_pv, writing = checkpoint_overlap.Pending(step, new_pv, writing), None, None
         step_row["metrics_json"] = dumps(metrics)
         t0 = time.perf_counter()
         saved, waited_ms = self.commit_with_checkpoint(step_row, rows, diags, turns, new_pv, writing)
+        self.pending = pending
         store_ms = (time.perf_counter() - t0) * 1000 - waited_ms
         step_row["metrics_json"] = dumps({**metrics, "ckpt_wait_ms": waited_ms})
         self.store.update("steps", step, {"store_ms": store_ms, "total_ms": total_ms + store_ms + waited_ms,
@@ -391,6 +402,18 @@ class Engine:
             if writing is not None:
                 wait([writing])
         return saved, waited[0]
+
+    def settle_checkpoint(self) -> float:
+        """Store the policy version an overlapped checkpoint waits for, once its files are in place
+        (`train.checkpoint_overlap`, backend/checkpoint_overlap.py): before anything changes the
+        model or reads the run's policy. Milliseconds waited for the files (0: nothing pending)."""
+        pending, self.pending = self.pending, None
+        if pending is None:
+            return 0.0
+        saved, waited_ms = checkpoint_overlap.settle(pending, self.store)
+        self.policy_version = saved
+        retention.prune(self.run_dir, self.store, self.cfg.train.keep_checkpoints)
+        return waited_ms
 
     def search_debit(self, tasks: int) -> int:
         """Groups this step draws fewer to pay for the evolution's search (`train.search_budget =
@@ -538,6 +561,7 @@ class Engine:
         self.reload_harness()
 
     def _command_context(self, step: int):
+        self.settle_checkpoint()  # a command may read or restore the run's policy
         self.reload_harness()  # a command before this one may have promoted a version
         return hooks.context(self, step)
 
@@ -574,6 +598,7 @@ class Engine:
                 row = self.train_step(step, progress.start(step))
                 progress.done(row)
                 if cfg.evolve.enabled and step % cfg.evolve.every == 0:
+                    self.settle_checkpoint()  # the round reads the run's policy
                     before = outcomes.mark(self.store)
                     effects = hooks.evolution_round(self, step)
                     progress.outcome(outcomes.changes(self.store, before))
@@ -588,10 +613,13 @@ class Engine:
         except (HarnessError, WorkerFailure) as e:
             return self._stop_for_harness(e)
         finally:
-            for sig, handler in old.items():
-                signal.signal(sig, handler)
-            self.control.report(None)
-            self.metrics.close()
+            try:
+                self.settle_checkpoint()  # a stop or an error leaves no version pending
+            finally:
+                for sig, handler in old.items():
+                    signal.signal(sig, handler)
+                self.control.report(None)
+                self.metrics.close()
         self.store.set_run(status=final, pid=None, paused=0)  # --resume runs; it does not wait paused
         return {"status": final}
 
@@ -599,6 +627,7 @@ class Engine:
         return step % self.cfg.eval.every == 0 or step == self.cfg.steps
 
     def _evaluate_and_judge(self, step: int) -> None:
+        self.settle_checkpoint()  # the evaluation records the policy version it measured
         acc = self.evaluate(step)
         self.say(f"validation accuracy at {'start' if step == 0 else f'step {step}'}: {acc:.3f}", step=step)
         if step:

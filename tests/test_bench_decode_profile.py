@@ -57,3 +57,12 @@ def test_with_no_gpu_kernels_it_times_the_step_says_so_and_leaves_graphs_as_they
     assert 1.5 <= wall <= 6.0  # about 2 ms a decode step, the one-token call subtracted
     assert eng.use_graphs is True
     assert (1, False) in eng.calls and (5, False) in eng.calls  # the profiled calls ran eager
+
+
+def test_after_profiles_the_steps_that_follow_that_many_made():
+    from torch.profiler import ProfilerActivity
+
+    eng = SlowEngine()
+    profile_decode(eng, ["a", "b"], _timed, steps=4, activities=[ProfilerActivity.CPU], after=10)
+    assert (11, False) in eng.calls and (15, False) in eng.calls  # 1 + 10 made, then 4 more profiled
+    assert (1, False) not in eng.calls

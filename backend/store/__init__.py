@@ -172,16 +172,53 @@ class Store(EvolutionRecords, RolloutReads, ReportReads, SearchReads, Queries):
             vals = dict(run_values or {}, step=step["step"], updated_at=now())
             pv = None
             if policy_version:
-                if "id" in policy_version:
-                    raise ValueError("a new policy version gets its id from the store")
-                pv = int(self.scalar("SELECT coalesce(max(id), 0) + 1 FROM policy_versions"))
-                self.insert("policy_versions", dict(policy_version, id=pv))
+                pv = self._insert_policy_version(policy_version)
                 step, vals["policy_version"] = dict(step, policy_version=pv), pv
             self.insert("steps", step)
             self.update("runs", 1, vals)
             if ready is not None:
                 ready()
         return StepCommit(ids, pv)
+
+    def _insert_policy_version(self, version: Row) -> int:
+        if "id" in version:
+            raise ValueError("a new policy version gets its id from the store")
+        pv = int(self.scalar("SELECT coalesce(max(id), 0) + 1 FROM policy_versions"))
+        self.insert("policy_versions", dict(version, id=pv))
+        return pv
+
+    def add_policy_version(self, step: int, version: Row) -> int:
+        """Store the policy version that committed `step` saved, once its files are in place
+        (`train.checkpoint_overlap`, backend/checkpoint_overlap.py); numbered as `commit_step`
+        numbers one, and the step row and the run point at it."""
+        with self.tx():
+            pv = self._insert_policy_version(version)
+            self.update("steps", step, {"policy_version": pv})
+            self.update("runs", 1, {"policy_version": pv, "updated_at": now()})
+        return pv
+
+    def drop_step(self, step: int) -> None:
+        """Remove every row of `step` (its rollouts, their turns and diagnoses, the step row): a
+        step whose checkpoint never reached the disk, which the run then trains again."""
+        rollouts = "SELECT id FROM rollouts WHERE step = ?"
+        with self.tx():
+            self.conn.execute(f"DELETE FROM diagnoses WHERE rollout_id IN ({rollouts})", (step,))
+            self.conn.execute(f"DELETE FROM turns WHERE rollout_id IN ({rollouts})", (step,))
+            self.conn.execute("DELETE FROM rollouts WHERE step = ?", (step,))
+            self.conn.execute("DELETE FROM steps WHERE step = ?", (step,))
+            self.update("runs", 1, {"step": self.last_step(), "updated_at": now()})
+
+    def pending_version(self) -> tuple[int, Row] | None:
+        """(step, version) when the last step's policy version still waits for its checkpoint's
+        files (`train.checkpoint_overlap`: the run stopped or died before `add_policy_version`);
+        else None."""
+        row = self.conn.execute("SELECT step, json_extract(metrics_json, '$.version_pending') AS version "
+                                "FROM steps ORDER BY step DESC LIMIT 1").fetchone()
+        if row is None or row["version"] is None:
+            return None
+        if self.scalar("SELECT count(*) FROM policy_versions WHERE step = ?", (row["step"],)):
+            return None
+        return int(row["step"]), loads(row["version"], {})
 
     def current_policy_version(self) -> Row | None:
         """The policy the run trains now, which a resume loads: the version its last checkpointed

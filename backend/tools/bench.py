@@ -241,7 +241,7 @@ def bench_gen(b: Bench) -> None:
         greedy_agreement(b, best[0], HFGenerator(model, tok, dev, batch_size=B), prompts[:16 if b.cuda else 4],
                          best[2])
         if b.a.profile and b.cuda:
-            profile_step(b, best[0], prompts)
+            profile_step(b, best[0], prompts, new)
 
 
 def bench_vllm(b: Bench, prompts, new: int, base_tps: float) -> None:
@@ -281,12 +281,15 @@ def plain_generate_check(b: Bench, model, tok, prompts, new: int, hf_tps: float)
     return max(hf_tps, nominal)
 
 
-def profile_step(b: Bench, eng, prompts) -> None:
+def profile_step(b: Bench, eng, prompts, new: int) -> None:
     """Kernel times of eight decode steps, the prefill taken out, against the step's wall time
-    under graphs (backend/tools/bench_decode_profile.py)."""
+    under graphs (backend/tools/bench_decode_profile.py): the first eight of `new`, then the last
+    eight (attention reads a longer cache there)."""
     from .bench_decode_profile import profile_decode
 
-    b.log(f"profile, batch {len(prompts)}, 8 decode steps:\n" + profile_decode(eng, prompts, b.timed))
+    for after in sorted({0, max(0, new - 9)}):
+        b.log(f"profile, batch {len(prompts)}, 8 decode steps after {after}:\n"
+              + profile_decode(eng, prompts, b.timed, after=after))
 
 
 def greedy_agreement(b: Bench, eng, hf, prompts, name: str) -> None:

@@ -59,24 +59,27 @@ def _kernels(prof) -> list[KernelTime]:
     return out
 
 
-def profile_decode(eng, prompts, timed, steps: int = 8, activities=None) -> str:
+def profile_decode(eng, prompts, timed, steps: int = 8, activities=None, after: int = 0) -> str:
     """`eng`: a fast engine; `timed(fn) -> (seconds, result)` synchronises the device around fn;
-    `activities`: what the profiler records (default: CUDA kernels)."""
+    `activities`: what the profiler records (default: CUDA kernels); `after`: decode steps made
+    before the profiled ones (attention reads a cache that grows with them: 0 profiles the first
+    steps, 247 the last 8 of 256)."""
     from torch.profiler import ProfilerActivity, profile
 
     activities = activities or [ProfilerActivity.CUDA]
-    eng.generate(prompts, 1 + steps, 1.0, stop_at_eos=False)  # graphs captured at this shape
-    t1, _ = timed(lambda: eng.generate(prompts, 1, 1.0, stop_at_eos=False))
-    tn, _ = timed(lambda: eng.generate(prompts, 1 + steps, 1.0, stop_at_eos=False))
+    first, last = 1 + after, 1 + after + steps
+    eng.generate(prompts, last, 1.0, stop_at_eos=False)  # graphs captured at this shape
+    t1, _ = timed(lambda: eng.generate(prompts, first, 1.0, stop_at_eos=False))
+    tn, _ = timed(lambda: eng.generate(prompts, last, 1.0, stop_at_eos=False))
     wall_ms = max(tn - t1, 1e-9) * 1000 / steps
     graphs = eng.use_graphs
     eng.use_graphs = False  # eager: kernels named one by one
     try:
         eng.generate(prompts, 2, 1.0, stop_at_eos=False)
         with profile(activities=activities) as p1:
-            eng.generate(prompts, 1, 1.0, stop_at_eos=False)
+            eng.generate(prompts, first, 1.0, stop_at_eos=False)
         with profile(activities=activities) as pn:
-            eng.generate(prompts, 1 + steps, 1.0, stop_at_eos=False)
+            eng.generate(prompts, last, 1.0, stop_at_eos=False)
     finally:
         eng.use_graphs = graphs
     return table(decode_kernels(_kernels(pn), _kernels(p1), steps), wall_ms)

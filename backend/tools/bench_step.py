@@ -140,12 +140,14 @@ def one_step(b, engine: str, micro: int | None, fused: bool, steps: int = 2, tag
             row["phases"] = phases
             metrics = json.loads(row["metrics_json"])
             row["trained"] = trained = metrics.get("trained_sequences")
-            row["ckpt_ms"] = metrics.get("ckpt_ms", 0.0) + metrics.get("ckpt_wait_ms", 0.0)
+            row["ckpt_ms"] = (metrics.get("ckpt_ms", 0.0) + metrics.get("ckpt_wait_ms", 0.0)
+                              + metrics.get("ckpt_settle_ms", 0.0))  # overlapped: the last step's, waited for here
             row["shape"] = dict(eng.trainer.last_shape)
             row["levels"] = dict(sorted(Counter(t.meta.get("level") for t in (drawn or [[]])[-1]).items()))
             rows.append(row)
             b.log(f"step {tag} {s}: {row['total_ms']:.0f} ms (gen {row['gen_ms']:.0f}, tools+tests "
                   f"{row['score_ms']:.0f}, train {row['train_ms']:.0f}, {trained} sequences trained)")
+        eng.settle_checkpoint()
     finally:
         grpo.token_logprobs = plain
     row = min(rows[1:] or rows, key=lambda r: r["total_ms"])
