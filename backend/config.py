@@ -144,8 +144,10 @@ class TrainConfig:
     the model's own body with the padding mask (`compile` and `causal_only` do not apply to it).
     `benchmarks/shared_prefix.py` times both."""
     compile: bool = False
-    """torch.compile the transformer body of the training passes (dynamic shapes). Off by
-    default: the first steps pay the compilation; `evotui bench --only trainer` measures it."""
+    """torch.compile the decoder layers of the training passes, one by one (they share one graph;
+    dynamic shapes). The layers stay compiled for every forward of the policy's own model. Off by
+    default: the first step pays the compilation, and a GPU bench has yet to measure it
+    (`evotui bench --only trainer`, variant `compiled`)."""
     lora_base_dtype: bool = False
     """LoRA's two matmuls in the base model's dtype (bf16 on CUDA), with the fp32 adapter weights
     cast to it instead of every input activation cast to fp32 and back (backend/policy/lora_dtype.py).

@@ -61,3 +61,15 @@ def test_trainer_rollouts_are_groups_of_one_prompt_within_the_lengths():
     assert all(80 <= len(r.prompt_ids) <= 130 and 4 <= len(r.completion_ids) <= 32 for r in rows)
     assert rows[0].prompt_ids == rows[7].prompt_ids != rows[8].prompt_ids
     assert all(r.advantage != 0 and len(r.mask) == len(r.completion_ids) for r in rows)
+
+
+def test_the_card_ratio_comes_with_an_interval_from_both_rates():
+    """Session 20's card row: 1,831.0 +- 190.8 against 1,140.3 +- 155.2 rollouts/s."""
+    low, high = bench_card.ratio_interval(1140.3, 155.2, 1831.0, 190.8)
+    assert (round(low, 2), round(high, 2)) == (1.35, 1.91)
+    assert low < 1831.0 / 1140.3 < high
+    narrow = bench_card.ratio_interval(1140.3, 15.5, 1831.0, 19.1)
+    assert low < narrow[0] < narrow[1] < high  # tighter rates, tighter ratio
+    assert bench_card.ratio_text(1140.3, 155.2, 1831.0, 190.8) == "1.61x [1.35, 1.91]"
+    assert bench_card.ratio_text(1140.3, None, 1831.0, 190.8) == "1.61x"
+    assert bench_card.ratio_text(None, None, 1831.0, 190.8) == ""

@@ -71,13 +71,16 @@ def _hidden(body, input_ids, attention_mask, right_padded: bool = False):
     causal mask alone keeps a real token from seeing padding, and the padding mask is left out:
     no mask to build or read, and attention runs its causal kernel. Positions count from 0 in
     every row (a real token's are then the masked pass's); padding positions keep counting, so
-    transformers does not take the rows for packed sequences."""
+    transformers does not take the rows for packed sequences. No KV cache: a training pass never
+    reads one back, and under `train.compile` a cache object in a layer's arguments recompiles it
+    for every layer."""
     if right_padded:
         pos = torch.arange(input_ids.shape[1], device=input_ids.device)[None]  # (1, T)
-        hidden = body(input_ids=input_ids, position_ids=pos).last_hidden_state
+        hidden = body(input_ids=input_ids, position_ids=pos, use_cache=False).last_hidden_state
         return hidden[:, :-1], input_ids[:, 1:]
     pos = (attention_mask.cumsum(-1) - 1).clamp(min=0)
-    hidden = body(input_ids=input_ids, attention_mask=attention_mask, position_ids=pos).last_hidden_state
+    hidden = body(input_ids=input_ids, attention_mask=attention_mask, position_ids=pos,
+                  use_cache=False).last_hidden_state
     return hidden[:, :-1], input_ids[:, 1:]
 
 
@@ -250,14 +253,21 @@ class GRPOTrainer:
                               bool(getattr(self.cfg, "causal_only", False)))
 
     def _body(self):
-        """The compiled transformer body (`train.compile`), else None (the model's own).
+        """The transformer body with its decoder layers compiled (`train.compile`), else None (the
+        model's own, eager).
 
-        Dynamic shapes: passes differ in rows and length from step to step (and pass to pass
-        with `train.length_buckets`), and a graph per shape would recompile at every step."""
+        Each layer is compiled, not the body as one graph: the layers share their code, so one
+        layer's graph serves all of them, and compiling takes one layer's time, not thirty's. A
+        whole body compiled as one graph never finished within a bench lane's 300 s (sessions 14
+        and 19). Dynamic shapes: passes differ in rows and length from step to step (and pass to
+        pass with `train.length_buckets`), and a graph per shape would recompile at every step."""
         if not getattr(self.cfg, "compile", False):
             return None
         if self._compiled is None:
-            self._compiled = torch.compile(backbone_and_head(self.model)[0], dynamic=True)
+            body = backbone_and_head(self.model)[0]
+            for layer in body.layers:
+                layer.compile(dynamic=True)
+            self._compiled = body
         return self._compiled
 
     @torch.no_grad()

@@ -153,15 +153,21 @@ class Store(EvolutionRecords, RolloutReads, ReportReads, SearchReads, Queries):
         not used. The run's current policy can be older than the newest version (after a
         rollback), so an id counted on from it would repeat one already stored. The step row
         and the run point at the new version."""
-        ids: list[int] = []
         with self.tx():
-            # Plain prepared statements: sqlite-utils' per-row insert inspects the table
-            # every time, which cost ~70 ms for a 512-rollout step (a GPU step is ~2 s).
-            sql, keys = _insert_sql("rollouts", rollouts)
+            # Plain prepared statements, all rows in one call: sqlite-utils' per-row insert
+            # inspects the table every time (~70 ms for a 512-rollout step), and a statement a
+            # row must take the interpreter's lock back from the checkpoint's writing thread 512
+            # times (beside that thread the inserts took 228 ms on a GPU host, 88 ms without it:
+            # docs/results/gpu-speed-rows-h200x4-s20). The ids are the ones SQLite would give
+            # one by one (max + 1 on): the transaction holds the write lock.
+            first = int(self.scalar("SELECT coalesce(max(id), 0) + 1 FROM rollouts"))
+            ids = list(range(first, first + len(rollouts)))
+            rows = [dict(r, id=rid) for r, rid in zip(rollouts, ids)]
+            if rows:
+                sql, keys = _insert_sql("rollouts", rows)
+                self.conn.executemany(sql, [_values(r, keys) for r in rows])
             diags, turns = [], []
-            for i, r in enumerate(rollouts):
-                rid = int(self.conn.execute(sql, _values(r, keys)).lastrowid or 0)
-                ids.append(rid)
+            for i, rid in enumerate(ids):
                 diags += [dict(d, rollout_id=rid) for d in diagnoses_by_rollout[i]]
                 if turns_by_rollout and turns_by_rollout[i]:
                     turns += [dict(t, rollout_id=rid) for t in turns_by_rollout[i]]

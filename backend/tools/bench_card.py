@@ -184,6 +184,29 @@ def _total(rates: list[dict]) -> tuple[float | None, float | None, int]:
     return total, half, len(have)
 
 
+def ratio_interval(base: float, base_half: float | None, ours: float, ours_half: float | None
+                   ) -> tuple[float, float] | None:
+    """95% interval of ours / base from the two rates' 95% half-widths: the delta method on the
+    log of the ratio, the settings taken as independent (they run one after the other).
+
+    >>> [round(x, 2) for x in ratio_interval(1140.3, 155.2, 1831.0, 190.8)]
+    [1.35, 1.91]
+    """
+    if not base or not ours or base_half is None or ours_half is None:
+        return None
+    se = math.sqrt((base_half / 1.96 / base) ** 2 + (ours_half / 1.96 / ours) ** 2)
+    r = ours / base
+    return r * math.exp(-1.96 * se), r * math.exp(1.96 * se)
+
+
+def ratio_text(base, base_half, ours, ours_half) -> str:
+    """"1.61x [1.35, 1.91]": the card's ratio and its interval (`ratio_interval`), or ""."""
+    if not base or not ours:
+        return ""
+    ci = ratio_interval(base, base_half, ours, ours_half)
+    return f"{ours / base:.2f}x" + (f" [{ci[0]:.2f}, {ci[1]:.2f}]" if ci else "")
+
+
 def card_rows(b) -> list[dict]:
     """Row fields: the card's rollouts/s with today's settings against `--card-new`."""
     from backend.mps import MpsDaemon
@@ -234,5 +257,5 @@ def card_rows(b) -> list[dict]:
                                                                              "every_step": every[res["label"]]}
             for res in (today, ours)}
     return [dict(what=f"card throughput, {n} runs sharing one card", baseline=fmt(t, t_half),
-                 ours=fmt(o, o_half), ratio=f"{o / t:.2f}x" if t and o else "", note=note,
+                 ours=fmt(o, o_half), ratio=ratio_text(t, t_half, o, o_half), note=note,
                  data={**data, "steps": span})]
