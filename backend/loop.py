@@ -109,6 +109,8 @@ def _timed(generate):
 class Engine:
     """Owns the model, the environment, the harness and the store for one run."""
 
+    pending: checkpoint_overlap.Pending | None = None  # a checkpoint written during the next step
+
     def __init__(self, run_dir: Path, cfg: RunConfig, store: Store, quiet: bool = False, lm=None, dist=None):
         self.run_dir = Path(run_dir)
         self.cfg = cfg
@@ -122,7 +124,6 @@ class Engine:
         settled = checkpoint_overlap.recover(store, self.run_dir)  # before the policy is read
         if settled:
             store.log("warn", settled)
-        self.pending: checkpoint_overlap.Pending | None = None  # a checkpoint written during the next step
         self.harness_version = int(store.run()["harness_version"])
         self.harness = Harness.from_code(store.get("harness_versions", self.harness_version)["code"])
         self.write_harness_file()
