@@ -154,6 +154,12 @@ class TrainConfig:
     The adapter's product is rounded to bf16, so an update differs slightly from the fp32 path; in
     fp32 (the CPU) the two are the same. Off until a GPU bench measures it
     (`evotui bench --only trainer`, variant `lora16`)."""
+    pass_tokens: int = 32768
+    """Most tokens one training pass holds on CUDA when the memory plan allows more (rows x the
+    pass's longest row). Fewer, larger passes launch fewer kernels; an update at 512 rollouts was
+    bound by launching them (docs/results/gpu-speed-rows-h200x4-s20). The default was where
+    throughput stopped growing when the GPU's work set the pace (`evotui bench --only trainer`,
+    variant `wide`: 65536)."""
     logprob_chunk: int = 64
     """Sequence positions per log-softmax chunk: never batch x length x vocab at once."""
     max_grad_norm: float = 1.0
@@ -527,7 +533,7 @@ def validate(cfg: RunConfig) -> RunConfig:
         bad(f"train.clip_eps must be in (0, 1), got {t.clip_eps}")
     if t.kl_coef < 0:
         bad(f"train.kl_coef must be >= 0, got {t.kl_coef}")
-    for name in ("ppo_epochs", "micro_batch", "logprob_chunk", "max_new_tokens_cap", "checkpoint_every"):
+    for name in ("ppo_epochs", "micro_batch", "logprob_chunk", "max_new_tokens_cap", "checkpoint_every", "pass_tokens"):
         if getattr(t, name) < 1:
             bad(f"train.{name} must be at least 1, got {getattr(t, name)}")
     unknown = [x for x in cfg.report_to if x not in REPORT_TO]

@@ -187,3 +187,28 @@ def test_two_identical_runs_are_bit_identical_and_a_probe_between_steps_changes_
 
     start = {n: p for n, p in tiny(seed=0).named_parameters() if "lora_" in n}
     assert any(not torch.equal(ref_weights[n], start[n]) for n in start)  # the steps did train
+
+
+def test_pass_tokens_sets_how_many_tokens_a_pass_holds(card):
+    """`train.pass_tokens`: the plan's ceiling on a pass's rows x length, below the memory budget."""
+    rows = {t: memory.pick_micro_batch(SMOLLM2, 200, 140 * GIB, max_tokens=t) for t in (32768, 65536)}
+    assert rows[32768] == 32768 // 200 and rows[65536] == 65536 // 200  # the budget holds both
+    assert memory.pick_micro_batch(SMOLLM2, 200, 2 * GIB, max_tokens=65536) < 32768 // 200  # memory binds first
+
+
+def test_the_trainer_plans_its_passes_with_its_pass_tokens(card, monkeypatch):
+    from test_fastgen import tiny
+
+    from backend.policy import grpo
+
+    seen = []
+    real = memory.rows_at_length
+
+    def spy(*a, **k):
+        seen.append(k.get("max_tokens"))
+        return real(*a, **k)
+
+    monkeypatch.setattr(memory, "rows_at_length", spy)
+    trainer = grpo.GRPOTrainer(tiny(), None, _cfg(length_buckets=True, pass_tokens=65536), "cuda:0")
+    trainer._plan_by_length([grpo.Sample([1] * 100, [2] * 100, [1] * 100, 1.0)] * 4)
+    assert seen == [65536]

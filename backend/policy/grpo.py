@@ -367,6 +367,11 @@ class GRPOTrainer:
     def _auto(self) -> bool:
         return bool(getattr(self.cfg, "auto_micro_batch", False))
 
+    def _pass_tokens(self) -> int:
+        from backend.policy import memory
+
+        return int(getattr(self.cfg, "pass_tokens", memory.MAX_TOKENS))
+
     def _cuda(self) -> bool:
         return torch.device(self.device).type == "cuda"
 
@@ -400,7 +405,8 @@ class GRPOTrainer:
             return
         self._fix_budget()
         mb = memory.auto_micro_batch(self.model, samples, self.device, self.cfg.logprob_chunk,
-                                     fallback=self.cfg.micro_batch, budget=self.plan.budget)
+                                     fallback=self.cfg.micro_batch, budget=self.plan.budget,
+                                     max_tokens=self._pass_tokens())
         self.cfg.micro_batch = self.rows = min(mb, self.plan.cap) if self.plan.cap else mb
 
     def _plan_by_length(self, samples: list[Sample]) -> None:
@@ -413,7 +419,7 @@ class GRPOTrainer:
         on_cuda = self._cuda() and self._auto()
         ceiling = self.plan.cap if on_cuda else int(self.cfg.micro_batch)
         rows_at = memory.rows_at_length(self.model, self.device, ceiling, self.cfg.logprob_chunk,
-                                        self.plan.budget, auto=self._auto())
+                                        self.plan.budget, auto=self._auto(), max_tokens=self._pass_tokens())
         self.passes = buckets.by_length([len(s.prompt_ids) + len(s.completion_ids) for s in samples], rows_at)
         self.rows = max(len(p) for p in self.passes)
         if on_cuda:

@@ -34,7 +34,7 @@ from backend.policy.shape import Spec, unwrap
 
 MARGIN = 0.85  # fraction of the budget we plan to use: allocator fragmentation, cuBLAS workspaces
 RESERVE = 1 << 30  # bytes kept free besides the margin
-MAX_TOKENS = 32768  # tokens per micro-batch beyond which throughput stops growing
+MAX_TOKENS = 32768  # tokens per micro-batch beyond which throughput stopped growing (`train.pass_tokens`)
 
 
 def act_bytes_per_token_layer(spec: Spec, dtype_bytes: int = 2) -> int:
@@ -146,9 +146,11 @@ def plan_budget(device) -> int | None:
     return free_bytes(device)
 
 
-def auto_micro_batch(model, samples, device, chunk: int = 64, fallback: int = 8, budget: int | None = None) -> int:
+def auto_micro_batch(model, samples, device, chunk: int = 64, fallback: int = 8, budget: int | None = None,
+                     max_tokens: int = MAX_TOKENS) -> int:
     """Micro-batch for a GRPO step over `samples` (prompt + completion lengths); `fallback` off CUDA.
-    `budget`: the bytes to plan for (`plan_budget`), else the device's `free_bytes` now."""
+    `budget`: the bytes to plan for (`plan_budget`), else the device's `free_bytes` now;
+    `max_tokens`: the most tokens a pass holds (`train.pass_tokens`)."""
     device = torch.device(device)
     if device.type != "cuda" or not samples:
         return fallback
@@ -157,7 +159,7 @@ def auto_micro_batch(model, samples, device, chunk: int = 64, fallback: int = 8,
     T = max(len(s.prompt_ids) + len(s.completion_ids) for s in samples)
     dtype_bytes = unwrap(model).get_input_embeddings().weight.element_size()
     room = free_bytes(device) if budget is None else budget
-    return balance(len(samples), pick_micro_batch(spec, T, room, chunk, dtype_bytes))
+    return balance(len(samples), pick_micro_batch(spec, T, room, chunk, dtype_bytes, max_tokens))
 
 
 CPU_TRAIN_BYTES = 3 << 30
@@ -193,7 +195,7 @@ def cpu_rows(model, seq_len: int, ceiling: int, chunk: int = 64, budget: int = C
 
 
 def rows_at_length(model, device, ceiling: int, chunk: int = 64, budget: int | None = None,
-                   auto: bool = True):
+                   auto: bool = True, max_tokens: int = MAX_TOKENS):
     """`rows(T)`: the most rows whose longest has T tokens that one training pass may hold, for
     passes planned by length (`buckets.by_length`). On CUDA with `auto` the memory plan at that
     length (`pick_micro_batch` within `budget`, `ceiling` at most: the cap after an out-of-memory
@@ -209,7 +211,7 @@ def rows_at_length(model, device, ceiling: int, chunk: int = 64, budget: int | N
     room = free_bytes(device) if budget is None else budget
 
     def rows(T: int) -> int:
-        n = pick_micro_batch(spec, T, room, chunk, dtype_bytes)
+        n = pick_micro_batch(spec, T, room, chunk, dtype_bytes, max_tokens)
         return min(n, ceiling) if ceiling else n
     return rows
 
