@@ -135,7 +135,7 @@ def _trainer(card, monkeypatch, planned: int):
 
     budgets = []
 
-    def auto(model, samples, device, chunk, fallback, budget=None):
+    def auto(model, samples, device, chunk, fallback, budget=None, max_tokens=memory.MAX_TOKENS):
         budgets.append(budget)
         return planned
 
