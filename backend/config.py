@@ -156,10 +156,9 @@ class TrainConfig:
     (`evotui bench --only trainer`, variant `lora16`)."""
     pass_tokens: int = 32768
     """Most tokens one training pass holds on CUDA when the memory plan allows more (rows x the
-    pass's longest row). Fewer, larger passes launch fewer kernels; an update at 512 rollouts was
-    bound by launching them (docs/results/gpu-speed-rows-h200x4-s20). The default was where
-    throughput stopped growing when the GPU's work set the pace (`evotui bench --only trainer`,
-    variant `wide`: 65536)."""
+    pass's longest row). Fewer, larger passes launch fewer kernels, which is what holds back an
+    update of a small model. The default is where throughput stopped growing while the GPU's own
+    work set the pace (`evotui bench --only trainer`, variant `wide`: 65536)."""
     logprob_chunk: int = 64
     """Sequence positions per log-softmax chunk: never batch x length x vocab at once."""
     max_grad_norm: float = 1.0

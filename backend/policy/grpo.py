@@ -257,10 +257,10 @@ class GRPOTrainer:
         model's own, eager).
 
         Each layer is compiled, not the body as one graph: the layers share their code, so one
-        layer's graph serves all of them, and compiling takes one layer's time, not thirty's. A
-        whole body compiled as one graph never finished within a bench lane's 300 s (sessions 14
-        and 19). Dynamic shapes: passes differ in rows and length from step to step (and pass to
-        pass with `train.length_buckets`), and a graph per shape would recompile at every step."""
+        layer's graph serves all of them, and compiling takes one layer's time, not thirty's
+        (`benchmarks/train_compile.py` times both). Dynamic shapes: passes differ in rows and
+        length from step to step (and pass to pass with `train.length_buckets`), and a graph per
+        shape would recompile at every step."""
         if not getattr(self.cfg, "compile", False):
             return None
         if self._compiled is None:

@@ -156,10 +156,9 @@ class Store(EvolutionRecords, RolloutReads, ReportReads, SearchReads, Queries):
         with self.tx():
             # Plain prepared statements, all rows in one call: sqlite-utils' per-row insert
             # inspects the table every time (~70 ms for a 512-rollout step), and a statement a
-            # row must take the interpreter's lock back from the checkpoint's writing thread 512
-            # times (beside that thread the inserts took 228 ms on a GPU host, 88 ms without it:
-            # docs/results/gpu-speed-rows-h200x4-s20). The ids are the ones SQLite would give
-            # one by one (max + 1 on): the transaction holds the write lock.
+            # row must take the interpreter's lock back from the checkpoint's writing thread once
+            # a row. The ids are the ones SQLite would give one by one (max + 1 on): the
+            # transaction holds the write lock.
             first = int(self.scalar("SELECT coalesce(max(id), 0) + 1 FROM rollouts"))
             ids = list(range(first, first + len(rollouts)))
             rows = [dict(r, id=rid) for r, rid in zip(rollouts, ids)]
