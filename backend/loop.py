@@ -380,8 +380,8 @@ class Engine:
         self.store.update("steps", step, {"store_ms": store_ms, "total_ms": total_ms + store_ms + waited_ms,
                                           "metrics_json": step_row["metrics_json"]})
         if saved is not None:
-            self.policy_version = step_row["policy_version"] = saved
-            retention.prune(self.run_dir, self.store, self.cfg.train.keep_checkpoints)
+            self.adopt_version(saved)
+            step_row["policy_version"] = saved
         step_row["store_ms"], step_row["total_ms"] = store_ms, total_ms + store_ms + waited_ms  # as stored
         return step_row
 
@@ -412,9 +412,14 @@ class Engine:
         if pending is None:
             return 0.0
         saved, waited_ms = checkpoint_overlap.settle(pending, self.store)
+        self.adopt_version(saved)
+        return waited_ms
+
+    def adopt_version(self, saved: int) -> None:
+        """A policy version the store just numbered is the run's policy now; older checkpoints
+        go by the retention rule."""
         self.policy_version = saved
         retention.prune(self.run_dir, self.store, self.cfg.train.keep_checkpoints)
-        return waited_ms
 
     def search_debit(self, tasks: int) -> int:
         """Groups this step draws fewer to pay for the evolution's search (`train.search_budget =
