@@ -13,11 +13,11 @@ import shutil
 import pytest
 import torch
 
-from backend.config import load_config
+from test_policy_versions import _adapter, _cfg as base_cfg, _engine
+
 from backend.loop import Engine
 from backend.policy import checkpoint as ckpt
 from backend.progress import StepProgress
-from backend.runs import create_run, harness_code
 from backend.store import Store
 
 pytestmark = pytest.mark.slow  # a real (tiny) model trained in process
@@ -25,16 +25,11 @@ pytestmark = pytest.mark.slow  # a real (tiny) model trained in process
 TIMING = ("gen_ms", "eval_ms", "created_at")
 
 
-def _cfg(model: str, harness: str, overlap: bool, steps: int = 3):
-    return load_config(None, [
-        f"model.name='{model}'", f"harness='{harness}'", "train.tasks_per_step=2", "train.group_size=2",
-        "train.max_new_tokens_cap=4", "eval.n_val=1", "eval.n_test=1", "eval.max_new_tokens=4",
-        "evolve.enabled=false", "model.threads=1", "train.keep_checkpoints=0", f"steps={steps}",
-        f"train.checkpoint_overlap={'true' if overlap else 'false'}"])
-
-
-def _engine(run, cfg) -> Engine:
-    return Engine(run, cfg, create_run(run, cfg, harness_code(cfg)), quiet=True)
+def _cfg(model: str, harness: str, overlap: bool):
+    """test_policy_versions' tiny run, 3 steps, with or without the overlap."""
+    cfg = base_cfg(model, harness)
+    cfg.steps, cfg.train.checkpoint_overlap = 3, overlap
+    return cfg
 
 
 def _stored(store: Store) -> dict:
@@ -45,10 +40,6 @@ def _stored(store: Store) -> dict:
     versions = store.rows("SELECT id, parent, step, harness_version FROM policy_versions ORDER BY id")
     return {"rollouts": rollouts, "steps": steps, "versions": versions,
             "run_policy": store.run()["policy_version"], "last_step": store.last_step()}
-
-
-def _adapter(engine: Engine) -> dict[str, torch.Tensor]:
-    return {n: p.detach().clone() for n, p in engine.lm.model.named_parameters() if "lora_" in n}
 
 
 def _same_adapter(a: dict, b: dict) -> bool:

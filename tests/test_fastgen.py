@@ -24,12 +24,12 @@ class Tok:
         return " ".join(map(str, ids))
 
 
-def tiny(kind="llama", lora=True, seed=0):
+def tiny(kind="llama", lora=True, seed=0, layers=2):
     from peft import LoraConfig, get_peft_model
     from transformers import LlamaConfig, LlamaForCausalLM, Qwen2Config, Qwen2ForCausalLM
 
     torch.manual_seed(seed)
-    kw = dict(vocab_size=97, hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
+    kw = dict(vocab_size=97, hidden_size=64, intermediate_size=96, num_hidden_layers=layers, num_attention_heads=4,
               num_key_value_heads=2, max_position_embeddings=256, eos_token_id=2, pad_token_id=0)
     if kind == "llama":
         model = LlamaForCausalLM(LlamaConfig(**kw, rope_theta=500.0))

@@ -8,45 +8,23 @@ other lengths served by the same graphs instead of a recompilation a layer.
 from __future__ import annotations
 
 import shutil
-import sys
-from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 import torch
-
-sys.path.insert(0, str(Path(__file__).parent))
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(
     not (shutil.which("c++") or shutil.which("g++")), reason="torch.compile on the CPU needs a C++ compiler")]
 
 
-def _cfg(compile_: bool):
-    return SimpleNamespace(lr=1e-2, clip_eps=0.2, kl_coef=0.0, ppo_epochs=1, micro_batch=8, auto_micro_batch=False,
-                           logprob_chunk=64, max_grad_norm=1.0, deterministic=False, compile=compile_,
-                           causal_only=True, length_buckets=True)
-
-
-def _deep(layers: int):
-    """test_fastgen's tiny LoRA Llama with more layers (each layer index is where a cache
-    object in the layers' arguments would recompile)."""
-    from peft import LoraConfig, get_peft_model
-    from transformers import LlamaConfig, LlamaForCausalLM
-
-    torch.manual_seed(0)
-    model = LlamaForCausalLM(LlamaConfig(vocab_size=97, hidden_size=64, intermediate_size=96, num_hidden_layers=layers,
-                                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256,
-                                         eos_token_id=2, pad_token_id=0))
-    return get_peft_model(model, LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj", "down_proj"]))
-
-
-def _train(compile_: bool, layers: int | None = None) -> tuple[list[float], dict[str, torch.Tensor], object]:
+def _train(compile_: bool, layers: int = 2) -> tuple[list[float], dict[str, torch.Tensor], object]:
+    from test_determinism import _cfg
     from test_fastgen import Tok, tiny
 
     from backend.policy.grpo import GRPOTrainer, Sample
 
-    model = tiny(seed=0) if layers is None else _deep(layers)
-    trainer = GRPOTrainer(model, Tok(), _cfg(compile_), "cpu")
+    model = tiny(seed=0, layers=layers)  # each layer index is where a cache object would recompile
+    trainer = GRPOTrainer(model, Tok(), _cfg(auto_micro_batch=False, deterministic=False, compile=compile_,
+                                             causal_only=True, length_buckets=True), "cpu")
     gen = torch.Generator().manual_seed(3)
     losses = []
     for length in (6, 9, 14):  # three pass lengths: one graph must serve them all
