@@ -4,6 +4,11 @@ models and processes: `evotui bench --quick -- --only trainer,step,card`.)"""
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 
 from backend.tools import bench_card, bench_trainer
@@ -73,3 +78,28 @@ def test_the_card_ratio_comes_with_an_interval_from_both_rates():
     assert bench_card.ratio_text(1140.3, 155.2, 1831.0, 190.8) == "1.61x [1.35, 1.91]"
     assert bench_card.ratio_text(1140.3, None, 1831.0, 190.8) == "1.61x"
     assert bench_card.ratio_text(None, None, 1831.0, 190.8) == ""
+
+
+def test_pooled_card_ratio_narrows_with_lanes_and_refuses_a_lane_without_rates(tmp_path):
+    def lane(today, new, var=400.0):
+        return {"today": {"rates": [{"rate": today, "var": var}] * 6},
+                "new": {"rates": [{"rate": new, "var": var}] * 6}}
+
+    one = bench_card.pooled_ratio([lane(200.0, 320.0)])
+    low, high = bench_card.ratio_interval(1200.0, 1.96 * (6 * 400.0) ** 0.5, 1920.0, 1.96 * (6 * 400.0) ** 0.5)
+    assert abs(one["ratio"] - 1.6) < 1e-9 and abs(one["ci"][0] - low) < 1e-9 and abs(one["ci"][1] - high) < 1e-9
+    three = bench_card.pooled_ratio([lane(200.0, 320.0), lane(210.0, 320.0), lane(190.0, 320.0)])
+    assert three["ci"][1] - three["ci"][0] < one["ci"][1] - one["ci"][0]
+    assert min(three["each"]) < three["ratio"] < max(three["each"])
+    with pytest.raises(ValueError):
+        bench_card.pooled_ratio([{"today": {"rates": [{"rate": None, "var": None}]}, "new": lane(1, 2)["new"]}])
+
+    rows = tmp_path / "rows.json"
+    rows.write_text(json.dumps([{"section": "card", "ratio": "1.60x", "baseline": "b", "ours": "o",
+                                 "data": lane(200.0, 320.0)}]))
+    out = subprocess.run([sys.executable, "benchmarks/card_pool.py", str(rows), str(rows)], capture_output=True,
+                         text=True, cwd=Path(__file__).resolve().parent.parent)
+    assert out.returncode == 0 and "pooled over 2 lanes: 1.60x" in out.stdout
+    bad = subprocess.run([sys.executable, "benchmarks/card_pool.py", str(tmp_path / "missing.json")],
+                         capture_output=True, text=True, cwd=Path(__file__).resolve().parent.parent)
+    assert bad.returncode == 1 and "cannot read card rows" in bad.stderr

@@ -207,6 +207,31 @@ def ratio_text(base, base_half, ours, ours_half) -> str:
     return f"{ours / base:.2f}x" + (f" [{ci[0]:.2f}, {ci[1]:.2f}]" if ci else "")
 
 
+def pooled_ratio(lanes: list[dict]) -> dict:
+    """Several card rows' `data` (independent lanes timing today against the same new setting)
+    pooled into one ratio: each lane's log ratio weighted by its inverse variance (the delta
+    method of `ratio_interval`), with the pooled 95% interval.
+
+    >>> lane = {"today": {"rates": [{"rate": 100.0, "var": 25.0}]}, "new": {"rates": [{"rate": 160.0, "var": 64.0}]}}
+    >>> p = pooled_ratio([lane, lane])
+    >>> round(p["ratio"], 2), [round(x, 3) for x in p["ci"]], p["lanes"]
+    (1.6, [1.451, 1.765], 2)
+    """
+    logs, weights = [], []
+    for lane in lanes:
+        t, t_half, _ = _total(lane["today"]["rates"])
+        o, o_half, _ = _total(lane["new"]["rates"])
+        if not t or not o or t_half is None or o_half is None:
+            raise ValueError("a lane without a rate and its interval for both settings cannot be pooled")
+        var = (t_half / 1.96 / t) ** 2 + (o_half / 1.96 / o) ** 2
+        logs.append(math.log(o / t))
+        weights.append(1 / var)
+    mean = sum(w * x for w, x in zip(weights, logs)) / sum(weights)
+    se = math.sqrt(1 / sum(weights))
+    return {"ratio": math.exp(mean), "ci": (math.exp(mean - 1.96 * se), math.exp(mean + 1.96 * se)),
+            "lanes": len(lanes), "each": [math.exp(x) for x in logs]}
+
+
 def card_rows(b) -> list[dict]:
     """Row fields: the card's rollouts/s with today's settings against `--card-new`."""
     from backend.mps import MpsDaemon
