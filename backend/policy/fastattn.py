@@ -9,15 +9,7 @@ these three replace the ones that cost most:
   cache span [pad, col] in blocks with an online softmax; the G query heads
   of the KV head are the rows of its small matrix product. No mask tensor,
   no padding read, one launch. SDPA's kernels pad 3 query rows to a 64-row
-  tile and need a bias tensor built each step. Opt-in variants (`variant=`),
-  for timing against it (`evotui bench`, benchmarks/decode_attention.py):
-  `kv_first` loads a block's V beside its K (the same operations on the
-  same values: the same bits); `splitS` is flash-decoding: S programs per
-  (row, KV head) each take a contiguous chunk of the span, and a second
-  kernel combines their partial softmaxes. Built for sm_90 by Triton 3.6,
-  the block loop is software-pipelined at the default num_stages (3): K and
-  V blocks are copied ahead asynchronously in every variant, so kv_first
-  builds to the same loads and arithmetic as base (`stages=` sets the depth).
+  tile and need a bias tensor built each step.
 - `silu_mul`: SwiGLU's silu(gate) * up in one pass.
 
 Tiles and warps are fixed per call site (no `triton.autotune`): a configuration chosen by
@@ -106,80 +98,6 @@ def _kernels() -> dict:
         tl.store(O + b * s_qb + (h * G + g) * D + d, out.to(O.dtype.element_ty), mask=g < G)
 
     @triton.jit
-    def attention_split(Q, KC, VC, O, PM, PL, PA, PAD, COL, s_qb, s_kb, s_kh, s_kt, scale, HKV,
-                        S: tl.constexpr, G: tl.constexpr, GP: tl.constexpr, D: tl.constexpr, BLOCK: tl.constexpr):
-        # `attention`'s loop with V's load issued beside K's at the top of the block (the two reads
-        # overlap instead of V's waiting behind the scores; the operations on the values are the
-        # same), over chunk c of S of the span: the blocks `attention` walks, cut into S runs of
-        # `per` columns (a multiple of BLOCK) by a function of (pad, col, S) alone, so a row's sums
-        # are the same on every call. S == 1: the whole span, the output stored (`kv_first`); else
-        # the chunk's max, sum and unnormalised accumulator go to the partials for
-        # `attention_combine` (a chunk past the span stores max -inf, sum 0).
-        b = tl.program_id(0)
-        h = tl.program_id(1)
-        c = tl.program_id(2)
-        start = tl.load(PAD + b)
-        end = tl.load(COL) + 1  # keys [start, end)
-        first = start // BLOCK * BLOCK
-        per = tl.cdiv(tl.cdiv(end - first, BLOCK), S) * BLOCK
-        lo = first + c * per
-        hi = tl.minimum(lo + per, end)
-        g = tl.arange(0, GP)[:, None]
-        d = tl.arange(0, D)[None, :]
-        q = tl.load(Q + b * s_qb + (h * G + g) * D + d, mask=g < G, other=0.0)  # (GP, D)
-        m = tl.full([GP], float("-inf"), tl.float32)
-        l = tl.zeros([GP], tl.float32)
-        acc = tl.zeros([GP, D], tl.float32)
-        base = b * s_kb + h * s_kh
-        for t0 in range(lo, hi, BLOCK):
-            t = t0 + tl.arange(0, BLOCK)
-            ok = (t >= start) & (t < hi)
-            k = tl.load(KC + base + t[:, None] * s_kt + d, mask=ok[:, None], other=0.0)  # (BLOCK, D)
-            v = tl.load(VC + base + t[:, None] * s_kt + d, mask=ok[:, None], other=0.0)
-            sc = tl.dot(q, tl.trans(k)) * scale  # (GP, BLOCK)
-            sc = tl.where(ok[None, :], sc, float("-inf"))
-            m_new = tl.maximum(m, tl.max(sc, 1))
-            p = tl.exp(sc - m_new[:, None])
-            alpha = tl.exp(m - m_new)
-            l = l * alpha + tl.sum(p, 1)
-            acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)
-            m = m_new
-        if S == 1:
-            out = acc / l[:, None]
-            tl.store(O + b * s_qb + (h * G + g) * D + d, out.to(O.dtype.element_ty), mask=g < G)
-        else:
-            gi = tl.arange(0, GP)
-            w = ((b * HKV + h) * S + c) * G + gi  # partials: (B, Hkv, S, G) for m and l, (B, Hkv, S, G, D) for acc
-            tl.store(PM + w, m, mask=gi < G)
-            tl.store(PL + w, l, mask=gi < G)
-            tl.store(PA + w[:, None] * D + d, acc, mask=g < G)
-
-    @triton.jit
-    def attention_combine(PM, PL, PA, O, s_ob, HKV, S: tl.constexpr, SP: tl.constexpr, G: tl.constexpr,
-                          GP: tl.constexpr, D: tl.constexpr):
-        # One (row, KV head): its S partial softmaxes rescaled to their common max and summed,
-        # chunk by chunk in a fixed order (a tree over S, fixed at compile time).
-        b = tl.program_id(0)
-        h = tl.program_id(1)
-        s = tl.arange(0, SP)[:, None]
-        g = tl.arange(0, GP)[None, :]
-        live = (s < S) & (g < G)
-        w = ((b * HKV + h) * S + s) * G + g  # (SP, GP)
-        m = tl.load(PM + w, mask=live, other=float("-inf"))
-        l = tl.load(PL + w, mask=live, other=0.0)
-        mx = tl.max(m, 0)
-        mx = tl.where(mx == float("-inf"), 0.0, mx)  # padding rows: no -inf - -inf
-        a = tl.exp(m - mx[None, :])  # 0 for empty chunks
-        total = tl.sum(l * a, 0)  # (GP,)
-        total = tl.where(tl.arange(0, GP) < G, total, 1.0)  # padding rows: no 0 / 0
-        acc = tl.load(PA + w[:, :, None] * D + tl.arange(0, D)[None, None, :], mask=live[:, :, None],
-                      other=0.0)  # (SP, GP, D)
-        out = tl.sum(acc * a[:, :, None], 0) / total[:, None]  # (GP, D)
-        go = tl.arange(0, GP)[:, None]
-        d = tl.arange(0, D)[None, :]
-        tl.store(O + b * s_ob + (h * G + go) * D + d, out.to(O.dtype.element_ty), mask=go < G)
-
-    @triton.jit
     def silu_mul(GU, OUT, s_gu, s_out, INTER, BLOCK: tl.constexpr):
         b = tl.program_id(0)
         i = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
@@ -264,8 +182,7 @@ def _kernels() -> dict:
         tl.store(DONE + b, done | (hit & stop))
         tl.store(TOK + b, tok)
 
-    _K.update(rope_store=rope_store, attention=attention, attention_split=attention_split,
-              attention_combine=attention_combine, silu_mul=silu_mul, rmsnorm=rmsnorm,
+    _K.update(rope_store=rope_store, attention=attention, silu_mul=silu_mul, rmsnorm=rmsnorm,
               sample_partial=sample_partial, sample_finish=sample_finish, next_pow2=triton.next_power_of_2,
               cdiv=triton.cdiv)
     return _K
@@ -280,55 +197,13 @@ def rope_store(qkv, cos, sin, pad, col, q_out, kc, vc, hq: int, hkv: int, d: int
                           NH=k["next_pow2"](hq + hkv), NV=k["next_pow2"](hkv))
 
 
-VARIANTS = ("base", "kv_first", "split2", "split4", "split8")
-"""`decode_attention`'s variants (benchmarks/decode_attention.py times these); any `split<S>`, S >= 2, is accepted."""
-
-
-def splits_of(variant: str) -> int:
-    """Chunks per (row, KV head) of an attention variant: 1 for base and kv_first, S for `split<S>`;
-    ValueError for anything else."""
-    if variant in ("base", "kv_first"):
-        return 1
-    n = variant[len("split"):] if variant.startswith("split") else ""
-    if not n.isdigit() or int(n) < 2:
-        raise ValueError(f"attention variant {variant!r}: expected base, kv_first or split<S> with S >= 2")
-    return int(n)
-
-
-def decode_attention(q, kc, vc, pad, col, out, hkv: int, block: int = 64, warps: int = 4, variant: str = "base",
-                     stages: int | None = None) -> None:
-    """q (B, Hq, D) against each row's cache span [pad, col] -> out (B, Hq, D).
-
-    variant: base (one program per (row, KV head)); kv_first (base with V loaded beside K: the
-    same bits); split<S> (S programs per (row, KV head) on contiguous chunks of block-multiple
-    length, then a combine kernel; the grid is (B, Hkv, S) whatever pad and col are, so a CUDA
-    graph captures it). stages: Triton's num_stages, the software-pipelining depth of the block
-    loop, the kernel's only loop (None: Triton's default, 3; 1: no pipelining), for timing only.
-
-    split's partials (fp32, B x Hkv x S x G x (D + 2) values) are allocated here with torch.empty,
-    as the engine allocates its other per-layer tensors: under CUDA-graph capture they come from
-    the graph's private pool at addresses fixed for its replays.
-    """
+def decode_attention(q, kc, vc, pad, col, out, hkv: int, block: int = 64, warps: int = 4) -> None:
+    """q (B, Hq, D) against each row's cache span [pad, col] -> out (B, Hq, D)."""
     k = _kernels()
     B, hq, d = q.shape
     G = hq // hkv
-    S = splits_of(variant)
-    opt = dict(num_warps=warps) | ({"num_stages": stages} if stages else {})
-    args = (q.stride(0), kc.stride(0), kc.stride(1), kc.stride(2), d ** -0.5)
-    GP = max(16, k["next_pow2"](G))  # tl.dot's smallest tile
-    if variant == "base":
-        k["attention"][(B, hkv)](q, kc, vc, out, pad, col, *args, G=G, GP=GP, D=d, BLOCK=block, **opt)
-        return
-    if S == 1:  # kv_first: the split kernel over one chunk, storing the output itself
-        k["attention_split"][(B, hkv, 1)](q, kc, vc, out, out, out, out, pad, col, *args, hkv, S=1, G=G, GP=GP, D=d,
-                                          BLOCK=block, **opt)
-        return
-    pm, pl = (torch.empty((B, hkv, S, G), dtype=torch.float32, device=q.device) for _ in range(2))
-    pa = torch.empty((B, hkv, S, G, d), dtype=torch.float32, device=q.device)
-    k["attention_split"][(B, hkv, S)](q, kc, vc, out, pm, pl, pa, pad, col, *args, hkv, S=S, G=G, GP=GP, D=d,
-                                      BLOCK=block, **opt)
-    k["attention_combine"][(B, hkv)](pm, pl, pa, out, out.stride(0), hkv, S=S, SP=k["next_pow2"](S), G=G,
-                                     GP=max(2, k["next_pow2"](G)), D=d)
+    k["attention"][(B, hkv)](q, kc, vc, out, pad, col, q.stride(0), kc.stride(0), kc.stride(1), kc.stride(2),
+                             d ** -0.5, G=G, GP=max(16, k["next_pow2"](G)), D=d, BLOCK=block, num_warps=warps)
 
 
 def silu_mul(gu, out, inter: int, block: int = 512) -> None:

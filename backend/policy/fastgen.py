@@ -187,7 +187,7 @@ class FastGenerator:
 
     def __init__(self, model, tokenizer, device, max_batch: int = 0, use_graphs: bool | None = None,
                  compile: bool = False, kernels: str = "auto", sampler: str = "auto",
-                 attn_tile: tuple[int, int] = (64, 4), attn_variant: str = "base", seed: int = 0):
+                 attn_tile: tuple[int, int] = (64, 4), seed: int = 0):
         why = why_unsupported(model)
         if why:
             raise ValueError(f"fast engine: {why}")
@@ -205,11 +205,6 @@ class FastGenerator:
         # (`evotui bench` times other tiles; a run never does).
         self.attn_tile = attn_tile
         from backend.policy import fastattn
-
-        # Its kernel, likewise fixed (fastattn.decode_attention): base, kv_first (the same bits) or
-        # split<S> (flash-decoding: other sums, fixed by S); bench rows time the others.
-        fastattn.splits_of(attn_variant)  # an unknown name fails here, not at the first step
-        self.attn_variant = attn_variant
 
         kernels = os.environ.get("EVOTUI_FAST_KERNELS") or kernels  # torch | triton: for debugging
         if kernels == "auto":
@@ -387,8 +382,7 @@ class FastGenerator:
             fa.rope_store(qkv, self.cos, self.sin, ws.pad, ws.col, q, ws.k[li], ws.v[li],
                           s.heads, s.kv_heads, s.head_dim)
             a = torch.empty_like(q)
-            fa.decode_attention(q, ws.k[li], ws.v[li], ws.pad, ws.col, a, s.kv_heads, *self.attn_tile,
-                                variant=self.attn_variant)
+            fa.decode_attention(q, ws.k[li], ws.v[li], ws.pad, ws.col, a, s.kv_heads, *self.attn_tile)
             x.addmm_(a.view(B, -1), L["o"].t())
             act = torch.empty(B, s.inter, dtype=self.dtype, device=self.device)
             fa.silu_mul(F.linear(fa.rmsnorm(x, L["ln2"], s.eps), L["gu"]), act, s.inter)

@@ -218,12 +218,6 @@ def bench_gen(b: Bench) -> None:
                      ("fast, triton kernels + triton sampler (default)", {"kernels": "triton"}),
                      ("fast, triton, attention tile 128 x 4 warps", {"kernels": "triton", "attn_tile": (128, 4)}),
                      ("fast, triton, attention tile 32 x 2 warps", {"kernels": "triton", "attn_tile": (32, 2)})]
-        # fastattn.decode_attention's split variants: each row's span over 2, 4, 8 programs and a combine.
-        # No kv_first row: Triton's loop pipelining already loads K and V blocks ahead (num_stages 3),
-        # so kv_first builds to the same loads and arithmetic as the default.
-        variants += [("fast, triton, attention split 2", {"kernels": "triton", "attn_variant": "split2"}),
-                     ("fast, triton, attention split 4", {"kernels": "triton", "attn_variant": "split4"}),
-                     ("fast, triton, attention split 8", {"kernels": "triton", "attn_variant": "split8"})]
     best = None
     for name, kw in variants:
         try:
