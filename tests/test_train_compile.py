@@ -47,6 +47,9 @@ def test_compiled_layers_train_as_the_eager_ones_do():
         torch.testing.assert_close(lora[name], w, rtol=1e-4, atol=1e-5)
     body = trainer._body()
     assert all(layer._compiled_call_impl is not None for layer in body.layers)
+    trainer.release_compiled()  # a bench's next variant on the same model runs eager again
+    assert all(layer._compiled_call_impl is None for layer in body.layers)
+    assert trainer._compiled is None
 
 
 def test_other_pass_lengths_do_not_recompile_each_layer():

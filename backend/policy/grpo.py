@@ -270,6 +270,15 @@ class GRPOTrainer:
             self._compiled = body
         return self._compiled
 
+    def release_compiled(self) -> None:
+        """Back to the eager layers. `nn.Module.compile` compiles a layer in place, so a model shared
+        with a later trainer (`evotui bench` times variants on one model) would run compiled there
+        too; torch has no public inverse, and `_compiled_call_impl` is the attribute it sets."""
+        if self._compiled is not None:
+            for layer in self._compiled.layers:
+                layer._compiled_call_impl = None
+            self._compiled = None
+
     @torch.no_grad()
     def _reference(self, samples, with_ref: bool):
         """Old log-probs (and reference log-probs) per micro-batch, plus entropy."""

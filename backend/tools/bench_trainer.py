@@ -125,6 +125,7 @@ def measure(b, model, tok, samples, settings: dict) -> dict:
     shape = trainer.last_shape
     if b.a.profile:
         profile(b, lambda: trainer.step(samples))
+    trainer.release_compiled()  # the next variant shares the model
     out = {"s": sorted(times)[len(times) // 2], "times": times, "warm_s": warm_s, "loss": stats["loss"],
            "grad": grads[0], "repeats_identical": all(torch.equal(_flat(grads[0]), _flat(g)) for g in grads[1:]),
            "passes": shape["micro_batches"], "rows": shape["micro_batch"], "seq_tokens": shape["seq_tokens"],
