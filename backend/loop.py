@@ -336,13 +336,15 @@ class Engine:
         progress.phase("checkpoint")
         t0 = time.perf_counter()
         new_pv, writing = None, None
+        overlap = False
         if samples and step % self.cfg.train.checkpoint_every == 0:
-            # its files are written while the rows are built and inserted; the step commits after them
-            writing = ckpt.begin_save(self.run_dir, step, self.lm.model, self.trainer.opt,
-                                      state=self.trainer.saved_state())
             new_pv = {"parent": self.policy_version or None, "step": step,  # its id: the store's
                       "checkpoint": str(ckpt.checkpoint_dir(self.run_dir, step)), "heldout_acc": None,
                       "harness_version": self.harness_version, "created_at": now()}
+            overlap = self.cfg.train.checkpoint_overlap
+            if not overlap:  # its files are written while the rows are built and inserted; the step commits after them
+                writing = ckpt.begin_save(self.run_dir, step, self.lm.model, self.trainer.opt,
+                                          state=self.trainer.saved_state())
         progress.phase("store")
         total_ms = (time.perf_counter() - t_start) * 1000
         n_tok = sum(len(s.completion_ids) for s in items)
@@ -367,14 +369,19 @@ class Engine:
                    "truncated": sum(s.finish in TRUNCATED for s in items), **moved,
                    **({"search_debited": debit * self.cfg.train.group_size} if debit else {}),
                    **({"ckpt_settle_ms": settled_ms} if self.cfg.train.checkpoint_overlap else {})}
-        pending = None
-        if writing is not None and self.cfg.train.checkpoint_overlap:  # the version is stored at `settle`
-            metrics["version_pending"] = new_pv
-            pending, new_pv, writing = checkpoint_overlap.Pending(step, new_pv, writing), None, None
+        pending_version = None
+        if overlap:  # the version is stored at `settle`
+            metrics["version_pending"] = pending_version = new_pv
+            new_pv = None
         step_row["metrics_json"] = dumps(metrics)
         t0 = time.perf_counter()
         saved, waited_ms = self.commit_with_checkpoint(step_row, rows, diags, turns, new_pv, writing)
-        self.pending = pending
+        if pending_version is not None:
+            # The files are written from here on, beside the next step's generation: not beside this
+            # step's inserts, whose statements would take the interpreter's lock back from the
+            # writing thread one by one. Nothing changes the model or the optimizer before `settle`.
+            self.pending = checkpoint_overlap.Pending(step, pending_version, ckpt.begin_save(
+                self.run_dir, step, self.lm.model, self.trainer.opt, state=self.trainer.saved_state()))
         store_ms = (time.perf_counter() - t0) * 1000 - waited_ms
         step_row["metrics_json"] = dumps({**metrics, "ckpt_wait_ms": waited_ms})
         self.store.update("steps", step, {"store_ms": store_ms, "total_ms": total_ms + store_ms + waited_ms,

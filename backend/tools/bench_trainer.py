@@ -16,7 +16,10 @@ rollouts of mixed length, on the configured model, in one process on one device:
             (backend/policy/prefix.py), on today's passes;
 - lora16    causal and `train.lora_base_dtype` (LoRA's matmuls in bf16);
 - wide      lora16 with passes of up to 65,536 tokens (`train.pass_tokens`): fewer, larger
-            passes launch fewer kernels.
+            passes launch fewer kernels;
+- widec     wide and `train.compile`.
+
+Variants share one model: a compiled one is made eager again after it (`release_compiled`).
 
 The rollouts: `--tasks` x `--group` rows, prompts of 80 to 130 tokens (the default
 math harness's; `--trainer-prompt MIN,MAX` for others), completions uniform up to
@@ -48,12 +51,15 @@ VARIANTS = {
     "prefix": {"shared_prefix": True},
     "lora16": {"length_buckets": True, "causal_only": True, "lora_base_dtype": True},
     "wide": {"length_buckets": True, "causal_only": True, "lora_base_dtype": True, "pass_tokens": 65536},
+    "widec": {"length_buckets": True, "causal_only": True, "lora_base_dtype": True, "pass_tokens": 65536,
+              "compile": True},
 }
 NAMES = {"today": "today: passes in order", "buckets": "buckets (train.length_buckets)",
          "causal": "buckets + train.causal_only", "nondet": "buckets + causal_only, deterministic=false",
          "compiled": "buckets + causal_only + train.compile", "prefix": "train.shared_prefix",
          "lora16": "buckets + causal_only + train.lora_base_dtype",
-         "wide": "buckets + causal_only + lora_base_dtype + train.pass_tokens=65536"}
+         "wide": "buckets + causal_only + lora_base_dtype + train.pass_tokens=65536",
+         "widec": "wide + train.compile"}
 
 
 def rollouts(n: int, group: int, new: int, vocab: int, seed: int = 0, prompt: tuple[int, int] = (80, 130)) -> list:
