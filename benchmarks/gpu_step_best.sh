@@ -14,8 +14,8 @@ mkdir -p "$out"
 source "$(dirname "$0")/gpu_lanes.sh"
 
 wide="train.length_buckets=true,train.causal_only=true,train.lora_base_dtype=true,train.pass_tokens=65536"
-bench step 0 "$deadline" --only step --skip-hf --steps 6 --step-variants \
+bench step 0 "$deadline" --only step --skip-hf --steps "${STEPS:-6}" --step-variants \
     "wideo:$wide,train.checkpoint_overlap=true;wideoc:$wide,train.checkpoint_overlap=true,train.compile=true" &
-bench trainer 1 "$deadline" --only trainer --trainer-variants wide,compiled,widec &
+bench trainer 1 "$deadline" --only trainer --trainer-variants "${TRAINER:-wide,compiled,widec}" &
 wait
 grep -h "rc=" "$out"/*.txt
