@@ -17,6 +17,8 @@ of one config still run the same passes.
     [[1, 3], [0, 4], [2]]
     >>> in_order(5, 2)
     [[0, 1], [2, 3], [4]]
+    >>> no_single_row_pass([[0, 1, 2], [3, 4], [5]])
+    [[0, 1], [3, 4], [2, 5]]
 """
 
 from __future__ import annotations
@@ -42,6 +44,23 @@ def by_length(lengths: Sequence[int], rows_at: Callable[[int], int]) -> list[lis
         passes.append(order[k:k + cap])
         k += cap
     return passes
+
+
+def no_single_row_pass(passes: list[list[int]]) -> list[list[int]]:
+    """The passes with a one-row pass given the last row of the nearest earlier pass that holds
+    at least three (so that one keeps two); without such a pass it stays as it is.
+
+    Under `train.compile` a layer compiled for dynamic shapes still specializes a size of 1, so
+    a pass of one row compiles every layer again (twice: with and without gradients). The lent
+    row is at least as long as the one it joins when the passes run longest first, and the
+    lender held at least three rows at that length, so two fit."""
+    out = [list(p) for p in passes]
+    for k, p in enumerate(out):
+        if len(p) == 1:
+            lender = next((j for j in range(k - 1, -1, -1) if len(out[j]) >= 3), None)
+            if lender is not None:
+                out[k] = [out[lender].pop()] + p
+    return out
 
 
 def padded_tokens(lengths: Sequence[int], passes: list[list[int]]) -> int:

@@ -399,6 +399,9 @@ class GRPOTrainer:
             self._plan_by_length(samples)
         else:
             self.passes = buckets.in_order(len(samples), self.rows)
+        if getattr(self.cfg, "compile", False):  # a pass of one row would compile every layer again
+            self.passes = buckets.no_single_row_pass(self.passes)
+            self.rows = max((len(p) for p in self.passes), default=self.rows)
 
     def _plan_rows(self, samples: list[Sample]) -> None:
         """Rows per pass, from a memory estimate (not by trial and out-of-memory): on CUDA the most
