@@ -4,6 +4,7 @@ loader, the optimizer's state through `load_trainer_state`, into a fresh model a
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 import torch
@@ -58,3 +59,39 @@ def test_checkpoint_loads_back_the_same_adapter_and_optimizer(tiny, tmp_path):
     for slot, per in a["state"].items():
         for key, v in per.items():
             assert torch.equal(v, b["state"][slot][key]), (slot, key)
+
+
+def test_a_writing_thread_shortens_the_switch_interval_and_restores_it(tmp_path):
+    """While `begin_save`'s thread writes, the interpreter hands its lock back within
+    `WRITER_SWITCH_S` (the next step's decode loop waits on it); the interval is Python's again
+    once the last writer ends, also when a write fails."""
+    import sys
+    import threading
+
+    from backend.policy import checkpoint as ckpt
+
+    seen, release = [], threading.Event()
+
+    class Model:
+        def __init__(self, fail=False):
+            self.fail = fail
+
+        def save_pretrained(self, path):
+            Path(path).mkdir(parents=True)
+            seen.append(sys.getswitchinterval())
+            release.wait(10)
+            if self.fail:
+                raise OSError("disk full")
+
+    before = sys.getswitchinterval()
+    assert before > ckpt.WRITER_SWITCH_S
+    first = ckpt.begin_save(tmp_path / "a", 1, Model(), None)
+    second = ckpt.begin_save(tmp_path / "b", 2, Model(fail=True), None)  # two writers at once (two runs)
+    while len(seen) < 2:
+        threading.Event().wait(0.01)
+    release.set()
+    assert first.result(10) == ckpt.checkpoint_dir(tmp_path / "a", 1)
+    with pytest.raises(OSError):
+        second.result(10)
+    assert seen == [pytest.approx(ckpt.WRITER_SWITCH_S)] * 2
+    assert sys.getswitchinterval() == before

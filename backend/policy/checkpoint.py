@@ -14,12 +14,46 @@ import json
 import os
 import random
 import shutil
+import sys
+import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 import torch
 
 from backend.disk import tree_bytes
+
+
+WRITER_SWITCH_S = 0.0002
+"""The interpreter's switch interval while a checkpoint thread writes (Python's default: 5 ms).
+
+The writer runs Python code (peft's save, the optimizer state's pickling) beside the loop's own
+thread. The loop's thread releases the interpreter's lock while the GPU works (a CUDA graph's
+replay, a sync), and then waits for the writer to hand the lock back, up to an interval each
+time. The next step's decode loop is then host-bound. A shorter interval hands the lock back
+sooner (`benchmarks/checkpoint_beside_decode.py` times both)."""
+
+_switch = {"writers": 0, "saved": None}
+_switch_lock = threading.Lock()
+
+
+def _writing(fn):
+    """`fn` run with the switch interval at `WRITER_SWITCH_S` (at most), restored when the last
+    writer ends."""
+    def run(*args):
+        with _switch_lock:
+            if _switch["writers"] == 0:
+                _switch["saved"] = sys.getswitchinterval()
+                sys.setswitchinterval(min(_switch["saved"], WRITER_SWITCH_S))
+            _switch["writers"] += 1
+        try:
+            return fn(*args)
+        finally:
+            with _switch_lock:
+                _switch["writers"] -= 1
+                if _switch["writers"] == 0:
+                    sys.setswitchinterval(_switch["saved"])
+    return run
 
 
 def checkpoint_dir(run_dir: Path, step: int) -> Path:
@@ -74,7 +108,7 @@ def begin_save(run_dir: Path, step: int, model, optimizer, extra: dict | None = 
     rng = {"torch_rng": torch.get_rng_state(), "py_rng": random.getstate()}
     pool = ThreadPoolExecutor(1, thread_name_prefix="checkpoint")
     try:
-        return pool.submit(write, run_dir, step, model, optimizer, {**rng, **(state or {})}, extra)
+        return pool.submit(_writing(write), run_dir, step, model, optimizer, {**rng, **(state or {})}, extra)
     finally:
         pool.shutdown(wait=False)  # the thread ends with its one job
 
