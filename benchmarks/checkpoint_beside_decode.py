@@ -43,9 +43,8 @@ def decode_loop(steps: int, gpu_ms: float) -> float:
 def main(argv=None) -> None:
     import torch
 
-    from backend.config import load_config
     from backend.policy import checkpoint as ckpt
-    from backend.policy.model import load_policy
+    from benchmarks.checkpoint_save import policy_and_optimizer
     from benchmarks.code_step import interval
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -57,12 +56,7 @@ def main(argv=None) -> None:
     if args.repeats < 1 or args.steps < 1 or args.gpu_ms < 0:
         ap.error("--repeats and --steps must be at least 1, --gpu-ms not negative")
 
-    cfg = load_config(None, [f"model.device={args.device}"])
-    lm = load_policy(cfg.model)
-    params = [p for p in lm.model.parameters() if p.requires_grad]
-    opt = torch.optim.AdamW(params, lr=1e-4)
-    sum((p.float() ** 2).sum() for p in params).backward()
-    opt.step()
+    _, lm, opt, _ = policy_and_optimizer(args.device)
     run = Path(tempfile.mkdtemp(prefix="evotui-ckpt-decode-"))
     today = ckpt.WRITER_SWITCH_S
     ways = {"alone": None, "beside, 5 ms": 0.005, "beside, writer's": today}
@@ -79,7 +73,7 @@ def main(argv=None) -> None:
                     ckpt.WRITER_SWITCH_S = ways[way]
                     t0 = time.perf_counter()
                     writing = ckpt.begin_save(run, k, lm.model, opt)
-                    writing.add_done_callback(lambda _f: ended.append(time.perf_counter()))
+                    writing.add_done_callback(lambda _f, ended=ended: ended.append(time.perf_counter()))
                 ms = decode_loop(args.steps, args.gpu_ms)
                 if writing is not None:
                     writing.result()

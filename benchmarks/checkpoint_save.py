@@ -43,12 +43,27 @@ def step_rows(n: int) -> tuple[list[dict], list[list[dict]]]:
             [diagnosis_rows(s, 0, 1, harness.validity) for s in items])
 
 
-def main(argv=None) -> None:
+def policy_and_optimizer(device: str):
+    """(config, the embedded policy, its AdamW after one step, the LoRA parameters): the optimizer
+    holds both moments, as a checkpoint after a GRPO step does."""
     import torch
 
     from backend.config import load_config
-    from backend.policy import checkpoint as ckpt
     from backend.policy.model import load_policy
+
+    cfg = load_config(None, [f"model.device={device}"])
+    lm = load_policy(cfg.model)
+    params = [p for p in lm.model.parameters() if p.requires_grad]
+    opt = torch.optim.AdamW(params, lr=1e-4)
+    sum((p.float() ** 2).sum() for p in params).backward()
+    opt.step()
+    return cfg, lm, opt, params
+
+
+def main(argv=None) -> None:
+    import torch
+
+    from backend.policy import checkpoint as ckpt
     from backend.runs import create_run, harness_code
     from backend.store import now
     from benchmarks.code_step import interval
@@ -58,12 +73,7 @@ def main(argv=None) -> None:
     ap.add_argument("--device", default="auto")
     ap.add_argument("--rollouts", type=int, default=512)
     args = ap.parse_args(argv)
-    cfg = load_config(None, [f"model.device={args.device}"])
-    lm = load_policy(cfg.model)
-    params = [p for p in lm.model.parameters() if p.requires_grad]
-    opt = torch.optim.AdamW(params, lr=1e-4)
-    sum((p.float() ** 2).sum() for p in params).backward()
-    opt.step()
+    cfg, lm, opt, params = policy_and_optimizer(args.device)
     sync = torch.cuda.synchronize if lm.device.type == "cuda" else (lambda: None)
     run = Path(tempfile.mkdtemp(prefix="evotui-ckpt-run-")) / "run"
     store = create_run(run, cfg, harness_code(cfg))
