@@ -400,8 +400,8 @@ class RunConfig:
     """Path of a harness file; empty = the domain's default harness."""
     name: str = ""
     profile: str = ""
-    """The defaults this run started from: cpu or gpu (backend/profiles.py; `--profile auto`
-    resolves to one of them). Empty: no profile was applied (a config built in code)."""
+    """The defaults this run started from: cpu, gpu or gpu-fast (backend/profiles.py; `--profile auto`
+    resolves to cpu or gpu). Empty: no profile was applied (a config built in code)."""
     report_to: list[str] = field(default_factory=list)
     """Where per-step metrics also go: any of tensorboard, trackio, wandb (backend/metrics_export.py;
     `--report-to`). Empty: only the run database."""

@@ -69,6 +69,19 @@ Where the numbers come from:
     (`schedule.judgeable_by_trial`); the population of runs judges them by training
     (`evotui run --population N`). `--set evolve.trials=on` brings trials back;
     `--set evolve.trials=spent` trials them only in rounds with nothing else to try.
+- gpu-fast: gpu with the speed settings measured together (docs/gpus.md), never chosen by
+  `auto`. On an H200 (docs/results/gpu-speed-h200-s21/), the math step at 512 rollouts took
+  1.54 +- 0.11 s against today's 2.39 +- 0.79 s, and six runs a card 2.47x [2.38, 2.56] the
+  rollouts/s over the early steps:
+  - `train.length_buckets`, `train.causal_only`: passes of rows of like length, attention
+    without the padding mask;
+  - `train.lora_base_dtype`: LoRA's matmuls in the base model's dtype;
+  - `train.pass_tokens = 65536`: fewer, larger training passes where memory allows;
+  - `train.checkpoint_overlap`: the checkpoint written while the next step generates.
+  Each changes a run's arithmetic, so a gpu-fast run and a gpu run of one seed are different
+  runs; twins within gpu-fast stay identical (twins under MPS were checked with lora16 and
+  with the overlap, each on its own). `train.compile` is left out: its first step compiles
+  for about a minute.
 """
 
 from __future__ import annotations
@@ -103,6 +116,14 @@ PROFILES: dict[str, dict[str, object]] = {
         "evolve.trials": "off",
     },
 }
+PROFILES["gpu-fast"] = {
+    **PROFILES["gpu"],
+    "train.length_buckets": True,
+    "train.causal_only": True,
+    "train.lora_base_dtype": True,
+    "train.pass_tokens": 65536,
+    "train.checkpoint_overlap": True,
+}
 CHOICES = ("auto", *PROFILES)
 HARNESSES: dict[str, dict[str, str]] = {"cpu": {"math": "math_cpu"}}
 """A profile's starting harness for a one-domain run that names none: a file under
@@ -110,7 +131,8 @@ backend/harness/defaults/. Other domains start from their default harness."""
 
 
 def resolve(name: str) -> str:
-    """`cpu` or `gpu`; `auto` asks torch whether CUDA is there (imported only then).
+    """A profile's name as given, or for `auto`, `cpu` or `gpu` by whether torch sees CUDA
+    (imported only then).
 
     EVOTUI_PROFILE_AUTO=cpu|gpu answers `auto` without torch (tests, dry runs)."""
     if name != "auto":

@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from backend import profiles
 from backend.errors import EvoError, UsageError
 
 SHELL_BUSY_S = 10.0
@@ -143,9 +144,10 @@ def _gpus_sets(args) -> list[str]:
 
 
 def _profile_arg(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--profile", choices=("auto", "cpu", "gpu"),
+    p.add_argument("--profile", choices=profiles.CHOICES,
                    help="defaults scaled to the machine (backend/profiles.py); auto (the default): gpu when "
-                   "CUDA is available, else cpu. Config-file and --set values win")
+                   "CUDA is available, else cpu; gpu-fast: gpu with the measured speed settings. Config-file "
+                   "and --set values win")
 
 
 def _profile_sets(args) -> list[str]:

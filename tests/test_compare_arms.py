@@ -27,6 +27,20 @@ def test_the_gpu_profile_fills_only_what_the_run_left_unset(tmp_path):
     assert (cfg.eval.n_val, cfg.eval.n_test) == (2, 2)
 
 
+def test_gpu_fast_is_gpu_with_the_speed_settings_and_set_values_still_win():
+    gpu, fast = load_config(None, ["profile=gpu"]), load_config(None, ["profile=gpu-fast"])
+    assert fast.profile == "gpu-fast"
+    t = fast.train
+    assert (t.length_buckets, t.causal_only, t.lora_base_dtype, t.pass_tokens, t.checkpoint_overlap) == \
+        (True, True, True, 65536, True)
+    assert not (gpu.train.length_buckets or gpu.train.lora_base_dtype or gpu.train.checkpoint_overlap)
+    assert not t.compile  # its first step compiles for a minute: not in a preset
+    same = {k: v for k, v in to_dict(fast).items() if k not in ("profile", "train")}
+    assert same == {k: v for k, v in to_dict(gpu).items() if k not in ("profile", "train")}
+    assert load_config(None, ["profile=gpu-fast", "train.pass_tokens=32768"]).train.pass_tokens == 32768
+    assert _profile_sets(argparse.Namespace(profile="gpu-fast", sets=[], config=None)) == ["profile=gpu-fast"]
+
+
 def test_the_cpu_profile_fills_its_keys_and_harness_only_and_auto_resolves(monkeypatch):
     from backend import profiles
 

@@ -219,7 +219,8 @@ def render_config_doc() -> str:
     out = ["# Every config key", "",
            "Generated from the field docstrings of `backend/config.py` by `.venv/bin/python tests/test_readme.py`;",
            "`tests/test_readme.py` checks that every key is here with its default. Set a key in a TOML file",
-           "(`--config`) or with `--set key=value`; a profile (`--profile cpu|gpu`) fills the keys you leave unset.",
+           "(`--config`) or with `--set key=value`; a profile (`--profile cpu|gpu|gpu-fast`) fills the keys you",
+           "leave unset.",
            "", "<!-- config-reference: generated; keys and defaults checked by tests/test_readme.py -->",
            "| key | default | meaning |", "|---|---|---|"]
 
