@@ -60,34 +60,18 @@ def test_other_pass_lengths_do_not_recompile_each_layer():
 
     torch._dynamo.reset()
     counters.clear()
-    _train(True, layers=10)
+    _, _, trainer = _train(True, layers=10)
     graphs = counters["stats"]["unique_graphs"]
     assert 0 < graphs <= 4, f"{graphs} graphs compiled for a 10-layer model's passes of three lengths"
 
+    # 9 rows at `train.micro_batch` 8 plan passes of 8 and 1. A compiled layer specializes a size
+    # of 1, so that pass would compile every layer twice more; it borrows a row instead (7 and 2).
+    from backend.policy.grpo import Sample
 
-def test_a_pass_of_one_row_borrows_a_row_instead_of_recompiling():
-    """9 rows at `train.micro_batch` 8 plan passes of 8 and 1; a compiled layer specializes a size
-    of 1, so that pass would compile every layer twice more. The pass borrows a row (7 and 2)."""
-    import torch._dynamo
-    from test_determinism import _cfg
-    from test_fastgen import Tok, tiny
-    from torch._dynamo.utils import counters
-
-    from backend.policy.grpo import GRPOTrainer, Sample
-
-    torch._dynamo.reset()
-    counters.clear()
     gen = torch.Generator().manual_seed(5)
-
-    def rows(n):
-        return [Sample(torch.randint(3, 90, (5,), generator=gen).tolist(), c, [1] * len(c), (-1.0) ** i)
-                for i in range(n) for c in [torch.randint(3, 90, (6 + i % 4,), generator=gen).tolist()]]
-
-    trainer = GRPOTrainer(tiny(seed=0, layers=2), Tok(), _cfg(auto_micro_batch=False, deterministic=False,
-                                                              compile=True, causal_only=True, length_buckets=True),
-                          "cpu")
-    trainer.step(rows(8))
-    warm = counters["stats"]["unique_graphs"]
-    trainer.step(rows(9))
+    nine = [Sample(torch.randint(3, 90, (5,), generator=gen).tolist(), c, [1] * len(c), (-1.0) ** i)
+            for i in range(9) for c in [torch.randint(3, 90, (6 + i % 4,), generator=gen).tolist()]]
+    trainer.step(nine)
     assert sorted(len(p) for p in trainer.passes) == [2, 7]
-    assert counters["stats"]["unique_graphs"] == warm, "the 9-row step compiled new graphs"
+    assert counters["stats"]["unique_graphs"] == graphs, "a step with a one-row pass compiled new graphs"
+
