@@ -343,8 +343,7 @@ class Engine:
                       "harness_version": self.harness_version, "created_at": now()}
             overlap = self.cfg.train.checkpoint_overlap
             if not overlap:  # its files are written while the rows are built and inserted; the step commits after them
-                writing = ckpt.begin_save(self.run_dir, step, self.lm.model, self.trainer.opt,
-                                          state=self.trainer.saved_state())
+                writing = self.begin_checkpoint(step)
         progress.phase("store")
         total_ms = (time.perf_counter() - t_start) * 1000
         n_tok = sum(len(s.completion_ids) for s in items)
@@ -369,19 +368,17 @@ class Engine:
                    "truncated": sum(s.finish in TRUNCATED for s in items), **moved,
                    **({"search_debited": debit * self.cfg.train.group_size} if debit else {}),
                    **({"ckpt_settle_ms": settled_ms} if self.cfg.train.checkpoint_overlap else {})}
-        pending_version = None
         if overlap:  # the version is stored at `settle`
-            metrics["version_pending"] = pending_version = new_pv
-            new_pv = None
+            metrics["version_pending"] = new_pv
         step_row["metrics_json"] = dumps(metrics)
         t0 = time.perf_counter()
-        saved, waited_ms = self.commit_with_checkpoint(step_row, rows, diags, turns, new_pv, writing)
-        if pending_version is not None:
+        saved, waited_ms = self.commit_with_checkpoint(step_row, rows, diags, turns, None if overlap else new_pv,
+                                                       writing)
+        if overlap:
             # The files are written from here on, beside the next step's generation: not beside this
             # step's inserts, whose statements would take the interpreter's lock back from the
             # writing thread one by one. Nothing changes the model or the optimizer before `settle`.
-            self.pending = checkpoint_overlap.Pending(step, pending_version, ckpt.begin_save(
-                self.run_dir, step, self.lm.model, self.trainer.opt, state=self.trainer.saved_state()))
+            self.pending = checkpoint_overlap.Pending(step, new_pv, self.begin_checkpoint(step))
         store_ms = (time.perf_counter() - t0) * 1000 - waited_ms
         step_row["metrics_json"] = dumps({**metrics, "ckpt_wait_ms": waited_ms})
         self.store.update("steps", step, {"store_ms": store_ms, "total_ms": total_ms + store_ms + waited_ms,
@@ -410,6 +407,10 @@ class Engine:
             if writing is not None:
                 wait([writing])
         return saved, waited[0]
+
+    def begin_checkpoint(self, step: int):
+        """`step`'s checkpoint written by a thread (`checkpoint.begin_save`): the future of its path."""
+        return ckpt.begin_save(self.run_dir, step, self.lm.model, self.trainer.opt, state=self.trainer.saved_state())
 
     def settle_checkpoint(self) -> float:
         """Store the policy version an overlapped checkpoint waits for, once its files are in place
