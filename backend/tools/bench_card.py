@@ -194,9 +194,14 @@ def ratio_interval(base: float, base_half: float | None, ours: float, ours_half:
     """
     if not base or not ours or base_half is None or ours_half is None:
         return None
-    se = math.sqrt((base_half / 1.96 / base) ** 2 + (ours_half / 1.96 / ours) ** 2)
+    se = math.sqrt(_log_ratio_var(base, base_half, ours, ours_half))
     r = ours / base
     return r * math.exp(-1.96 * se), r * math.exp(1.96 * se)
+
+
+def _log_ratio_var(base: float, base_half: float, ours: float, ours_half: float) -> float:
+    """Variance of log(ours / base) from the two rates' 95% half-widths (the delta method)."""
+    return (base_half / 1.96 / base) ** 2 + (ours_half / 1.96 / ours) ** 2
 
 
 def ratio_text(base, base_half, ours, ours_half) -> str:
@@ -223,9 +228,8 @@ def pooled_ratio(lanes: list[dict]) -> dict:
         o, o_half, _ = _total(lane["new"]["rates"])
         if not t or not o or t_half is None or o_half is None:
             raise ValueError("a lane without a rate and its interval for both settings cannot be pooled")
-        var = (t_half / 1.96 / t) ** 2 + (o_half / 1.96 / o) ** 2
         logs.append(math.log(o / t))
-        weights.append(1 / var)
+        weights.append(1 / _log_ratio_var(t, t_half, o, o_half))
     mean = sum(w * x for w, x in zip(weights, logs)) / sum(weights)
     se = math.sqrt(1 / sum(weights))
     return {"ratio": math.exp(mean), "ci": (math.exp(mean - 1.96 * se), math.exp(mean + 1.96 * se)),

@@ -50,10 +50,9 @@ VARIANTS = {
     "compiled": {"length_buckets": True, "causal_only": True, "compile": True},
     "prefix": {"shared_prefix": True},
     "lora16": {"length_buckets": True, "causal_only": True, "lora_base_dtype": True},
-    "wide": {"length_buckets": True, "causal_only": True, "lora_base_dtype": True, "pass_tokens": 65536},
-    "widec": {"length_buckets": True, "causal_only": True, "lora_base_dtype": True, "pass_tokens": 65536,
-              "compile": True},
 }
+VARIANTS["wide"] = {**VARIANTS["lora16"], "pass_tokens": 65536}
+VARIANTS["widec"] = {**VARIANTS["wide"], "compile": True}
 NAMES = {"today": "today: passes in order", "buckets": "buckets (train.length_buckets)",
          "causal": "buckets + train.causal_only", "nondet": "buckets + causal_only, deterministic=false",
          "compiled": "buckets + causal_only + train.compile", "prefix": "train.shared_prefix",
