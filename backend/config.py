@@ -146,8 +146,8 @@ class TrainConfig:
     compile: bool = False
     """torch.compile the decoder layers of the training passes, one by one (they share one graph;
     dynamic shapes). The layers stay compiled for every forward of the policy's own model. Off by
-    default: the first step pays the compilation, and a GPU bench has yet to measure it
-    (`evotui bench --only trainer`, variant `compiled`)."""
+    default: the first step pays the compilation, about a minute on an H200
+    (`evotui bench --only trainer`, variants `compiled` and `widec`)."""
     lora_base_dtype: bool = False
     """LoRA's two matmuls in the base model's dtype (bf16 on CUDA), with the fp32 adapter weights
     cast to it instead of every input activation cast to fp32 and back (backend/policy/lora_dtype.py).
@@ -167,10 +167,10 @@ class TrainConfig:
     checkpoint_every: int = 1
     """Save a LoRA checkpoint (a policy version) every N steps."""
     checkpoint_overlap: bool = False
-    """Write a step's checkpoint while the next step generates, instead of before the step commits
-    (backend/checkpoint_overlap.py): the step's rows commit at once and its policy version once the
-    files are in place, before the next update. A stop or crash in between is settled at the next
-    start. Off until a GPU bench measures it (`evotui bench --only step`, variant `overlap`)."""
+    """Write a step's checkpoint after the step commits, while the next step generates, instead of
+    before the commit (backend/checkpoint_overlap.py): the step's rows commit at once and its policy
+    version once the files are in place, before the next update. A stop or crash in between is
+    settled at the next start. Off by default; on in `--profile gpu-fast` (docs/gpus.md)."""
     keep_checkpoints: int = 3
     """Latest checkpoints kept; older ones are deleted unless a resume, a rollback (a promotion
     not yet judged) or the validation best needs them (backend/policy/retention.py). 0: keep all."""
