@@ -6,8 +6,8 @@ about 250 ms on a GPU host, a tenth of a GRPO step. With it:
 
 - the step's rows commit at once; the step's metrics name the version it saves
   (`version_pending`), which is not stored yet;
-- the files are written while the next step generates, which reads the model and changes
-  nothing;
+- the files are written after the commit, while the next step generates, which reads the model
+  and changes nothing;
 - `settle` waits for them and stores the version (`Store.add_policy_version`) before anything
   that changes the model (the next update), reads the run's policy (an evaluation, an evolution
   round, an operator's command) or ends the run;
