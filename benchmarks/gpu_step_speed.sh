@@ -18,8 +18,7 @@
 #   GPU 3  one training update per trainer variant (causal, lora16, compiled, wide) with a profile,
 #          then decode at 512 x 256 with profiles of the first and the last eight decode steps
 #
-# Each bench writes OUT/<name>.txt (its table and log) and OUT/<name>/ (rows.json). Session 20 ran
-# the version of 8128fc6 (twins with lora16, no overlap variant, one decode profile).
+# Each bench writes OUT/<name>.txt (its table and log) and OUT/<name>/ (rows.json).
 set -u
 out=$1; deadline=${2:-540}
 mkdir -p "$out"

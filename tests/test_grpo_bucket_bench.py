@@ -69,7 +69,7 @@ def test_trainer_rollouts_are_groups_of_one_prompt_within_the_lengths():
 
 
 def test_the_card_ratio_comes_with_an_interval_from_both_rates():
-    """Session 20's card row: 1,831.0 +- 190.8 against 1,140.3 +- 155.2 rollouts/s."""
+    """A measured card row: 1,831.0 +- 190.8 against 1,140.3 +- 155.2 rollouts/s."""
     low, high = bench_card.ratio_interval(1140.3, 155.2, 1831.0, 190.8)
     assert (round(low, 2), round(high, 2)) == (1.35, 1.91)
     assert low < 1831.0 / 1140.3 < high
