@@ -75,3 +75,22 @@ def test_other_pass_lengths_do_not_recompile_each_layer():
     assert sorted(len(p) for p in trainer.passes) == [2, 7]
     assert counters["stats"]["unique_graphs"] == graphs, "a step with a one-row pass compiled new graphs"
 
+
+
+
+def test_pass_lengths_are_multiples_of_eight():
+    """On CUDA a compiled layer guards on whether a pass's length is a multiple of 8 (Inductor's
+    alignment check), so steps mixing both kinds compiled every layer again (17 s on an H100).
+    Under `train.compile` every pass is right-padded to a multiple of 8; eager passes are not."""
+    from backend.policy.grpo import Sample
+
+    gen = torch.Generator().manual_seed(7)
+    eleven = [Sample(torch.randint(3, 90, (5,), generator=gen).tolist(),
+                     torch.randint(3, 90, (6,), generator=gen).tolist(), [1] * 6, (-1.0) ** i) for i in range(4)]
+    for compile_, width in ((True, 16), (False, 11)):
+        _, _, trainer = _train(compile_, layers=1)
+        widths = []
+        batches = trainer._batches
+        trainer._batches = lambda samples: ((b, t) for b, t in batches(samples) if not widths.append(t[0].shape[1]))
+        trainer.step(eleven)
+        assert widths == [width]

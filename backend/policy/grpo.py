@@ -40,6 +40,10 @@ from backend.policy import checkpoint as ckpt
 from backend.policy.lmhead import backbone_and_head, checkpointed_chunks, head_logprobs, pad_right
 from backend.policy.lmhead import to_device as _to_device
 
+COMPILED_LENGTH_MULTIPLE = 8
+"""Under `train.compile`, a training pass's length in tokens is a multiple of this
+(`GRPOTrainer._length_multiple`)."""
+
 
 @dataclass
 class Sample:
@@ -105,9 +109,10 @@ def token_logprobs(model, input_ids, attention_mask, chunk: int = 64, want_entro
     return head_logprobs(head, hidden, targets, chunk, want_entropy)
 
 
-def collate(samples: list[Sample], pad_id: int, device):
-    """Right-padded (B, T) ids, attention mask, loss mask aligned to targets, advantages."""
-    ids, att = pad_right([s.prompt_ids + s.completion_ids for s in samples], pad_id)
+def collate(samples: list[Sample], pad_id: int, device, multiple: int = 1):
+    """Right-padded (B, T) ids, attention mask, loss mask aligned to targets, advantages; T a
+    multiple of `multiple`."""
+    ids, att = pad_right([s.prompt_ids + s.completion_ids for s in samples], pad_id, multiple)
     loss_mask = torch.zeros((len(samples), ids.shape[1] - 1), dtype=torch.float32)
     for i, s in enumerate(samples):
         p = len(s.prompt_ids)
@@ -240,7 +245,7 @@ class GRPOTrainer:
         """Each pass's samples and their `collate`d tensors."""
         for rows in self.passes:
             batch = [samples[i] for i in rows]
-            yield batch, collate(batch, self.tok.pad_token_id, self.device)
+            yield batch, collate(batch, self.tok.pad_token_id, self.device, self._length_multiple())
 
     def _logprobs(self, batch: list[Sample], ids, att, want_entropy: bool = False):
         """`token_logprobs` of the trainer's passes (right-padded by `collate`), through the compiled
@@ -251,6 +256,14 @@ class GRPOTrainer:
             return prefix.token_logprobs(self.model, batch, ids.shape[1], self.cfg.logprob_chunk, want_entropy)
         return token_logprobs(self.model, ids, att, self.cfg.logprob_chunk, want_entropy, self._body(),
                               bool(getattr(self.cfg, "causal_only", False)))
+
+    def _length_multiple(self) -> int:
+        """A pass's length is rounded up to this many tokens. Under `train.compile` a layer compiled
+        for dynamic shapes guards on whether the length is a multiple of 8 (Inductor's alignment
+        check), so a step whose passes mix both kinds compiles every layer again (about 17 s on
+        an H100); right padding is masked from the loss and, being after every real token, changes
+        no real position's value."""
+        return COMPILED_LENGTH_MULTIPLE if getattr(self.cfg, "compile", False) else 1
 
     def _body(self):
         """The transformer body with its decoder layers compiled (`train.compile`), else None (the
@@ -432,7 +445,9 @@ class GRPOTrainer:
         ceiling = self.plan.cap if on_cuda else int(self.cfg.micro_batch)
         rows_at = memory.rows_at_length(self.model, self.device, ceiling, self.cfg.logprob_chunk,
                                         self.plan.budget, auto=self._auto(), max_tokens=self._pass_tokens())
-        self.passes = buckets.by_length([len(s.prompt_ids) + len(s.completion_ids) for s in samples], rows_at)
+        m = self._length_multiple()  # the memory plan sizes the passes as they will be padded
+        self.passes = buckets.by_length([-(-(len(s.prompt_ids) + len(s.completion_ids)) // m) * m for s in samples],
+                                        rows_at)
         self.rows = max(len(p) for p in self.passes)
         if on_cuda:
             self.cfg.micro_batch = self.rows
