@@ -208,3 +208,32 @@ def test_unsloth_when_installed_else_peft_with_the_reason():
 
     lm = load_fast_policy(ModelConfig())
     assert lm.trainer == "unsloth" and hasattr(lm.model, "get_base_model")
+
+
+def test_repeated_prompts_are_prefilled_once_and_decode_as_if_each_were():
+    """A GRPO group's rollouts share their prompt; the engine prefills each distinct prompt once
+    and copies its cache columns to the rows that repeat it. Greedy tokens still match HF
+    generate on the repeated batch, and sampled log-probs the trainer's, row by row."""
+    from backend.policy import fastgen
+    from backend.policy.grpo import Sample, collate, token_logprobs
+
+    assert fastgen.distinct_rows([[1, 2], [3], [1, 2]], 4) == ([0, 1, 3], [0, 1, 0, 2])
+    model = tiny()
+    groups = [p for p in PROMPTS[:3] for _ in range(3)]  # 9 rows in a batch of 16: 3 prompts + padding
+    eng = FastGenerator(model, Tok(), "cpu")
+    prefilled = []
+    prefill = eng._prefill
+    eng._prefill = lambda ws, ids, *a: prefilled.append(ids.shape[0]) or prefill(ws, ids, *a)
+    fast = eng.generate(groups, 12, 0.0)
+    assert sum(prefilled) == 4, "three prompts and one padding row, each prefilled once"
+    hf = HFGenerator(model, Tok(), "cpu").generate(groups, 12, 0.0)
+    assert [g.ids for g in fast] == [g.ids for g in hf]
+
+    sampled = eng.generate(groups, 10, temperature=1.0)
+    samples = [Sample(p, g.ids, [1] * len(g.ids), 0.0) for p, g in zip(groups, sampled)]
+    ids, att, _, _ = collate(samples, 0, "cpu")
+    with torch.no_grad():
+        lp, _ = token_logprobs(model, ids, att)
+    for k, g in enumerate(sampled):
+        p = len(groups[k])
+        assert torch.allclose(torch.tensor(g.logprobs), lp[k, p - 1:p - 1 + len(g.ids)], atol=1e-4)

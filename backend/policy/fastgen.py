@@ -533,15 +533,36 @@ class FastGenerator:
         ws.i.zero_()
         return ws, ids, pad
 
-    def _prefill_rows(self, ws: Workspace, ids, pad, start: int = 0):
-        """Prefill every row from column `start`, in row chunks (bounds the (b, 1, W, P) mask and
-        the (b, W, I) activations); yields (rows, last-position logits (b, V)) per chunk."""
+    def _prefill_rows(self, ws: Workspace, ids, pad, start: int = 0, at=None):
+        """Prefill every row of `ids` from column `start`, in row chunks (bounds the (b, 1, W, P)
+        mask and the (b, W, I) activations); yields (rows of `ids`, last-position logits (b, V)) per
+        chunk. `at`: the workspace row of each row of `ids` (default: the same row)."""
         B, P = ids.shape
         W = P - start
         chunk = max(1, min((1 << 15) // W, (1 << 26) // (W * P)))
         for r0 in range(0, B, chunk):
             rows = slice(r0, min(B, r0 + chunk))
-            yield rows, self._prefill(ws, ids[rows, start:], pad[rows], rows, start)
+            yield rows, self._prefill(ws, ids[rows, start:], pad[rows], rows if at is None else at[rows], start)
+
+    def _prefill_distinct(self, ws: Workspace, prompts, ids, pad, interrupt):
+        """Prefill each distinct prompt once and copy its cache columns to the rows that repeat it
+        (a GRPO group's rollouts share their prompt: at 8 a group, an eighth of the prefill);
+        returns every row's last-position logits (B, V)."""
+        first, index = distinct_rows(prompts, ws.B)
+        at = torch.tensor(first, device=self.device)
+        logits = []
+        for _rows, chunk_logits in self._prefill_rows(ws, ids[at], pad[at], 0, at):
+            _cut_if(interrupt)
+            logits.append(chunk_logits)
+        copies = [(r, first[k]) for r, k in enumerate(index) if first[k] != r]
+        if copies:
+            dst = torch.tensor([r for r, _ in copies], device=self.device)
+            src = torch.tensor([f for _, f in copies], device=self.device)
+            P = ids.shape[1]
+            for cache in (ws.k, ws.v):
+                for layer in cache:  # a layer at a time: the gather's copy stays one layer's size
+                    layer[dst, :, :P] = layer[src, :, :P]
+        return torch.cat(logits)[torch.tensor(index, device=self.device)]
 
     def _generate(self, prompts, max_new, temperature, top_p, stop_at_eos, interrupt) -> list[Generation]:
         n, P = len(prompts), max(len(p) for p in prompts)
@@ -558,11 +579,14 @@ class FastGenerator:
         ws.seed.fill_(int(torch.randint(0, 2**31 - 1, (1,))))
         ws.temp.fill_(max(temperature, 1e-6))
         ws.top_p.fill_(top_p)
-        tok0 = torch.empty(B, dtype=torch.long, device=self.device)
-        lp0 = torch.empty(B, dtype=torch.float32, device=self.device)
-        for rows, logits in self._prefill_rows(ws, ids, pad, start):
-            _cut_if(interrupt)
-            tok0[rows], lp0[rows] = sample(logits, ws.temp, ws.top_p, mode)
+        if start:  # a reused prefix: columns from `start` on, every row
+            tok0 = torch.empty(B, dtype=torch.long, device=self.device)
+            lp0 = torch.empty(B, dtype=torch.float32, device=self.device)
+            for rows, logits in self._prefill_rows(ws, ids, pad, start):
+                _cut_if(interrupt)
+                tok0[rows], lp0[rows] = sample(logits, ws.temp, ws.top_p, mode)
+        else:
+            tok0, lp0 = sample(self._prefill_distinct(ws, prompts, ids, pad, interrupt), ws.temp, ws.top_p, mode)
         ws.col.fill_(P - 1)  # _record advances it to P, the first decode column
         self._record(ws, tok0, lp0)
         steps = 1
@@ -646,6 +670,24 @@ def _cut_if(interrupt) -> None:
     """Drop the batch in flight when `interrupt()` says yes (a pause or a stop waits)."""
     if interrupt():
         raise GenerationInterrupted()
+
+
+def distinct_rows(prompts: list[list[int]], rows: int) -> tuple[list[int], list[int]]:
+    """(the first row of each distinct prompt, each row's index into those) for a batch of `rows`
+    rows whose first `len(prompts)` hold `prompts`; the padding rows after them share one.
+
+    >>> distinct_rows([[1, 2], [3], [1, 2]], 4)
+    ([0, 1, 3], [0, 1, 0, 2])
+    """
+    first: list[int] = []
+    index: list[int] = []
+    seen: dict = {}
+    for r in range(rows):
+        k = seen.setdefault(tuple(prompts[r]) if r < len(prompts) else None, len(first))
+        if k == len(first):
+            first.append(r)
+        index.append(k)
+    return first, index
 
 
 def _round_batch(n: int) -> int:
