@@ -5,11 +5,13 @@ and the SQLite commit of a step of --rollouts scored math rollouts, into a real 
 policy is the embedded model with its LoRA adapter (`model.*` defaults, or --device cuda), one
 AdamW step taken so the optimizer holds both moments.
 
-- one after the other (before): `checkpoint.save`, then `Store.commit_step`;
-- beside (today, the loop's): `checkpoint.begin_save`, the commit's inserts while its thread writes
-  the files, and the commit once they are in place (`commit_step(..., ready=...)`).
+- before: `checkpoint.save` with peft's and torch's writers, then `Store.commit_step`;
+- beside, peft: `checkpoint.begin_save` with those writers, the commit's inserts while its thread
+  writes the files, and the commit once they are in place (`commit_step(..., ready=...)`);
+- beside (today, the loop's): the same, with the tensors taken to the host first and written
+  by `checkpoint_tensors.py`.
 
-Each path runs --repeats + 1 times, alternating (the first apart); prints milliseconds (mean +-
+Each path runs --repeats + 1 times, in rotating order (the first apart); prints milliseconds (mean +-
 95% interval), and the steps, policy versions and checkpoint folders stored (both paths store
 every one).
 
@@ -20,6 +22,7 @@ every one).
 from __future__ import annotations
 
 import argparse
+from contextlib import contextmanager
 import shutil
 import sys
 import tempfile
@@ -60,6 +63,20 @@ def policy_and_optimizer(device: str):
     return cfg, lm, opt, params
 
 
+@contextmanager
+def peft_files():
+    """Checkpoints begun inside are written as before `checkpoint_tensors`: peft's `save_pretrained`
+    and the whole optimizer state through `torch.save`, on the writing thread."""
+    from backend.policy import checkpoint_tensors
+
+    take = checkpoint_tensors.take
+    checkpoint_tensors.take = lambda model, optimizer: None
+    try:
+        yield
+    finally:
+        checkpoint_tensors.take = take
+
+
 def main(argv=None) -> None:
     import torch
 
@@ -88,32 +105,40 @@ def main(argv=None) -> None:
                           [[dict(d, step=k) for d in ds] for ds in diags], None, pv, ready=ready)
 
     def before(k: int) -> None:
-        ckpt.save(run, k, lm.model, opt, state=state)
+        with peft_files():
+            ckpt.save(run, k, lm.model, opt, state=state)
         commit(k)
+
+    def beside_peft(k: int) -> None:
+        with peft_files():
+            writing = ckpt.begin_save(run, k, lm.model, opt, state=state)
+        commit(k, writing.result)
 
     def beside(k: int) -> None:
         commit(k, ckpt.begin_save(run, k, lm.model, opt, state=state).result)
 
-    ms: dict[str, list[float]] = {"before": [], "beside": []}
+    paths = {"before": before, "beside, peft": beside_peft, "beside": beside}
+    ms: dict[str, list[float]] = {name: [] for name in paths}
     k = 0
     for i in range(args.repeats + 1):
-        for name, fn in ((("before", before), ("beside", beside)) if i % 2 == 0 else
-                         (("beside", beside), ("before", before))):
+        for name in list(paths)[i % len(paths):] + list(paths)[:i % len(paths)]:  # rotate the order
             k += 1
             sync()
             t = time.perf_counter()
-            fn(k)
+            paths[name](k)
             ms[name].append((time.perf_counter() - t) * 1000)
     stored = store.count("steps"), store.count("policy_versions"), len(ckpt.saved_steps(run))
     device = torch.cuda.get_device_name() if lm.device.type == "cuda" else "cpu"
     print(f"device {lm.device} ({device}), {len(params)} LoRA tensors, {sum(p.numel() for p in params):,} "
           f"parameters; checkpoint + the commit of a step of {len(rows)} rollouts, {args.repeats} a path "
           f"after the first")
-    print(f"{'path':<8} {'ms (mean +- 95%)':>26} {'first':>8} {'best':>8}")
+    print(f"{'path':<13} {'ms (mean +- 95%)':>26} {'first':>8} {'best':>8}")
     for name, xs in ms.items():
-        print(f"{name:<8} {interval(xs[1:]):>26} {xs[0]:>8.1f} {min(xs[1:]):>8.1f}")
-    b, t = (sum(ms[name][1:]) / args.repeats for name in ("before", "beside"))
-    print(f"beside is {b / t:.2f}x the speed of before; steps, versions, checkpoint folders stored: {stored}")
+        print(f"{name:<13} {interval(xs[1:]):>26} {xs[0]:>8.1f} {min(xs[1:]):>8.1f}")
+    mean = {name: sum(xs[1:]) / args.repeats for name, xs in ms.items()}
+    print(f"beside is {mean['before'] / mean['beside']:.2f}x the speed of before and "
+          f"{mean['beside, peft'] / mean['beside']:.2f}x that of beside, peft; "
+          f"steps, versions, checkpoint folders stored: {stored}")
     store.close()
     shutil.rmtree(run.parent, ignore_errors=True)
 

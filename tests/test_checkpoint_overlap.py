@@ -70,7 +70,9 @@ def test_a_failing_overlapped_write_removes_its_step(tmp_path, tiny_model, sprea
     def full_disk(folder, *args, **kwargs):
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(engine.lm.model, "save_pretrained", full_disk)
+    from backend.policy import checkpoint_tensors
+
+    monkeypatch.setattr(checkpoint_tensors, "write_safetensors", full_disk)  # the adapter's files
     engine.train_step(2, StepProgress(3, quiet=True).start(2))
     assert engine.store.last_step() == 2  # committed, its version pending
     with pytest.raises(OSError, match="No space left"):

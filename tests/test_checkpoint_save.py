@@ -61,6 +61,34 @@ def test_checkpoint_loads_back_the_same_adapter_and_optimizer(tiny, tmp_path):
             assert torch.equal(v, b["state"][slot][key]), (slot, key)
 
 
+def test_the_files_are_those_peft_and_torch_write(tiny, tmp_path):
+    """The adapter's tensors and config as peft's `save_pretrained` writes them, byte for byte where
+    peft is deterministic; the optimizer's tensors beside `trainer_state.pt`. A checkpoint written
+    the older way (the whole optimizer pickled in `trainer_state.pt`) still loads."""
+    from safetensors.torch import load_file
+
+    from backend.policy import checkpoint as ckpt
+
+    _, lm, opt = _trained(tiny, 0)
+    path = ckpt.save(tmp_path / "new", 1, lm.model, opt)
+    lm.model.save_pretrained(str(tmp_path / "peft"))
+    ours, theirs = load_file(str(path / "adapter_model.safetensors")), load_file(str(tmp_path / "peft" /
+                                                                                   "adapter_model.safetensors"))
+    assert list(ours) == list(theirs) and all(torch.equal(ours[k], theirs[k]) for k in ours)
+    assert (path / "adapter_config.json").read_bytes() == (tmp_path / "peft" / "adapter_config.json").read_bytes()
+    moments = load_file(str(path / "optimizer_tensors.safetensors"))
+    assert len(moments) == 2 * len(opt.state_dict()["state"])  # AdamW: exp_avg and exp_avg_sq a parameter
+
+    old = tmp_path / "old"
+    old.mkdir()
+    torch.save({"optimizer": opt.state_dict(), "torch_rng": torch.get_rng_state(), "py_rng": __import__(
+        "random").getstate()}, old / "trainer_state.pt")
+    _, _, opt2 = _trained(tiny, 1)
+    ckpt.load_trainer_state(old, opt2)
+    assert all(torch.equal(v, opt2.state_dict()["state"][slot][key])
+               for slot, per in opt.state_dict()["state"].items() for key, v in per.items())
+
+
 def test_a_writing_thread_shortens_the_switch_interval_and_restores_it(tmp_path):
     """While `begin_save`'s thread writes, the interpreter hands its lock back within
     `WRITER_SWITCH_S` (the next step's decode loop waits on it); the interval is Python's again

@@ -145,7 +145,9 @@ def test_a_checkpoint_that_fails_to_write_stores_nothing_of_its_step(tmp_path, t
         seen.append(folder)
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(engine.lm.model, "save_pretrained", full_disk)  # the adapter's files
+    from backend.policy import checkpoint_tensors
+
+    monkeypatch.setattr(checkpoint_tensors, "write_safetensors", full_disk)  # the adapter's files
     with pytest.raises(OSError, match="No space left"):
         engine.train_step(step + 1, StepProgress(12, quiet=True).start(step + 1))
     assert seen, "the checkpoint was never written"

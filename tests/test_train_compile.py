@@ -91,6 +91,7 @@ def test_pass_lengths_are_multiples_of_eight():
         _, _, trainer = _train(compile_, layers=1)
         widths = []
         batches = trainer._batches
-        trainer._batches = lambda samples: ((b, t) for b, t in batches(samples) if not widths.append(t[0].shape[1]))
+        trainer._batches = lambda samples, batches=batches, widths=widths: (
+            (b, t) for b, t in batches(samples) if not widths.append(t[0].shape[1]))
         trainer.step(eleven)
         assert widths == [width]

@@ -1,7 +1,8 @@
 """LoRA checkpoints, one per policy version, written atomically.
 
 A checkpoint is a folder `checkpoints/step_000012/` holding the peft adapter,
-the optimizer state and the RNG states. It is written under a temporary name
+the optimizer state and the RNG states (its tensors taken off the device and written by
+`checkpoint_tensors.py`). It is written under a temporary name
 and renamed, so a kill never leaves a half-written checkpoint behind a valid
 name; leftovers named `.tmp-*` are removed on the next save. Removal is the
 same in reverse: renamed out of its valid name first, then deleted. Which
@@ -22,6 +23,7 @@ from pathlib import Path
 import torch
 
 from backend.disk import tree_bytes
+from backend.policy import checkpoint_tensors
 
 
 WRITER_SWITCH_S = 0.0002
@@ -106,24 +108,32 @@ def begin_save(run_dir: Path, step: int, model, optimizer, extra: dict | None = 
     inserts the step's rows, and commits the step only once the future is done
     (`Store.commit_step`'s `ready`): a kill never leaves a stored version without its files."""
     rng = {"torch_rng": torch.get_rng_state(), "py_rng": random.getstate()}
+    taken = checkpoint_tensors.take(model, optimizer)  # on this thread: the writer never touches the device
     pool = ThreadPoolExecutor(1, thread_name_prefix="checkpoint")
     try:
-        return pool.submit(_writing(write), run_dir, step, model, optimizer, {**rng, **(state or {})}, extra)
+        return pool.submit(_writing(write), run_dir, step, model, optimizer, {**rng, **(state or {})}, extra, taken)
     finally:
         pool.shutdown(wait=False)  # the thread ends with its one job
 
 
-def write(run_dir: Path, step: int, model, optimizer, trainer_state: dict, extra: dict | None) -> Path:
-    """The files of `save`, into a temporary folder renamed to `checkpoint_dir(run_dir, step)`."""
+def write(run_dir: Path, step: int, model, optimizer, trainer_state: dict, extra: dict | None,
+          taken: checkpoint_tensors.Taken | None = None) -> Path:
+    """The files of `save`, into a temporary folder renamed to `checkpoint_dir(run_dir, step)`.
+    `taken`: the tensors already on the host (`checkpoint_tensors.take`), else peft and
+    `torch.save` write them from the model and the optimizer."""
     final = checkpoint_dir(run_dir, step)
     root = final.parent
     root.mkdir(parents=True, exist_ok=True)
     for stale in root.glob(".tmp-*"):
         shutil.rmtree(stale, ignore_errors=True)
     tmp = root / f".tmp-{final.name}-{os.getpid()}"
-    model.save_pretrained(str(tmp))
-    torch.save({"optimizer": optimizer.state_dict() if optimizer is not None else None, **trainer_state},
-               tmp / "trainer_state.pt")
+    if taken is not None:
+        tmp.mkdir()
+        checkpoint_tensors.write(tmp, taken, trainer_state)
+    else:
+        model.save_pretrained(str(tmp))
+        torch.save({"optimizer": optimizer.state_dict() if optimizer is not None else None, **trainer_state},
+                   tmp / "trainer_state.pt")
     (tmp / "meta.json").write_text(json.dumps({"step": step, **(extra or {})}))
     _fsync_dir(tmp)
     if final.exists():  # a re-run of a step that never got committed
@@ -139,8 +149,9 @@ def load_trainer_state(path: Path, optimizer) -> dict:
     if not f.exists():
         return {}
     state = torch.load(f, weights_only=False)
-    if optimizer is not None and state.get("optimizer"):
-        optimizer.load_state_dict(state["optimizer"])
+    saved = checkpoint_tensors.load_optimizer(Path(path), state)
+    if optimizer is not None and saved:
+        optimizer.load_state_dict(saved)
     torch.set_rng_state(state["torch_rng"])
     random.setstate(state["py_rng"])
     return state
