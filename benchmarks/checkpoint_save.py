@@ -77,6 +77,23 @@ def peft_files():
         checkpoint_tensors.take = take
 
 
+def loads_back(folder: Path, model, optimizer) -> bool:
+    """Whether the checkpoint in `folder` holds `model`'s adapter and `optimizer`'s state exactly."""
+    import torch
+    from peft import get_peft_model_state_dict
+    from safetensors.torch import load_file
+
+    from backend.policy import checkpoint_tensors
+
+    adapter = load_file(str(folder / checkpoint_tensors.ADAPTER_FILE))
+    live = get_peft_model_state_dict(model)
+    saved = checkpoint_tensors.load_optimizer(folder, torch.load(folder / "trainer_state.pt", weights_only=False))
+    state = optimizer.state_dict()["state"]
+    return (adapter.keys() == live.keys() and all(torch.equal(adapter[k], live[k].cpu()) for k in live)
+            and all(torch.equal(torch.as_tensor(v).cpu(), torch.as_tensor(saved["state"][i][key]).cpu())
+                    for i, per in state.items() for key, v in per.items()))
+
+
 def main(argv=None) -> None:
     import torch
 
@@ -116,6 +133,9 @@ def main(argv=None) -> None:
 
     def beside(k: int) -> None:
         commit(k, ckpt.begin_save(run, k, lm.model, opt, state=state).result)
+        last_beside[0] = k
+
+    last_beside = [0]
 
     paths = {"before": before, "beside, peft": beside_peft, "beside": beside}
     ms: dict[str, list[float]] = {name: [] for name in paths}
@@ -128,6 +148,7 @@ def main(argv=None) -> None:
             paths[name](k)
             ms[name].append((time.perf_counter() - t) * 1000)
     stored = store.count("steps"), store.count("policy_versions"), len(ckpt.saved_steps(run))
+    same = loads_back(ckpt.checkpoint_dir(run, last_beside[0]), lm.model, opt)
     device = torch.cuda.get_device_name() if lm.device.type == "cuda" else "cpu"
     print(f"device {lm.device} ({device}), {len(params)} LoRA tensors, {sum(p.numel() for p in params):,} "
           f"parameters; checkpoint + the commit of a step of {len(rows)} rollouts, {args.repeats} a path "
@@ -139,6 +160,7 @@ def main(argv=None) -> None:
     print(f"beside is {mean['before'] / mean['beside']:.2f}x the speed of before and "
           f"{mean['beside, peft'] / mean['beside']:.2f}x that of beside, peft; "
           f"steps, versions, checkpoint folders stored: {stored}")
+    print(f"today's last checkpoint holds the live adapter and optimizer state, bit for bit: {same}")
     store.close()
     shutil.rmtree(run.parent, ignore_errors=True)
 

@@ -6,10 +6,11 @@ tensor also comes back to the host on its own. The checkpoint thread runs beside
 thread (the step's inserts, or the next step's decode), and that Python work holds the
 interpreter's lock the loop needs for each launch. Here:
 
-- `take`: the adapter's tensors (under peft's names) and the optimizer state's tensors are
-  copied to the host in one transfer per dtype, on the caller's thread, before the writer starts;
-  the writer then never touches the device;
-- `write_safetensors`: a safetensors file written as its header and the tensors' bytes in order;
+- `take`: on the caller's thread, before the writer starts, the adapter's tensors (under
+  peft's names) and the optimizer state's tensors are joined into one buffer of bytes a file
+  and copied to pinned host memory on a side stream; the writer waits for the copy and never
+  launches work on the device;
+- `write_safetensors`: a safetensors file written as its header and that buffer, in one write;
   `safetensors.torch.load_file` and peft read it as they read their own;
 - the adapter's names and `adapter_config.json` come from one `save_pretrained` per model and
   process (`AdapterLayout`), so later checkpoints write the same files without it.
@@ -23,6 +24,7 @@ hold the whole optimizer state in `trainer_state.pt` and load as they did.
 from __future__ import annotations
 
 import json
+import math
 import struct
 import tempfile
 import weakref
@@ -80,29 +82,74 @@ def adapter_layout(model) -> AdapterLayout | None:
 
 
 @dataclass
-class Taken:
-    """A checkpoint's tensors on the host, ready for a thread to write."""
+class Packed:
+    """Tensors of one file as bytes on the host, in order, and what its header says of each. From
+    CUDA, one pinned buffer filled by a copy on a side stream (`ready()` waits for it); host
+    tensors are not copied: their bytes are written where they are."""
 
-    adapter: list[tuple[str, torch.Tensor]]
+    names: list[str]
+    dtypes: list[torch.dtype]
+    shapes: list[tuple[int, ...]]
+    data: list[torch.Tensor]
+    """uint8 host tensors, the tensors' bytes back to back."""
+    copied: torch.cuda.Event | None = None
+
+    def ready(self) -> list[torch.Tensor]:
+        if self.copied is not None:
+            self.copied.synchronize()  # releases the interpreter's lock while it waits
+        return self.data
+
+
+@dataclass
+class Taken:
+    """A checkpoint's tensors on their way to the host, for a thread to write."""
+
+    adapter: Packed
     config: bytes
     optimizer: dict | None
     """The optimizer's state dict with each tensor of its per-parameter state replaced by its name
     in `optimizer_tensors` (see `restore_optimizer`)."""
-    optimizer_tensors: list[tuple[str, torch.Tensor]]
+    optimizer_tensors: Packed
 
 
 def take(model, optimizer) -> Taken | None:
-    """The adapter's and the optimizer's tensors, copied to the host (one copy per dtype), or None
-    where the adapter's layout is not known (`adapter_layout`)."""
+    """The adapter's and the optimizer's tensors, packed for the host (`pack`), or None where the
+    adapter's layout is not known (`adapter_layout`)."""
     layout = adapter_layout(model)
     if layout is None:
         return None
-    adapter = [(n, p.detach()) for n, p in zip(layout.names, layout.params)]
     small, opt_tensors = split_optimizer(optimizer.state_dict()) if optimizer is not None else (None, [])
-    host = to_host([t for _, t in adapter] + [t for _, t in opt_tensors])
-    k = len(adapter)
-    return Taken([(n, t) for (n, _), t in zip(adapter, host[:k])], layout.config, small,
-                 [(n, t) for (n, _), t in zip(opt_tensors, host[k:])])
+    return Taken(pack(list(zip(layout.names, (p.detach() for p in layout.params)))), layout.config, small,
+                 pack(opt_tensors))
+
+
+_side_streams: dict = {}
+
+
+def pack(named: list[tuple[str, torch.Tensor]]) -> Packed:
+    """`named`'s bytes for the host. Tensors on one CUDA device are joined there and come back in one
+    copy, started on a side stream: the caller goes on while it runs, and must change none of them
+    before `ready()` (the loop changes the model and the optimizer only after the checkpoint's files
+    are written). Host tensors are written as they are, for the same reason."""
+    names = [n for n, _ in named]
+    tensors = [t.contiguous() for _, t in named]
+    meta = ([t.dtype for t in tensors], [tuple(t.shape) for t in tensors])
+    flats = [t.reshape(-1).view(torch.uint8) for t in tensors if t.numel()]
+    devices = {t.device for t in tensors}
+    device = devices.pop() if len(devices) == 1 else None
+    if device is None or device.type != "cuda" or not flats:
+        return Packed(names, *meta, [f.cpu() for f in flats])  # host tensors: no copy
+    side = _side_streams.setdefault(device, torch.cuda.Stream(device))
+    side.wait_stream(torch.cuda.current_stream(device))
+    for f in flats:  # a temporary made by `contiguous()` is not handed out again before the side stream read it
+        f.record_stream(side)
+    with torch.cuda.stream(side):
+        joined = torch.cat(flats)
+        host = torch.empty(joined.numel(), dtype=torch.uint8, pin_memory=True)
+        host.copy_(joined, non_blocking=True)
+        copied = torch.cuda.Event()
+        copied.record(side)
+    return Packed(names, *meta, [host], copied)
 
 
 def split_optimizer(state: dict) -> tuple[dict, list[tuple[str, torch.Tensor]]]:
@@ -130,38 +177,23 @@ def restore_optimizer(small: dict, tensors: dict[str, torch.Tensor]) -> dict:
     return {**small, "state": {pid: {k: back(v) for k, v in entry.items()} for pid, entry in small["state"].items()}}
 
 
-def to_host(tensors: list[torch.Tensor]) -> list[torch.Tensor]:
-    """Host copies of `tensors` (host tensors are returned as they are: nothing changes them before
-    the checkpoint is written). Device tensors travel flattened, one transfer per dtype."""
-    out: list[torch.Tensor | None] = [t if t.device.type == "cpu" else None for t in tensors]
-    groups: dict[tuple, list[int]] = {}
-    for i, t in enumerate(tensors):
-        if out[i] is None:
-            groups.setdefault((t.device, t.dtype), []).append(i)
-    for idx in groups.values():
-        flat = torch.cat([tensors[i].reshape(-1) for i in idx]).cpu()
-        for i, part in zip(idx, flat.split([tensors[i].numel() for i in idx])):
-            out[i] = part.view(tensors[i].shape)
-    return out  # type: ignore[return-value]
-
-
-def write_safetensors(path: Path, named: list[tuple[str, torch.Tensor]], metadata: dict | None = None) -> None:
-    """A safetensors file of `named` (host tensors), in their order: an 8-byte header length, the
-    JSON header padded to 8 bytes, then each tensor's bytes."""
+def write_safetensors(path: Path, packed: Packed, metadata: dict | None = None) -> None:
+    """A safetensors file of `packed`: an 8-byte header length, the JSON header padded to 8 bytes,
+    then the tensors' bytes as packed (one write from a device's tensors)."""
     header: dict = {"__metadata__": metadata} if metadata else {}
     offset = 0
-    for name, t in named:
-        size = t.numel() * t.element_size()
-        header[name] = {"dtype": _DTYPES[t.dtype], "shape": list(t.shape), "data_offsets": [offset, offset + size]}
+    for name, dtype, shape in zip(packed.names, packed.dtypes, packed.shapes):
+        size = math.prod(shape) * dtype.itemsize
+        header[name] = {"dtype": _DTYPES[dtype], "shape": list(shape), "data_offsets": [offset, offset + size]}
         offset += size
     text = json.dumps(header, separators=(",", ":")).encode()
     text += b" " * (-len(text) % 8)
+    data = packed.ready()
     with open(path, "wb") as f:
         f.write(struct.pack("<Q", len(text)))
         f.write(text)
-        for _, t in named:
-            if t.numel():
-                f.write(t.contiguous().reshape(-1).view(torch.uint8).numpy().data)
+        for part in data:
+            f.write(part.numpy().data)
 
 
 def write(folder: Path, taken: Taken, trainer_state: dict) -> None:
