@@ -78,20 +78,23 @@ def test_other_pass_lengths_do_not_recompile_each_layer():
 
 
 
+
 def test_pass_lengths_are_multiples_of_eight():
     """On CUDA a compiled layer guards on whether a pass's length is a multiple of 8 (Inductor's
     alignment check), so steps mixing both kinds compiled every layer again (17 s on an H100).
-    Under `train.compile` every pass is right-padded to a multiple of 8; eager passes are not."""
-    from backend.policy.grpo import Sample
+    Under `train.compile` every pass is right-padded to a multiple of 8, and the memory plan sizes
+    the passes as padded; eager passes are not padded."""
+    from test_determinism import _cfg
+    from test_fastgen import Tok, tiny
+
+    from backend.policy.grpo import GRPOTrainer, Sample
 
     gen = torch.Generator().manual_seed(7)
     eleven = [Sample(torch.randint(3, 90, (5,), generator=gen).tolist(),
                      torch.randint(3, 90, (6,), generator=gen).tolist(), [1] * 6, (-1.0) ** i) for i in range(4)]
     for compile_, width in ((True, 16), (False, 11)):
-        _, _, trainer = _train(compile_, layers=1)
-        widths = []
-        batches = trainer._batches
-        trainer._batches = lambda samples, batches=batches, widths=widths: (
-            (b, t) for b, t in batches(samples) if not widths.append(t[0].shape[1]))
-        trainer.step(eleven)
-        assert widths == [width]
+        trainer = GRPOTrainer(tiny(layers=1), Tok(), _cfg(auto_micro_batch=False, deterministic=False,
+                                                          compile=compile_, causal_only=True,
+                                                          length_buckets=True), "cpu")
+        trainer._pick_micro_batch(eleven)  # the step's passes, as `step` plans them
+        assert [t[0].shape[1] for _, t in trainer._batches(eleven)] == [width]

@@ -10,7 +10,8 @@ device:
    q and k rows are permuted per head so RoPE becomes one complex multiply
    (the same permutation on both leaves every q.k unchanged).
 2. Prefill: the left-padded prompts go through the model once and fill a
-   preallocated KV cache (L, B, Hkv, T, D) for K and for V.
+   preallocated KV cache (L, B, Hkv, T, D) for K and for V; a prompt that several
+   rows share (a GRPO group's) is computed once and its columns copied to the others.
 3. Decode: one step for all sequences: RMSNorm, fused QKV, RoPE, cache write
    at column `col`, GQA attention, residual adds fused into the output
    matmuls (`addmm_`), SwiGLU, LM head, and sampling in-graph: Gumbel-max
