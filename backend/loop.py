@@ -47,7 +47,7 @@ from backend.policy.grpo import GRPOTrainer, Sample
 from backend.policy.interrupt import watch as watch_layers
 from backend.policy.load import load_fast_policy
 from backend.policy.model import chat_ids, task_prompts
-from backend.rollout import (TRUNCATED, Scored, agreement, diagnosis_rows, from_episode, from_generation,
+from backend.rollout import (TRUNCATED, JudgedEarly, Scored, agreement, diagnosis_rows, from_episode, from_generation,
                              group_stats, rollout_row, score_all, turn_rows)
 from backend.store import Store, dumps, now
 from backend.store.reader import harness_code_known
@@ -183,7 +183,7 @@ class Engine:
     def max_new_tokens(self) -> int:
         return min(int(self.harness.sampling.get("max_new_tokens", 128)), self.cfg.train.max_new_tokens_cap)
 
-    def generate_fn(self, prompts, max_new_tokens, temperature, top_p):
+    def generate_fn(self, prompts, max_new_tokens, temperature, top_p, on_finished=None):
         """Generate one batch, honouring a pause or a stop before it and during it: inside the
         model's layers (transformers generate; the engine's layer watch), or, where an engine with
         its own kernels can be interrupted (the fast engine), by cutting the batch short; such a
@@ -193,16 +193,17 @@ class Engine:
             self.control.checkpoint()
             state = _rng_state()
             try:
-                return self.with_oom_retry(lambda: self._generate(prompts, max_new_tokens, temperature, top_p),
-                                           self.generator, "batch_size")
+                return self.with_oom_retry(lambda: self._generate(prompts, max_new_tokens, temperature, top_p,
+                                                                  on_finished), self.generator, "batch_size")
             except GenerationInterrupted:
                 _set_rng_state(state)
 
-    def _generate(self, prompts, max_new_tokens, temperature, top_p):
+    def _generate(self, prompts, max_new_tokens, temperature, top_p, on_finished=None):
+        kw = {"on_finished": on_finished} if on_finished is not None else {}
         if getattr(self.generator, "interruptible", False):
             return self.generator.generate(prompts, max_new_tokens, temperature, top_p,
-                                        interrupt=self.control.interrupting)
-        return self.generator.generate(prompts, max_new_tokens, temperature, top_p)
+                                           interrupt=self.control.interrupting, **kw)
+        return self.generator.generate(prompts, max_new_tokens, temperature, top_p, **kw)
 
     def with_oom_retry(self, fn, holder, attr: str):
         """Run `fn`; on GPU out-of-memory halve `holder.attr` (a batch size) and retry.
@@ -277,8 +278,12 @@ class Engine:
                 times = dist.times
             else:
                 prompts = task_prompts(self.lm.tokenizer, slots)
-                gens = generate([p[4] for p in prompts], mnt, temp, top_p)
-                items = [from_generation(p, gen) for p, gen in zip(prompts, gens)]
+                if self.judges_early(prefixes):  # rows that stop early are judged while the rest decode
+                    early = JudgedEarly(prompts, self.env)
+                    items = early.items(generate([p[4] for p in prompts], mnt, temp, top_p, on_finished=early))
+                else:
+                    gens = generate([p[4] for p in prompts], mnt, temp, top_p)
+                    items = [from_generation(p, gen) for p, gen in zip(prompts, gens)]
         if prefixes:
             dead_groups.mask_prefixes(items, {t: len(p) for t, p in prefixes.items()})
         gen_ms = (time.perf_counter() - t0) * 1000 - env_ms
@@ -291,6 +296,14 @@ class Engine:
             return items, {"gen_ms": times["gen_ms"], "score_ms": times["judge_ms"] + eval_ms + score_ms,
                            "diagnose_ms": diag_ms, "wait_ms": times["wait_ms"]}
         return items, {"gen_ms": gen_ms, "score_ms": env_ms + score_ms + eval_ms, "diagnose_ms": diag_ms}
+
+    def judges_early(self, prefixes) -> bool:
+        """Whether a single-turn batch's rows are judged as they stop (`rollout.JudgedEarly`): where
+        the engine reports them and the env judges one rollout at a time on this thread (an env
+        that judges a batch at once, code's tests in sandboxes, keeps its one batch), and no hint
+        prefixes wrap the engine."""
+        return (not prefixes and getattr(self.generator, "reports_finished", False)
+                and not hasattr(self.env, "evaluate_many"))
 
     @staticmethod
     def _counted(generate, progress):

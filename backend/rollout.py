@@ -194,6 +194,31 @@ def from_generation(prompt: tuple, gen: Generation) -> Scored:
                   completion_ids=gen.ids, loss_mask=[1] * len(gen.ids), finish=gen.finish, verdict=None, obs={})
 
 
+class JudgedEarly:
+    """A single-turn batch's rollouts judged while the rest of the batch decodes: the fast engine
+    hands over the rows that stopped (`FastGenerator.generate`'s `on_finished`), and the
+    evaluator judges them on the loop's thread between decode launches, so `score_all` has only
+    the rows that ran longest left to judge. `prompts` as `from_generation` takes them, one a row."""
+
+    def __init__(self, prompts: list[tuple], env):
+        self.prompts, self.env = prompts, env
+        self.judged: dict[int, tuple[Generation, Scored]] = {}
+
+    def __call__(self, rows: list[int], gens: list[Generation]) -> None:
+        batch = [from_generation(self.prompts[r], g) for r, g in zip(rows, gens)]
+        evaluate_all(batch, self.env)
+        self.judged.update(zip(rows, zip(gens, batch)))
+
+    def items(self, gens: list[Generation]) -> list[Scored]:
+        """The batch's rollouts: judged ones where the generation returned is the one judged (a
+        batch drawn again after a pause judges its rows again), the rest not judged yet."""
+        out = []
+        for r, (p, g) in enumerate(zip(self.prompts, gens)):
+            early = self.judged.get(r)
+            out.append(early[1] if early is not None and early[0] is g else from_generation(p, g))
+        return out
+
+
 def from_episode(ep: Episode, task: Task, group: int, idx: int, prompt_text: str, prompt_ids: list[int]) -> Scored:
     return Scored(task=task, group=group, idx=idx, prompt_text=prompt_text, prompt_ids=prompt_ids,
                   completion=ep.completion, completion_ids=ep.completion_ids, loss_mask=ep.loss_mask,

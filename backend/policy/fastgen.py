@@ -53,6 +53,11 @@ from backend.types import Generation
 
 SUPPORTED = ("llama", "mistral", "qwen2")
 BUCKET = 64  # attention spans the cache up to a multiple of this many columns
+CHECK_EVERY = 16
+"""Decode steps between two reads of which rows are done (each read waits for the card)."""
+FINISHED_LAG = CHECK_EVERY - 1
+"""Rows found done at a read are handed to `on_finished` this many steps later, once those steps
+are launched: the host's work on them (the loop judges them) runs while the card decodes."""
 
 
 def why_unsupported(model_or_config) -> str | None:
@@ -185,6 +190,8 @@ class FastGenerator:
     name = "fast"
     interruptible = True
     """`generate(..., interrupt=)` is asked between prefill chunks and between decode steps."""
+    reports_finished = True
+    """`generate(..., on_finished=)` hands over rows that stopped while the rest decode."""
 
     def __init__(self, model, tokenizer, device, max_batch: int = 0, use_graphs: bool | None = None,
                  compile: bool = False, kernels: str = "auto", sampler: str = "auto",
@@ -498,10 +505,13 @@ class FastGenerator:
 
     @torch.no_grad()
     def generate(self, prompts: list[list[int]], max_new_tokens: int, temperature: float = 1.0,
-                 top_p: float = 1.0, stop_at_eos: bool = True, interrupt=None) -> list[Generation]:
+                 top_p: float = 1.0, stop_at_eos: bool = True, interrupt=None, on_finished=None) -> list[Generation]:
         """Sample continuations; `stop_at_eos=False` decodes every row to the end (benchmarks).
         `interrupt`: a cheap callable; once it says yes the batch is dropped and
-        `GenerationInterrupted` raised (the loop honours a pause or a stop, then draws it again)."""
+        `GenerationInterrupted` raised (the loop honours a pause or a stop, then draws it again).
+        `on_finished(rows, generations)`: called during decoding with rows (indices into `prompts`)
+        that stopped at EOS and their generations, the ones this call returns for them, while the
+        card decodes the rest (`FINISHED_LAG`); rows finished in the last steps are only returned."""
         if not prompts:
             return []
         if self._fingerprint() != self._fp:  # an optimizer step or adapter load since the last merge
@@ -510,8 +520,10 @@ class FastGenerator:
         cap = self._batch_cap(width, max_new_tokens)
         out: list[Generation] = []
         for i in range(0, len(prompts), cap):
+            report = None if on_finished is None else (
+                lambda rows, gens, i=i: on_finished([i + r for r in rows], gens))
             out.extend(self._generate(prompts[i:i + cap], max_new_tokens, temperature, top_p, stop_at_eos,
-                                      interrupt or _never))
+                                      interrupt or _never, report))
         return out
 
     def _load_prompts(self, prompts, max_new: int) -> tuple[Workspace, torch.Tensor, torch.Tensor]:
@@ -565,7 +577,8 @@ class FastGenerator:
                     layer[dst, :, :P] = layer[src, :, :P]
         return torch.cat(logits)[torch.tensor(index, device=self.device)]
 
-    def _generate(self, prompts, max_new, temperature, top_p, stop_at_eos, interrupt) -> list[Generation]:
+    def _generate(self, prompts, max_new, temperature, top_p, stop_at_eos, interrupt,
+                  on_finished=None) -> list[Generation]:
         n, P = len(prompts), max(len(p) for p in prompts)
         carry, self._carry = self._carry, None
         ws, ids, pad = self._load_prompts(prompts, max_new)
@@ -591,14 +604,32 @@ class FastGenerator:
         ws.col.fill_(P - 1)  # _record advances it to P, the first decode column
         self._record(ws, tok0, lp0)
         steps = 1
+        early: dict[int, Generation] = {}  # rows handed to `on_finished`, by row
+        pending = None
         for k in range(max_new - 1):
             _cut_if(interrupt)
             bucket = self._bucket(ws, P + k)
             self._run_step(ws, bucket, mode)
             steps += 1
-            if stop_at_eos and steps % 16 == 0 and bool(ws.done[:n].all()):
-                break
-        gens = self._collect(ws, n, steps, stop_at_eos)
+            if pending is not None and steps % CHECK_EVERY == FINISHED_LAG:
+                on_finished(*pending)  # host work while the steps launched since the check decode
+                pending = None
+            if stop_at_eos and steps % CHECK_EVERY == 0:
+                if on_finished is None:
+                    if bool(ws.done[:n].all()):
+                        break
+                    continue
+                done = ws.done[:n].tolist()
+                rows = [r for r, d in enumerate(done) if d and r not in early]
+                if rows:
+                    gens = self._generations(ws, rows, steps, stop_at_eos)
+                    early.update(zip(rows, gens))
+                    pending = (rows, gens)
+                if all(done):
+                    break
+        if pending is not None:
+            on_finished(*pending)
+        gens = self._collect(ws, n, steps, stop_at_eos, early)
         if self.kv_reuse:
             self._carry = kvreuse.Carry(ws, [kvreuse.cached_tokens(p, g.ids) for p, g in zip(prompts, gens)], pads)
         return gens
@@ -646,9 +677,22 @@ class FastGenerator:
             ws.col += 1
         return out
 
-    def _collect(self, ws: Workspace, n: int, steps: int, stop_at_eos: bool) -> list[Generation]:
-        toks = ws.out_tok[:n, :steps].tolist()
-        lps = ws.out_lp[:n, :steps].tolist()
+    def _collect(self, ws: Workspace, n: int, steps: int, stop_at_eos: bool,
+                 early: dict[int, Generation] | None = None) -> list[Generation]:
+        """Every row's generation; `early` holds rows' generations made before (`_generations`)."""
+        early = early or {}
+        rest = [r for r in range(n) if r not in early]
+        made = dict(zip(rest, self._generations(ws, rest, steps, stop_at_eos))) if rest else {}
+        return [early[r] if r in early else made[r] for r in range(n)]
+
+    def _generations(self, ws: Workspace, rows: list[int], steps: int, stop_at_eos: bool) -> list[Generation]:
+        """`rows`' generations from their first `steps` columns, cut after EOS. A row's columns do not
+        change once it is done, so a done row's generation is the same whenever it is made."""
+        if rows == list(range(rows[-1] + 1)):
+            toks, lps = ws.out_tok[:len(rows), :steps].tolist(), ws.out_lp[:len(rows), :steps].tolist()
+        else:
+            at = torch.tensor(rows, device=self.device)
+            toks, lps = ws.out_tok[at, :steps].tolist(), ws.out_lp[at, :steps].tolist()
         eos = set(self.eos_ids) if stop_at_eos else set()
         gens = []
         for row, lrow in zip(toks, lps):

@@ -1,0 +1,86 @@
+"""Rollouts judged while the rest of their batch decodes (`FastGenerator.generate`'s `on_finished`,
+`rollout.JudgedEarly`).
+
+The engine hands over rows that stopped, with the generations it then returns for them, and
+samples exactly what it samples without the callback; the loop stores the same rollouts,
+verdicts included, whether its rows were judged early or after the batch.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from test_fastgen import Tok, tiny
+from test_policy_versions import _cfg, _engine
+
+from backend.policy.fastgen import CHECK_EVERY, FastGenerator
+from backend.progress import StepProgress
+
+
+def test_the_engine_hands_over_stopped_rows_and_samples_the_same():
+    model = tiny()
+    prompts = [[5 + i % 7, 6, 7 + i % 3] for i in range(48)]
+    eng = FastGenerator(model, Tok(), "cpu")
+    torch.manual_seed(0)
+    plain = eng.generate(prompts, 3 * CHECK_EVERY, temperature=1.0)
+    handed: list[tuple[int, object]] = []
+    torch.manual_seed(0)
+    streamed = eng.generate(prompts, 3 * CHECK_EVERY, temperature=1.0,
+                            on_finished=lambda rows, gens: handed.extend(zip(rows, gens)))
+    assert [(g.ids, g.logprobs, g.finish) for g in streamed] == [(g.ids, g.logprobs, g.finish) for g in plain]
+    stopped_in_time = [r for r, g in enumerate(plain) if g.finish == "stop" and len(g.ids) <= 2 * CHECK_EVERY]
+    assert stopped_in_time, "no row stopped early enough to be handed over: the test needs some"
+    rows = [r for r, _ in handed]
+    assert len(rows) == len(set(rows)) and set(stopped_in_time) <= set(rows)
+    assert all(streamed[r] is g and g.finish == "stop" for r, g in handed)  # the very generations returned
+
+
+class Reporting:
+    """A generator that reports its rows as the fast engine does: after the batch, the first half."""
+
+    interruptible = False
+    reports_finished = True
+
+    def __init__(self, inner):
+        self.inner = inner
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+    def generate(self, prompts, max_new_tokens, temperature=1.0, top_p=1.0, on_finished=None):
+        gens = self.inner.generate(prompts, max_new_tokens, temperature, top_p)
+        half = list(range(len(gens) // 2))
+        if on_finished is not None:
+            on_finished(half, [gens[r] for r in half])
+        return gens
+
+
+@pytest.mark.slow
+def test_a_run_stores_the_same_rollouts_judged_early_or_late(tmp_path, tiny_model, spread_harness, monkeypatch):
+    from backend import rollout
+
+    judged = []
+
+    class Counting(rollout.JudgedEarly):
+        def __call__(self, rows, gens):
+            judged.extend(rows)
+            super().__call__(rows, gens)
+
+    monkeypatch.setattr("backend.loop.JudgedEarly", Counting)
+    stored = {}
+    for way in ("late", "early"):
+        engine = _engine(tmp_path / way, _cfg(tiny_model, spread_harness))
+        if way == "early":
+            engine.generator = Reporting(engine.generator)
+        calls = []
+        evaluate = engine.env.evaluate
+        engine.env.evaluate = lambda task, completion, calls=calls, evaluate=evaluate: (
+            calls.append(1) or evaluate(task, completion))
+        for step in (1, 2):
+            engine.train_step(step, StepProgress(2, quiet=True).start(step))
+        assert len(calls) == 8, "each rollout is judged once, early or late"
+        stored[way] = [{k: v for k, v in r.items() if k not in ("gen_ms", "eval_ms", "created_at")}
+                       for r in engine.store.rows("SELECT * FROM rollouts ORDER BY id")]
+    assert judged, "no row was judged early"
+    assert stored["early"] == stored["late"] and len(stored["late"]) == 8
