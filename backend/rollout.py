@@ -197,8 +197,9 @@ def from_generation(prompt: tuple, gen: Generation) -> Scored:
 class JudgedEarly:
     """A single-turn batch's rollouts judged while the rest of the batch decodes: the fast engine
     hands over the rows that stopped (`FastGenerator.generate`'s `on_finished`), and the
-    evaluator judges them on the loop's thread between decode launches, so `score_all` has only
-    the rows that ran longest left to judge. `prompts` as `from_generation` takes them, one a row."""
+    evaluator judges them (and `judged_json` encodes their stored row's judged part) on the loop's
+    thread between decode launches, so `score_all` and the step's rows have only the rows that
+    ran longest left to do. `prompts` as `from_generation` takes them, one a row."""
 
     def __init__(self, prompts: list[tuple], env):
         self.prompts, self.env = prompts, env
@@ -207,6 +208,8 @@ class JudgedEarly:
     def __call__(self, rows: list[int], gens: list[Generation]) -> None:
         batch = [from_generation(self.prompts[r], g) for r, g in zip(rows, gens)]
         evaluate_all(batch, self.env)
+        for s in batch:  # their stored row's judged part too, while the card decodes
+            s.encoded = judged_json(s)
         self.judged.update(zip(rows, zip(gens, batch)))
 
     def items(self, gens: list[Generation]) -> list[Scored]:
