@@ -59,19 +59,22 @@ def test_greedy_matches_hf_generate_with_lora(kind):
     assert [g.finish for g in fast] == [g.finish for g in hf]
 
 
-def test_logprobs_match_the_trainer():
+def _assert_trainer_logprobs(model, prompts, gens):
+    """Each generation's log-probs are the trainer's for its tokens (to 1e-4)."""
     from backend.policy.grpo import Sample, collate, token_logprobs
 
-    model = tiny()
-    gens = FastGenerator(model, Tok(), "cpu").generate(PROMPTS, 10, temperature=1.0)
-    samples = [Sample(p, g.ids, [1] * len(g.ids), 0.0) for p, g in zip(PROMPTS, gens)]
-    ids, att, mask, _ = collate(samples, 0, "cpu")
+    samples = [Sample(p, g.ids, [1] * len(g.ids), 0.0) for p, g in zip(prompts, gens)]
+    ids, att, _, _ = collate(samples, 0, "cpu")
     with torch.no_grad():
         lp, _ = token_logprobs(model, ids, att)
     for k, g in enumerate(gens):
-        p = len(PROMPTS[k])
-        ref = lp[k, p - 1:p - 1 + len(g.ids)]
-        assert torch.allclose(torch.tensor(g.logprobs), ref, atol=1e-4)
+        p = len(prompts[k])
+        assert torch.allclose(torch.tensor(g.logprobs), lp[k, p - 1:p - 1 + len(g.ids)], atol=1e-4)
+
+
+def test_logprobs_match_the_trainer():
+    model = tiny()
+    _assert_trainer_logprobs(model, PROMPTS, FastGenerator(model, Tok(), "cpu").generate(PROMPTS, 10, temperature=1.0))
 
 
 def test_refresh_follows_optimizer_steps():
@@ -215,7 +218,6 @@ def test_repeated_prompts_are_prefilled_once_and_decode_as_if_each_were():
     and copies its cache columns to the rows that repeat it. Greedy tokens still match HF
     generate on the repeated batch, and sampled log-probs the trainer's, row by row."""
     from backend.policy import fastgen
-    from backend.policy.grpo import Sample, collate, token_logprobs
 
     assert fastgen.distinct_rows([[1, 2], [3], [1, 2]], 4) == ([0, 1, 3], [0, 1, 0, 2])
     model = tiny()
@@ -229,11 +231,4 @@ def test_repeated_prompts_are_prefilled_once_and_decode_as_if_each_were():
     hf = HFGenerator(model, Tok(), "cpu").generate(groups, 12, 0.0)
     assert [g.ids for g in fast] == [g.ids for g in hf]
 
-    sampled = eng.generate(groups, 10, temperature=1.0)
-    samples = [Sample(p, g.ids, [1] * len(g.ids), 0.0) for p, g in zip(groups, sampled)]
-    ids, att, _, _ = collate(samples, 0, "cpu")
-    with torch.no_grad():
-        lp, _ = token_logprobs(model, ids, att)
-    for k, g in enumerate(sampled):
-        p = len(groups[k])
-        assert torch.allclose(torch.tensor(g.logprobs), lp[k, p - 1:p - 1 + len(g.ids)], atol=1e-4)
+    _assert_trainer_logprobs(model, groups, eng.generate(groups, 10, temperature=1.0))

@@ -128,7 +128,7 @@ def write(run_dir: Path, step: int, model, optimizer, trainer_state: dict, extra
         shutil.rmtree(stale, ignore_errors=True)
     tmp = root / f".tmp-{final.name}-{os.getpid()}"
     if taken is not None:
-        tmp.mkdir()
+        tmp.mkdir(exist_ok=True)
         checkpoint_tensors.write(tmp, taken, trainer_state)
     else:
         model.save_pretrained(str(tmp))
