@@ -145,8 +145,9 @@ class TrainConfig:
     `benchmarks/shared_prefix.py` times both."""
     compile: bool = False
     """torch.compile the decoder layers of the training passes, one by one (they share one graph;
-    dynamic shapes). The layers stay compiled for every forward of the policy's own model. Off by
-    default: the first step pays the compilation, about a minute on an H200
+    dynamic shapes). The layers stay compiled for every forward of the policy's own model; each
+    pass is right-padded to a multiple of 8 tokens, so later steps do not compile again. Off by
+    default: the first step pays the compilation, about a minute and a half on an H100
     (`evotui bench --only trainer`, variants `compiled` and `widec`)."""
     lora_base_dtype: bool = False
     """LoRA's two matmuls in the base model's dtype (bf16 on CUDA), with the fp32 adapter weights

@@ -70,18 +70,18 @@ Where the numbers come from:
     (`evotui run --population N`). `--set evolve.trials=on` brings trials back;
     `--set evolve.trials=spent` trials them only in rounds with nothing else to try.
 - gpu-fast: gpu with the speed settings measured together (docs/gpus.md), never chosen by
-  `auto`. On an H200 (docs/results/gpu-speed-h200-s21/), the math step at 512 rollouts took
-  1.54 +- 0.11 s against today's 2.39 +- 0.79 s, and six runs a card 2.47x [2.38, 2.56] the
-  rollouts/s over the early steps:
+  `auto`. On an H100 (docs/results/gpu-speed-h100-s22/), the math step at 512 rollouts took
+  1.43 +- 0.12 s against today's 2.16 +- 0.22 s, and six runs a card 1.96x [1.69, 2.28] the
+  rollouts/s over steps 2-30 (on an H200, docs/results/gpu-speed-h200-s21/: 1.54 +- 0.11 s
+  against 2.39 +- 0.79 s):
   - `train.length_buckets`, `train.causal_only`: passes of rows of like length, attention
     without the padding mask;
   - `train.lora_base_dtype`: LoRA's matmuls in the base model's dtype;
   - `train.pass_tokens = 65536`: fewer, larger training passes where memory allows;
   - `train.checkpoint_overlap`: the checkpoint written while the next step generates.
   Each changes a run's arithmetic, so a gpu-fast run and a gpu run of one seed are different
-  runs; twins within gpu-fast stay identical (twins under MPS were checked with lora16 and
-  with the overlap, each on its own). `train.compile` is left out: its first step compiles
-  for about a minute.
+  runs; twins within gpu-fast stay identical (checked under MPS with all five, six runs on
+  an H100). `train.compile` is left out: its first step compiles for about a minute.
 """
 
 from __future__ import annotations
