@@ -615,17 +615,8 @@ class FastGenerator:
                 on_finished(*pending)  # host work while the steps launched since the check decode
                 pending = None
             if stop_at_eos and steps % CHECK_EVERY == 0:
-                if on_finished is None:
-                    if bool(ws.done[:n].all()):
-                        break
-                    continue
-                done = ws.done[:n].tolist()
-                rows = [r for r, d in enumerate(done) if d and r not in early]
-                if rows:
-                    gens = self._generations(ws, rows, steps, stop_at_eos)
-                    early.update(zip(rows, gens))
-                    pending = (rows, gens)
-                if all(done):
+                all_done, pending = self._check_done(ws, n, steps, early if on_finished else None)
+                if all_done:
                     break
         if pending is not None:
             on_finished(*pending)
@@ -633,6 +624,19 @@ class FastGenerator:
         if self.kv_reuse:
             self._carry = kvreuse.Carry(ws, [kvreuse.cached_tokens(p, g.ids) for p, g in zip(prompts, gens)], pads)
         return gens
+
+    def _check_done(self, ws: Workspace, n: int, steps: int, early: dict[int, Generation] | None):
+        """At a check (it waits for the card): whether every row is done, and, where `early` is
+        given, the rows newly done with their generations, added to `early` (None: none new)."""
+        if early is None:
+            return bool(ws.done[:n].all()), None
+        done = ws.done[:n].tolist()
+        rows = [r for r, d in enumerate(done) if d and r not in early]
+        if not rows:
+            return all(done), None
+        gens = self._generations(ws, rows, steps, stop_at_eos=True)
+        early.update(zip(rows, gens))
+        return all(done), (rows, gens)
 
     def _reuse(self, carry: kvreuse.Carry | None, ws: Workspace, prompts, pads: list[int]) -> int:
         """Copy the last call's cached prefixes of `prompts` into `ws`; the first column to compute."""
