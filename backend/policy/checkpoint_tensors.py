@@ -114,11 +114,13 @@ class Taken:
 
 def take(model, optimizer) -> Taken | None:
     """The adapter's and the optimizer's tensors, packed for the host (`pack`), or None where the
-    adapter's layout is not known (`adapter_layout`)."""
+    adapter's layout is not known (`adapter_layout`) or a tensor's dtype has no name here."""
     layout = adapter_layout(model)
     if layout is None:
         return None
     small, opt_tensors = split_optimizer(optimizer.state_dict()) if optimizer is not None else (None, [])
+    if any(t.dtype not in _DTYPES for _, t in opt_tensors) or any(p.dtype not in _DTYPES for p in layout.params):
+        return None  # a dtype this writer has no safetensors name for: peft and torch.save write it
     return Taken(pack(list(zip(layout.names, (p.detach() for p in layout.params)))), layout.config, small,
                  pack(opt_tensors))
 
