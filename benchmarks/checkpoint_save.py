@@ -12,7 +12,7 @@ AdamW step taken so the optimizer holds both moments.
   by `checkpoint_tensors.py`.
 
 Each path runs --repeats + 1 times, in rotating order (the first apart); prints milliseconds (mean +-
-95% interval), and the steps, policy versions and checkpoint folders stored (both paths store
+95% interval), and the steps, policy versions and checkpoint folders stored (every path stores
 every one).
 
     .venv/bin/python benchmarks/checkpoint_save.py --repeats 20
@@ -22,11 +22,11 @@ every one).
 from __future__ import annotations
 
 import argparse
-from contextlib import contextmanager
 import shutil
 import sys
 import tempfile
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))

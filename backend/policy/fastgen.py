@@ -692,11 +692,8 @@ class FastGenerator:
     def _generations(self, ws: Workspace, rows: list[int], steps: int, stop_at_eos: bool) -> list[Generation]:
         """`rows`' generations from their first `steps` columns, cut after EOS. A row's columns do not
         change once it is done, so a done row's generation is the same whenever it is made."""
-        if rows == list(range(rows[-1] + 1)):
-            toks, lps = ws.out_tok[:len(rows), :steps].tolist(), ws.out_lp[:len(rows), :steps].tolist()
-        else:
-            at = torch.tensor(rows, device=self.device)
-            toks, lps = ws.out_tok[at, :steps].tolist(), ws.out_lp[at, :steps].tolist()
+        at = torch.tensor(rows, device=self.device)
+        toks, lps = ws.out_tok[at, :steps].tolist(), ws.out_lp[at, :steps].tolist()
         eos = set(self.eos_ids) if stop_at_eos else set()
         gens = []
         for row, lrow in zip(toks, lps):

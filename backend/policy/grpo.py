@@ -37,7 +37,7 @@ import torch
 
 from backend.policy import buckets, determinism, lora_dtype, prefix
 from backend.policy import checkpoint as ckpt
-from backend.policy.lmhead import backbone_and_head, checkpointed_chunks, head_logprobs, pad_right
+from backend.policy.lmhead import backbone_and_head, checkpointed_chunks, head_logprobs, pad_right, padded_length
 from backend.policy.lmhead import to_device as _to_device
 
 COMPILED_LENGTH_MULTIPLE = 8
@@ -446,7 +446,7 @@ class GRPOTrainer:
         rows_at = memory.rows_at_length(self.model, self.device, ceiling, self.cfg.logprob_chunk,
                                         self.plan.budget, auto=self._auto(), max_tokens=self._pass_tokens())
         m = self._length_multiple()  # the memory plan sizes the passes as they will be padded
-        self.passes = buckets.by_length([-(-(len(s.prompt_ids) + len(s.completion_ids)) // m) * m for s in samples],
+        self.passes = buckets.by_length([padded_length(len(s.prompt_ids) + len(s.completion_ids), m) for s in samples],
                                         rows_at)
         self.rows = max(len(p) for p in self.passes)
         if on_cuda:

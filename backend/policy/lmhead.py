@@ -94,10 +94,15 @@ def to_device(t: torch.Tensor, device) -> torch.Tensor:
     return t.to(device)
 
 
+def padded_length(n: int, multiple: int) -> int:
+    """`n` rounded up to a multiple of `multiple`: the length `pad_right` pads a longest row of n to."""
+    return -(-n // multiple) * multiple
+
+
 def pad_right(seqs: list[list[int]], pad_id: int, multiple: int = 1) -> tuple[torch.Tensor, torch.Tensor]:
     """(N, T) ids with `pad_id` after each sequence, and the mask of its real tokens (on the CPU);
     T is the longest sequence rounded up to a multiple of `multiple`."""
-    T = -(-max(len(x) for x in seqs) // multiple) * multiple
+    T = padded_length(max(len(x) for x in seqs), multiple)
     ids = torch.full((len(seqs), T), pad_id, dtype=torch.long)
     att = torch.zeros((len(seqs), T), dtype=torch.long)
     for i, x in enumerate(seqs):
