@@ -166,8 +166,8 @@ def test_each_runs_report_goes_in_its_own_folder(tmp_path):
     assert not (tmp_path / "report").exists()
 
 
-def test_headless_run_prints_evaluations_rounds_and_the_summary(tmp_path, tiny_overrides):
-    """A real tiny run, piped: each evaluation's and the round's outcome lines reach stdout as
+def test_headless_run_prints_evaluations_rounds_and_the_summary(tmp_path, tiny_overrides, tiny_model):
+    """A real run of a tiny random Llama, piped: each evaluation's and the round's outcome lines reach stdout as
     they happen (not only the database), then the summary with the next commands."""
     import sys
 
@@ -175,7 +175,7 @@ def test_headless_run_prints_evaluations_rounds_and_the_summary(tmp_path, tiny_o
 
     run = tmp_path / "run"
     sets = [x for o in tiny_overrides + ["evolve.every=1", "evolve.candidates=1", "evolve.probe_tasks=1",
-                                         "eval.every=1"] for x in ("--set", o)]
+                                         "eval.every=1", f"model.name='{tiny_model}'"] for x in ("--set", o)]
     p = run_process([sys.executable, "-m", "evotui", "run", "--headless", "--steps", "1", "--run-dir", str(run),
                      *sets], "the run to end", run_files(run))
     assert p.returncode == 0, p.stderr[-2000:]

@@ -56,9 +56,9 @@ def test_short_real_run(tmp_path, tiny_overrides):
     assert "finished" in listed.stdout and str(run) in listed.stdout and "2/2" in listed.stdout
 
 
-def test_kill_mid_step_then_resume(tmp_path, tiny_overrides):
+def test_kill_mid_step_then_resume(tmp_path, tiny_overrides, tiny_model):
     run = tmp_path / "run"
-    sets = [x for o in tiny_overrides for x in ("--set", o)]
+    sets = [x for o in [*tiny_overrides, f"model.name='{tiny_model}'"] for x in ("--set", o)]
     proc = subprocess.Popen([sys.executable, "-m", "evotui", "run", "--headless", "--steps", "3", "--run-dir",
                              str(run), *sets, "--set", "evolve.enabled=false", "--quiet"],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

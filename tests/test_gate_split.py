@@ -57,7 +57,7 @@ def _run(path, monkeypatch, scramble: str | None = None) -> tuple[list, list[flo
     store.set_run(auto_promote=1)
     probe = make_probe(seed=5)
     _evaluate(store, 0, scramble)
-    for step in range(5, 27):
+    for step in range(5, 19):
         add_steps(store, step, step, seed=5)
         if step % 4 == 0:
             run_round(context(store, step=step, probe=probe))

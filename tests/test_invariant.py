@@ -1,6 +1,7 @@
 """The invariant: evolution that promotes nothing does not change training.
 
-One seed, three real runs of the embedded model at tiny sizes: evolution off;
+One seed, three real runs at tiny sizes of a tiny random Llama (tests/tiny_llama.py: the
+invariant is about the engine's bookkeeping, not about what the model can learn): evolution off;
 evolution on in supervised mode (auto-promote off: a candidate that passes, or is
 inconclusive, waits for an operator who never comes); evolution on with
 auto-promote and a gate no candidate can pass (`evolve.min_gain` far above any
@@ -32,7 +33,6 @@ from backend.store import Store
 from conftest import MODEL_CACHE, TINY, varying_reward_harness
 from engine_waits import communicate, run_files
 
-pytestmark = pytest.mark.slow  # three real runs side by side: about a minute on 2 cores
 
 # A round at step 2 (every=2) sits between training steps 2 and 3; held-out evaluation
 # runs at steps 0, 2 (after the round, with the gate's check) and 3. Six candidates, so the
@@ -49,12 +49,12 @@ MODES = {
 
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory) -> dict[str, Path]:
+def runs(tmp_path_factory, tiny_model) -> dict[str, Path]:
     tmp = tmp_path_factory.mktemp("invariant")
     harness = varying_reward_harness(tmp)
     env = {**os.environ, "EVOTUI_HOME": str(tmp / "home"), "EVOTUI_MODEL_CACHE": str(MODEL_CACHE),
            "TOKENIZERS_PARALLELISM": "false"}
-    sets = [x for o in [*RUN, f"harness='{harness}'"] for x in ("--set", o)]
+    sets = [x for o in [*RUN, f"harness='{harness}'", f"model.name='{tiny_model}'"] for x in ("--set", o)]
     procs = {}  # side by side: one torch thread each, so the arithmetic is what it is alone
     for mode, extra in MODES.items():
         procs[mode] = subprocess.Popen([sys.executable, "-m", "evotui", "run", "--headless", "--quiet", "--steps",

@@ -29,6 +29,7 @@ from backend.harness.loader import Harness, default_harness_path, load_default
 from backend.evolve.traps import TRAPS, trap_code, trap_domain
 from backend.rollout import Scored, diagnosis_rows, from_episode, group_stats, rollout_row, score_all, turn_rows
 from backend.store import now
+from backend.tools.report import write_report
 
 BLOCKED_BY = {"math": "answer_copied_from_prompt", "code": "special_cases_examples", "swe": "edits_tests"}
 
@@ -117,6 +118,10 @@ def test_math_trap(tmp_path, copied):
     if copied:
         e = assert_blocked(res, "math", store)
         assert e["n"] == e["high_new"] >= 4
+        store.close()
+        report = write_report([tmp_path], tmp_path / "report", include_incomplete=True)[0].read_text()
+        blocked = report.split("## Blocked by validity diagnostics")[1].split("##")[0]
+        assert f"#{res['id']} " in blocked and "planted trap" in blocked and "answer_copied_from_prompt" in blocked
         return
     # The math trap reads the answer as `answer_tag or last_number`: besides the hack it
     # bundles lenient extraction, which revives this run's dead groups. With no copied answer
