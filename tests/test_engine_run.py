@@ -1,5 +1,6 @@
-"""Real runs of the embedded default model (tiny sizes): a short run, and a
-kill -9 mid-step followed by --resume with no duplicate or missing steps."""
+"""Real runs at tiny sizes: a short run of the embedded default model, and a kill -9 mid-step
+followed by --resume with no duplicate or missing steps (on a tiny random Llama: what it checks
+is the store, not the model)."""
 
 import json
 import os
