@@ -14,6 +14,8 @@ import pytest
 
 from engine_waits import communicate, either, run_files, wait_for
 
+STEPS = 60
+
 
 def _committed(run_dir) -> int:
     try:
@@ -44,10 +46,13 @@ def _runs_row(run_dir) -> dict:
 
 
 @pytest.mark.parametrize("jobs, seeds, running", [(2, "0,1,2", 2), (1, "0,1", 1)], ids=["parallel", "sequential"])
-def test_sigterm_stops_the_grid_and_the_same_command_resumes(tmp_path, tiny_overrides, jobs, seeds, running):
+def test_sigterm_stops_the_grid_and_the_same_command_resumes(tmp_path, tiny_overrides, tiny_model, jobs, seeds,
+                                                             running):
     out = tmp_path / "cmp"
-    sets = [x for o in tiny_overrides for x in ("--set", o)]
-    cmd = [sys.executable, "-m", "evotui", "compare", "--steps", "3", "--seeds", seeds, "--arms", "static",
+    # a tiny random Llama trains a step in well under a second: STEPS that no run reaches before
+    # the stop, however fast the machine
+    sets = [x for o in [*tiny_overrides, f"model.name='{tiny_model}'"] for x in ("--set", o)]
+    cmd = [sys.executable, "-m", "evotui", "compare", "--steps", str(STEPS), "--seeds", seeds, "--arms", "static",
            "--jobs", str(jobs), "--out", str(out), "--profile", "cpu", *sets]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     _signal_once_training(proc, [out / f"static-s{k}" for k in range(running)])
@@ -57,7 +62,7 @@ def test_sigterm_stops_the_grid_and_the_same_command_resumes(tmp_path, tiny_over
     rows = json.loads((out / "compare.json").read_text())
     started, rest = rows[:running], rows[running:]
     for r in started:  # stopped on request at a step boundary, its state saved, its process gone
-        assert r["status"] == "stopped" and r["steps_done"] < 3, r
+        assert r["status"] == "stopped" and r["steps_done"] < STEPS, r
         assert _runs_row(out / f"static-s{r['seed']}") == {"status": "stopped", "pid": None, "error": None}
     assert [r["status"] for r in rest] == ["not started"]
     assert not (out / f"static-s{rest[0]['seed']}").exists() and not list(out.glob(".*creating*"))
