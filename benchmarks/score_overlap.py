@@ -1,9 +1,10 @@
 """Scoring a math step's rollouts: the harness worker alongside the evaluator (today) against
-one after the other (before), in one run.
+one after the other (before), in one run. Each repeat scores a new batch, with `clean`'s cache
+emptied first (backend/envs/math_answer.py), as a run's step meets its completions.
 
 --tasks x --group rollouts like a policy's (a short derivation, a tagged or bare answer, some
-cut off); each order scores the same batch --repeats times, alternating, after a warm-up that
-starts the harness worker. Prints milliseconds a batch (mean +- 95% interval) and whether the
+cut off); each repeat scores its batch in both orders, alternating which goes first, after a
+warm-up that starts the harness worker. Prints milliseconds a batch (mean +- 95% interval) and whether the
 two orders gave the same rewards, labels, advantages and verdicts.
 
     .venv/bin/python benchmarks/score_overlap.py --tasks 64 --group 8 --repeats 5
@@ -45,6 +46,7 @@ def batch(tasks: int, group: int, seed: int = 0) -> list:
 
 def main(argv=None) -> None:
     from backend.envs.math import MathEnv
+    from backend.envs.math_answer import forget_cleaned
     from backend.harness.loader import load_default
     from backend.rollout import score_all
     from benchmarks.code_step import interval
@@ -58,19 +60,20 @@ def main(argv=None) -> None:
     today = MathEnv(["chain_sum"])
     before = copy.copy(today)
     before.observes_verdict = True  # the order before: the evaluator, then the harness
-    items = batch(args.tasks, args.group)
-    score_all(copy.deepcopy(items), harness, today, 256)  # warm-up: the worker starts, math-verify loads
+    score_all(batch(args.tasks, args.group, seed=-1), harness, today, 256)  # warm-up: the worker starts
     ms: dict[str, list[float]] = {"before": [], "today": []}
-    results = {}
+    results: dict[str, list] = {"before": [], "today": []}
     for i in range(args.repeats):
+        items = batch(args.tasks, args.group, seed=i)  # a step's completions: new ones every repeat
         for name, env in ((("before", before), ("today", today)) if i % 2 == 0 else
                           (("today", today), ("before", before))):
             run = copy.deepcopy(items)
+            forget_cleaned()  # the first time the engine sees them, as in a run
             t = time.perf_counter()
             score_all(run, harness, env, 256)
             ms[name].append((time.perf_counter() - t) * 1000)
-            results[name] = [(s.reward, s.labels, s.kept, s.advantage, s.verdict.correct) for s in run]
-    print(f"{args.tasks} x {args.group} = {len(items)} rollouts, {args.repeats} repeats an order")
+            results[name] += [(s.reward, s.labels, s.kept, s.advantage, s.verdict.correct) for s in run]
+    print(f"{args.tasks} x {args.group} = {args.tasks * args.group} rollouts, {args.repeats} repeats an order")
     print(f"{'order':<8} {'ms a batch (mean +- 95%)':>26} {'best':>8}")
     for name, xs in ms.items():
         print(f"{name:<8} {interval(xs):>26} {min(xs):>8.1f}")

@@ -176,3 +176,15 @@ def test_a_generator_s_decimal_precision_changes_no_verdict():
         assert not ma.check("products", "Q", "1234567.5", "<answer>1234568.5</answer>", {}, library=False)[0]
         assert ma.check("products", "Q", "1234567.5", "<answer>1234567.5</answer>", {}, library=False)[0]
         assert not ma.same_value("12345678901234.5", "12345678901235.5")
+
+
+def test_cleaning_is_remembered_for_short_texts_only_and_never_changes_an_answer():
+    texts = ["$\\frac{3}{4}$.", "**\u2212 1,234**", "- 7", "\\boxed{12}", "3 \\times 10^{4}", "", "1 2 3",
+             "x" * ma.MAX_VALUE_CHARS, "y" * (ma.MAX_VALUE_CHARS + 1)]
+    ma.forget_cleaned()
+    first = [ma.clean(t) for t in texts]
+    assert first == [ma._clean(t) for t in texts] == [ma.clean(t) for t in texts]  # cached: the same answers
+    info = ma._clean_short.cache_info()
+    assert info.currsize == len(texts) - 1 and info.hits == len(texts) - 1  # the long one is not kept
+    ma.forget_cleaned()
+    assert ma._clean_short.cache_info().currsize == 0

@@ -87,7 +87,26 @@ def clean(text: str) -> str:
     >>> clean("**− 1,234**")
     '-1,234'
     """
-    s = _STRAY_TAG.sub("", text or "").translate(_MINUS)
+    text = text or ""
+    return _clean_short(text) if len(text) <= MAX_VALUE_CHARS else _clean(text)
+
+
+@lru_cache(maxsize=8192)
+def _clean_short(text: str) -> str:
+    """`clean` of a short text, remembered: judging one completion cleans its answer, its cues and
+    its last line several times over (extraction, the hedge checks, each diagnostic), and a GRPO
+    group's completions repeat them. A pure function of the string, so a cached answer is the
+    answer; a forked harness child starts from its parent's cache and its own stays with it."""
+    return _clean(text)
+
+
+def forget_cleaned() -> None:
+    """Empty `clean`'s cache (a benchmark times each step's completions as the first it sees)."""
+    _clean_short.cache_clear()
+
+
+def _clean(text: str) -> str:
+    s = _STRAY_TAG.sub("", text).translate(_MINUS)
     for _ in range(3):
         s = _LATEX_WRAPPERS.sub(r"\1", s)
     s = _LATEX_FRAC.sub(lambda m: f"{m[1].strip()}/{m[2].strip()}", s)
