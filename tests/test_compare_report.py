@@ -17,8 +17,7 @@ def test_compare_then_report(tmp_path, tiny_overrides, tiny_model):
     out = tmp_path / "cmp"
     sets = [x for o in [*tiny_overrides, f"model.name='{tiny_model}'"] for x in ("--set", o)]
     sets += ["--set", "evolve.every=2", "--set", "evolve.candidates=2", "--set", "evolve.probe_tasks=1"]
-    # evaluation answers shorter than TINY's 16 tokens: no check below reads an accuracy (the
-    # training completions keep their 24: the planted trap shows only where they echo numbers)
+    # evaluation answers shorter than TINY's 16 tokens: no check below reads an accuracy
     sets += ["--set", "eval.max_new_tokens=8"]
     # the parallel path (arms as processes; the control waits for its seed's coevolve arm); the
     # static arm is killed (-9) once its engine runs: compare must not pass it off as finished.
