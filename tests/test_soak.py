@@ -1,10 +1,11 @@
 """Soak: stop the engine (SIGTERM, kill -9) and resume, and check that nothing is lost or doubled.
 
-Two soaks. Random kills of the embedded model's run: CI runs a few (EVOTUI_SOAK_KILLS, default
-3); the full soak is `EVOTUI_SOAK_KILLS=30 .venv/bin/pytest tests/test_soak.py -q -s`. And stops
-placed inside an auto-promoting run's evolution: a round, a probe, just after a promotion and
-just after a rollback, each once by SIGTERM and once by SIGKILL, found by watching what the
-engine records (its activity, the harness versions), each followed by `--resume`.
+Two soaks, both on a tiny random Llama (what they check is the store, not the model). Random
+kills of a run: CI runs a few (EVOTUI_SOAK_KILLS, default 3); the full soak is
+`EVOTUI_SOAK_KILLS=30 .venv/bin/pytest tests/test_soak.py -q -s`. And stops placed inside an
+auto-promoting run's evolution: a round, a probe, just after a promotion and just after a
+rollback, each once by SIGTERM and once by SIGKILL, found by watching what the engine records
+(its activity, the harness versions), each followed by `--resume`.
 """
 
 import os
@@ -39,11 +40,11 @@ def _until_at_work(proc, run, before: int) -> None:
     wait_for("the engine's first events", lambda: _events(run) > before or proc.poll() is not None, proc)
 
 
-def test_random_kills_lose_nothing(tmp_path, tiny_overrides):
+def test_random_kills_lose_nothing(tmp_path, tiny_overrides, tiny_model):
     kills = int(os.environ.get("EVOTUI_SOAK_KILLS", "3"))
-    steps = max(4, kills + 3)
+    steps = max(12, kills + 3)  # a tiny random Llama's step is short: enough steps that kills land
     run = tmp_path / "run"
-    sets = [x for o in tiny_overrides for x in ("--set", o)]
+    sets = [x for o in [*tiny_overrides, f"model.name='{tiny_model}'"] for x in ("--set", o)]
     # evolution every 2 steps so kills also land in rounds, promotions and backtests
     sets += ["--set", "evolve.every=2", "--set", "evolve.candidates=2", "--set", "evolve.probe_tasks=1"]
     # completions of 8 tokens, not TINY's 24 (answers: 16): what is checked is the rows, not their
