@@ -1,4 +1,4 @@
-"""The TUI over a live short run of the real engine (on a tiny random Llama, tests/tiny_llama.py):
+"""The TUI over a live short run of the real engine (embedded default model):
 attach while the engine works, watch steps arrive, then navigate every screen."""
 
 from __future__ import annotations
@@ -16,9 +16,9 @@ from tui_fixtures import poll, press, settle
 SCREENS = "1234567"
 
 
-def test_tui_follows_a_live_real_run(tmp_path, tiny_overrides, tiny_model):
+def test_tui_follows_a_live_real_run(tmp_path, tiny_overrides):
     run_dir = tmp_path / "live"
-    sets = [x for o in [*tiny_overrides, f"model.name='{tiny_model}'"] for x in ("--set", o)]
+    sets = [x for o in tiny_overrides for x in ("--set", o)]
     proc = subprocess.Popen([sys.executable, "-m", "evotui", "run", "--headless", "--quiet", "--steps", "3",
                              "--run-dir", str(run_dir), *sets, "--set", "evolve.every=2",
                              "--set", "evolve.candidates=1", "--set", "evolve.probe_tasks=1"],
