@@ -4,8 +4,8 @@ emptied first (backend/envs/math_answer.py), as a run's step meets its completio
 
 --tasks x --group rollouts like a policy's (a short derivation, a tagged or bare answer, some
 cut off); each repeat scores its batch in both orders, alternating which goes first, after a
-warm-up that starts the harness worker. Prints milliseconds a batch (mean +- 95% interval) and whether the
-two orders gave the same rewards, labels, advantages and verdicts.
+warm-up that starts the harness worker. Prints milliseconds a batch (mean +- 95% interval) and
+whether the two orders gave the same rewards, labels, advantages and verdicts.
 
     .venv/bin/python benchmarks/score_overlap.py --tasks 64 --group 8 --repeats 5
 """

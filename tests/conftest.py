@@ -17,6 +17,11 @@ TINY = [
 ]
 
 
+def set_flags(*overrides: str) -> list[str]:
+    """`--set KEY=VALUE` on the command line for each override, in order."""
+    return [x for o in overrides for x in ("--set", o)]
+
+
 @pytest.fixture(autouse=True)
 def _isolated_home(tmp_path, monkeypatch):
     monkeypatch.setenv("EVOTUI_HOME", str(tmp_path / "home"))

@@ -8,6 +8,7 @@ from __future__ import annotations
 import io
 import json
 
+from conftest import set_flags
 from synthetic_run import add_eval, build_run, context, make_probe, outcomes as right_of
 
 from backend import outcomes
@@ -174,8 +175,8 @@ def test_headless_run_prints_evaluations_rounds_and_the_summary(tmp_path, tiny_o
     from engine_waits import run_files, run_process
 
     run = tmp_path / "run"
-    sets = [x for o in tiny_overrides + ["evolve.every=1", "evolve.candidates=1", "evolve.probe_tasks=1",
-                                         "eval.every=1", f"model.name='{tiny_model}'"] for x in ("--set", o)]
+    sets = set_flags(*tiny_overrides, "evolve.every=1", "evolve.candidates=1", "evolve.probe_tasks=1", "eval.every=1",
+                     f"model.name='{tiny_model}'")
     p = run_process([sys.executable, "-m", "evotui", "run", "--headless", "--steps", "1", "--run-dir", str(run),
                      *sets], "the run to end", run_files(run))
     assert p.returncode == 0, p.stderr[-2000:]

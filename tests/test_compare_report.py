@@ -10,12 +10,13 @@ import sqlite3
 import subprocess
 import sys
 
+from conftest import set_flags
 from engine_waits import communicate, either, run_files, run_process, wait_for
 
 
 def test_compare_then_report(tmp_path, tiny_overrides, tiny_model):
     out = tmp_path / "cmp"
-    sets = [x for o in [*tiny_overrides, f"model.name='{tiny_model}'"] for x in ("--set", o)]
+    sets = set_flags(*tiny_overrides, f"model.name='{tiny_model}'")
     sets += ["--set", "evolve.every=2", "--set", "evolve.candidates=2", "--set", "evolve.probe_tasks=1"]
     # evaluation answers shorter than TINY's 16 tokens: no check below reads an accuracy
     sets += ["--set", "eval.max_new_tokens=8"]

@@ -12,6 +12,7 @@ import sys
 
 import pytest
 
+from conftest import set_flags
 from engine_waits import communicate, either, run_files, wait_for
 
 STEPS = 60
@@ -51,7 +52,7 @@ def test_sigterm_stops_the_grid_and_the_same_command_resumes(tmp_path, tiny_over
     out = tmp_path / "cmp"
     # a tiny random Llama trains a step in well under a second: STEPS that no run reaches before
     # the stop, however fast the machine
-    sets = [x for o in [*tiny_overrides, f"model.name='{tiny_model}'"] for x in ("--set", o)]
+    sets = set_flags(*tiny_overrides, f"model.name='{tiny_model}'")
     cmd = [sys.executable, "-m", "evotui", "compare", "--steps", str(STEPS), "--seeds", seeds, "--arms", "static",
            "--jobs", str(jobs), "--out", str(out), "--profile", "cpu", *sets]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 from backend.store import Store, integrity_ok
+from conftest import set_flags
 from engine_waits import last_step, run_process, wait_for
 
 
@@ -19,7 +20,7 @@ def evotui(*args, **kw):
 
 def test_short_real_run(tmp_path, tiny_overrides):
     run = Path(os.environ["EVOTUI_HOME"]) / "runs" / "first"
-    sets = [x for o in tiny_overrides for x in ("--set", o)]
+    sets = set_flags(*tiny_overrides)
     p = evotui("run", "--headless", "--steps", "2", "--run-dir", str(run), *sets,
                "--set", "evolve.enabled=false")
     assert p.returncode == 0, p.stderr[-2000:]
@@ -59,7 +60,7 @@ def test_short_real_run(tmp_path, tiny_overrides):
 
 def test_kill_mid_step_then_resume(tmp_path, tiny_overrides, tiny_model):
     run = tmp_path / "run"
-    sets = [x for o in [*tiny_overrides, f"model.name='{tiny_model}'"] for x in ("--set", o)]
+    sets = set_flags(*tiny_overrides, f"model.name='{tiny_model}'")
     proc = subprocess.Popen([sys.executable, "-m", "evotui", "run", "--headless", "--steps", "3", "--run-dir",
                              str(run), *sets, "--set", "evolve.enabled=false", "--quiet"],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

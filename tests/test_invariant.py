@@ -30,7 +30,7 @@ import pytest
 
 from backend.store import Store
 
-from conftest import MODEL_CACHE, TINY, varying_reward_harness
+from conftest import MODEL_CACHE, TINY, set_flags, varying_reward_harness
 from engine_waits import communicate, run_files
 
 
@@ -54,7 +54,7 @@ def runs(tmp_path_factory, tiny_model) -> dict[str, Path]:
     harness = varying_reward_harness(tmp)
     env = {**os.environ, "EVOTUI_HOME": str(tmp / "home"), "EVOTUI_MODEL_CACHE": str(MODEL_CACHE),
            "TOKENIZERS_PARALLELISM": "false"}
-    sets = [x for o in [*RUN, f"harness='{harness}'", f"model.name='{tiny_model}'"] for x in ("--set", o)]
+    sets = set_flags(*RUN, f"harness='{harness}'", f"model.name='{tiny_model}'")
     procs = {}  # side by side: one torch thread each, so the arithmetic is what it is alone
     for mode, extra in MODES.items():
         procs[mode] = subprocess.Popen([sys.executable, "-m", "evotui", "run", "--headless", "--quiet", "--steps",

@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from backend.store import Store, integrity_ok
+from conftest import set_flags
 from engine_waits import run_process
 
 
@@ -34,7 +35,7 @@ def test_disk_full_stops_cleanly(small_disk, tiny_overrides, tmp_path):
     harness = tmp_path / "h.py"
     harness.write_text(code)
     run = small_disk / "run"
-    sets = [x for o in tiny_overrides for x in ("--set", o)] + ["--set", f"harness='{harness}'"]
+    sets = set_flags(*tiny_overrides, f"harness='{harness}'")
     # LoRA checkpoints (~4 MB each at r=16) do not fit in 3 MB: the first checkpoint write fills the disk
     p = run_process([sys.executable, "-m", "evotui", "run", "--headless", "--quiet", "--steps", "3",
                      "--run-dir", str(run), *sets, "--set", "evolve.enabled=false"])

@@ -17,6 +17,7 @@ import time
 
 from backend.store import Store, integrity_ok
 import engine_waits
+from conftest import set_flags
 from engine_waits import communicate, wait_for
 from soak_checks import assert_stored_once
 
@@ -44,7 +45,7 @@ def test_random_kills_lose_nothing(tmp_path, tiny_overrides, tiny_model):
     kills = int(os.environ.get("EVOTUI_SOAK_KILLS", "3"))
     steps = max(12, kills + 3)  # a tiny random Llama's step is short: enough steps that kills land
     run = tmp_path / "run"
-    sets = [x for o in [*tiny_overrides, f"model.name='{tiny_model}'"] for x in ("--set", o)]
+    sets = set_flags(*tiny_overrides, f"model.name='{tiny_model}'")
     # evolution every 2 steps so kills also land in rounds, promotions and backtests
     sets += ["--set", "evolve.every=2", "--set", "evolve.candidates=2", "--set", "evolve.probe_tasks=1"]
     # completions of 8 tokens, not TINY's 24 (answers: 16): what is checked is the rows, not their
@@ -155,8 +156,7 @@ def _counts(run) -> dict[str, int]:
 
 def test_stops_inside_rounds_probes_promotions_and_rollbacks_lose_nothing(tmp_path, tiny_model, spread_harness):
     run = tmp_path / "run"
-    sets = [x for o in [*EVOLVING, f"model.name='{tiny_model}'", f"harness='{spread_harness}'"]
-            for x in ("--set", o)]
+    sets = set_flags(*EVOLVING, f"model.name='{tiny_model}'", f"harness='{spread_harness}'")
     steps = FIRST_STEPS
     proc = _spawn(["--steps", str(steps), "--run-dir", str(run), *sets])
     before, landed = _counts(run), []

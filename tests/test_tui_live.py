@@ -10,6 +10,7 @@ import sys
 from textual.widgets import DataTable
 
 from backend.store import Store
+from conftest import set_flags
 from engine_waits import Watch, communicate, cpu, either, run_files, wait_for
 from tui_fixtures import poll, press, settle
 
@@ -18,7 +19,7 @@ SCREENS = "1234567"
 
 def test_tui_follows_a_live_real_run(tmp_path, tiny_overrides):
     run_dir = tmp_path / "live"
-    sets = [x for o in tiny_overrides for x in ("--set", o)]
+    sets = set_flags(*tiny_overrides)
     proc = subprocess.Popen([sys.executable, "-m", "evotui", "run", "--headless", "--quiet", "--steps", "3",
                              "--run-dir", str(run_dir), *sets, "--set", "evolve.every=2",
                              "--set", "evolve.candidates=1", "--set", "evolve.probe_tasks=1"],
