@@ -42,7 +42,7 @@ from backend.disk import room_problem
 from backend.metrics_export import MetricsExport, reward_term_means
 from backend.policy import checkpoint as ckpt
 from backend.policy import retention
-from backend.policy.generate import GenerationInterrupted, make_generator
+from backend.policy.generate import GenerationInterrupted, apply_engine_settings, make_generator
 from backend.policy.grpo import GRPOTrainer, Sample
 from backend.policy.interrupt import watch as watch_layers
 from backend.policy.load import load_fast_policy
@@ -135,12 +135,7 @@ class Engine:
         self.generator = make_generator(cfg.model.engine, self.lm.model, self.lm.tokenizer, self.lm.device,
                                         batch_size=cfg.model.gen_batch,
                                         log=self.say)  # auto's choice and vLLM's LoRA versions go to the run's log
-        if cfg.model.kv_reuse:
-            if not hasattr(self.generator, "kv_reuse"):
-                self.say(f"model.kv_reuse: the {self.generator.name} engine keeps no cache across calls; "
-                         f"only the fast engine does", "warn")
-            else:
-                self.generator.kv_reuse = True
+        apply_engine_settings(self.generator, cfg.model, self.say)
         self.trainer = GRPOTrainer(self.lm.model, self.lm.tokenizer, cfg.train, self.lm.device)
         watch_layers(self.lm.model, self.control.honour)  # a pause or a stop is honoured inside any pass
         if adapter:

@@ -98,7 +98,7 @@ def _exit_with(parent: int) -> None:
 class Follower:
     def __init__(self, cfg, adapter: str | None):
         from backend.envs import make_env
-        from backend.policy.generate import make_generator
+        from backend.policy.generate import apply_engine_settings, make_generator
         from backend.policy.grpo import GRPOTrainer
         from backend.policy.load import load_fast_policy
 
@@ -106,6 +106,7 @@ class Follower:
         # rank 0's batch size: another decode shape would draw other samples (and may run slower)
         self.generator = make_generator(cfg.model.engine, self.lm.model, self.lm.tokenizer, self.lm.device,
                                         batch_size=cfg.model.gen_batch, log=lambda msg: None)  # rank 0 logs which
+        apply_engine_settings(self.generator, cfg.model, lambda msg, level="info": None)  # rank 0 says it
         self.trainer = GRPOTrainer(self.lm.model, self.lm.tokenizer, cfg.train, self.lm.device)
         if adapter:
             self.trainer.resume(Path(adapter))
