@@ -20,7 +20,7 @@ import random
 import signal
 import threading
 import time
-from concurrent.futures import wait
+from concurrent.futures import ThreadPoolExecutor, wait
 from contextlib import nullcontext
 from pathlib import Path
 
@@ -47,8 +47,8 @@ from backend.policy.grpo import GRPOTrainer, Sample
 from backend.policy.interrupt import watch as watch_layers
 from backend.policy.load import load_fast_policy
 from backend.policy.model import chat_ids, task_prompts
-from backend.rollout import (TRUNCATED, JudgedEarly, Scored, agreement, diagnosis_rows, from_episode, from_generation,
-                             group_stats, rollout_row, score_all, turn_rows)
+from backend.rollout import (TRUNCATED, JudgedEarly, Scored, agreement, asking, diagnosis_rows, from_episode,
+                             from_generation, group_stats, rollout_row, score_all, turn_rows)
 from backend.store import Store, dumps, now
 from backend.store.reader import harness_code_known
 from backend.progress import StepProgress
@@ -273,9 +273,10 @@ class Engine:
                 times = dist.times
             else:
                 prompts = task_prompts(self.lm.tokenizer, slots)
-                if self.judges_early(prefixes):  # rows that stop early are judged while the rest decode
-                    early = JudgedEarly(prompts, self.env)
-                    items = early.items(generate([p[4] for p in prompts], mnt, temp, top_p, on_finished=early))
+                if self.judges_early(prefixes):  # rows that stop early are judged and scored while the rest decode
+                    with ThreadPoolExecutor(1, thread_name_prefix="harness-early") as pool:
+                        early = JudgedEarly(prompts, self.env, asking(harness, mnt, pool))
+                        items = early.items(generate([p[4] for p in prompts], mnt, temp, top_p, on_finished=early))
                 else:
                     gens = generate([p[4] for p in prompts], mnt, temp, top_p)
                     items = [from_generation(p, gen) for p, gen in zip(prompts, gens)]

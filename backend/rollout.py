@@ -12,7 +12,8 @@ import json
 import math
 import statistics
 import time
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from backend.envs.base import Episode, Task, Verdict
@@ -51,6 +52,9 @@ class Scored:
     advantage: float = 0.0
     kept: bool = True
     encoded: dict[str, str] | None = None  # `judged_json`, when the rank that judged it encoded it
+    asked: tuple[Future, int] | None = None
+    """The harness worker's pending answer for the chunk this rollout was sent in while the rest
+    of its batch decoded (`JudgedEarly`), and its place in that chunk."""
 
 
 def as_rollout(s: Scored, max_new_tokens: int) -> Rollout:
@@ -109,7 +113,8 @@ def score_all(items: list[Scored], harness: Harness, env, max_new_tokens: int,
     if getattr(env, "observes_verdict", True):
         eval_ms = evaluate_all(items, env)
         t0 = time.perf_counter()
-        out = apply_harness(harness, [as_rollout(s, max_new_tokens) for s in items], worker=worker)
+        out = apply_harness(harness, [as_rollout(s, max_new_tokens) for s in items], worker=worker,
+                            known=answered(items))
         harness_ms = (time.perf_counter() - t0) * 1000
     else:
         for s in items:
@@ -117,7 +122,7 @@ def score_all(items: list[Scored], harness: Harness, env, max_new_tokens: int,
                 s.obs = env.observe(s.task, s.completion, None) or {}
         with ThreadPoolExecutor(1, thread_name_prefix="harness") as pool:
             scoring = pool.submit(apply_harness, harness, [as_rollout(s, max_new_tokens) for s in items],
-                                  worker=worker)
+                                  worker=worker, known=answered(items))
             eval_ms = evaluate_all(items, env)
             t0 = time.perf_counter()
             out = scoring.result()
@@ -126,6 +131,18 @@ def score_all(items: list[Scored], harness: Harness, env, max_new_tokens: int,
         s.reward, s.labels, s.kept, s.advantage = o.reward, o.labels, o.kept, o.advantage
         s.components = dict(o.components, **({"_errors": o.errors} if o.errors else {}))
     return eval_ms, harness_ms, 0.0
+
+
+def answered(items: list[Scored]):
+    """The harness worker's answers for the rollouts sent to it early (`Scored.asked`), None for
+    the others; None for all when none was sent, or when an early request failed (the batch's
+    own request then meets the failure again and reports it as it always has)."""
+    if not any(s.asked for s in items):
+        return None
+    try:
+        return [s.asked[0].result()[s.asked[1]] if s.asked else None for s in items]
+    except Exception:  # noqa: BLE001 - a harness or worker failure: asked again below, with the batch
+        return None
 
 
 def group_stats(items: list[Scored], harness: Harness) -> dict:
@@ -199,10 +216,14 @@ class JudgedEarly:
     hands over the rows that stopped (`FastGenerator.generate`'s `on_finished`), and the
     evaluator judges them (and `judged_json` encodes their stored row's judged part) on the loop's
     thread between decode launches, so `score_all` and the step's rows have only the rows that
-    ran longest left to do. `prompts` as `from_generation` takes them, one a row."""
+    ran longest left to do. `prompts` as `from_generation` takes them, one a row.
 
-    def __init__(self, prompts: list[tuple], env):
-        self.prompts, self.env = prompts, env
+    `ask`: sends judged rows to the harness worker and returns the future of its answer (a
+    thread waits for it while the card decodes; `Scored.asked`); None: the harness scores the
+    whole batch after generation."""
+
+    def __init__(self, prompts: list[tuple], env, ask: Callable[[list[Scored]], Future] | None = None):
+        self.prompts, self.env, self.ask = prompts, env, ask
         self.judged: dict[int, tuple[Generation, Scored]] = {}
 
     def __call__(self, rows: list[int], gens: list[Generation]) -> None:
@@ -210,6 +231,10 @@ class JudgedEarly:
         evaluate_all(batch, self.env)
         for s in batch:  # their stored row's judged part too, while the card decodes
             s.encoded = judged_json(s)
+        if self.ask is not None:
+            answer = self.ask(batch)
+            for k, s in enumerate(batch):
+                s.asked = (answer, k)
         self.judged.update(zip(rows, zip(gens, batch)))
 
     def items(self, gens: list[Generation]) -> list[Scored]:
@@ -220,6 +245,16 @@ class JudgedEarly:
             early = self.judged.get(r)
             out.append(early[1] if early is not None and early[0] is g else from_generation(p, g))
         return out
+
+
+def asking(harness: Harness, max_new_tokens: int, pool: ThreadPoolExecutor):
+    """`JudgedEarly`'s `ask`: judged rows go to this process's harness worker from `pool`'s thread,
+    the same request `score_all` makes for the batch (`apply_harness` takes the answers as known)."""
+    from backend.harness.client import shared_worker
+
+    worker = shared_worker()
+    return lambda batch: pool.submit(worker.apply, harness.code, harness.spec.weights,
+                                     [as_rollout(s, max_new_tokens).view() for s in batch])
 
 
 def from_episode(ep: Episode, task: Task, group: int, idx: int, prompt_text: str, prompt_ids: list[int]) -> Scored:

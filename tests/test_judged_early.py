@@ -68,6 +68,12 @@ def test_a_run_stores_the_same_rollouts_judged_early_or_late(tmp_path, tiny_mode
             super().__call__(rows, gens)
 
     monkeypatch.setattr("backend.loop.JudgedEarly", Counting)
+    from backend.harness.client import HarnessWorker
+
+    sent: dict[str, list[int]] = {}
+    apply = HarnessWorker.apply
+    monkeypatch.setattr(HarnessWorker, "apply", lambda self, code, weights, views, *a: (
+        sent.setdefault(way, []).append(len(views)) or apply(self, code, weights, views, *a)))
     stored = {}
     for way in ("late", "early"):
         engine = _engine(tmp_path / way, _cfg(tiny_model, spread_harness))
@@ -84,3 +90,46 @@ def test_a_run_stores_the_same_rollouts_judged_early_or_late(tmp_path, tiny_mode
                        for r in engine.store.rows("SELECT * FROM rollouts ORDER BY id")]
     assert judged, "no row was judged early"
     assert stored["early"] == stored["late"] and len(stored["late"]) == 8
+    # the harness scored the early half while the rest "decoded", and the batch's request only the rest
+    assert sent["late"] == [4, 4] and sent["early"] == [2, 2, 2, 2], sent
+
+
+def test_answers_asked_early_are_the_batch_s_own_and_a_failed_one_is_asked_again():
+    """`apply_harness(known=...)` sends only the rollouts not answered yet, and gives the same
+    results as one request for the batch; an early request that failed is dropped (`answered`),
+    so the batch's request meets the failure itself."""
+    from concurrent.futures import Future
+
+    from backend.harness.client import shared_worker
+    from backend.harness.loader import load_default
+    from backend.harness.semantics import apply_harness
+    from backend.rollout import answered
+    from backend.types import Rollout
+
+    harness = load_default("math")
+    batch = [Rollout(group=(g,), question="2+2?", answer="4", prompt="2+2?", completion=c, finish="stop",
+                     completion_tokens=3, max_new_tokens=16, obs={}, turns=[], domain="math", meta={}, task_id=f"t{g}")
+             for g in range(2) for c in ("The answer is 4.", "I think 5", "\\boxed{4}")]
+    worker = shared_worker()
+    whole = apply_harness(harness, batch, worker)
+    first = worker.apply(harness.code, harness.spec.weights, [r.view() for r in batch[:4]])
+    sent = []
+    apply = worker.apply
+    worker.apply = lambda code, weights, views, *a: sent.append(len(views)) or apply(code, weights, views, *a)
+    try:
+        merged = apply_harness(harness, batch, worker, known=first + [None, None])
+    finally:
+        del worker.apply
+    assert sent == [2]
+    assert [(o.reward, o.labels, o.advantage, o.kept) for o in merged.rollouts] == \
+        [(o.reward, o.labels, o.advantage, o.kept) for o in whole.rollouts]
+
+    class Item:
+        def __init__(self, asked):
+            self.asked = asked
+    done, failed = Future(), Future()
+    done.set_result(first[:2])
+    failed.set_exception(RuntimeError("harness worker died"))
+    assert answered([Item(None), Item(None)]) is None
+    assert answered([Item((done, 1)), Item(None)]) == [first[1], None]
+    assert answered([Item((done, 0)), Item((failed, 0))]) is None

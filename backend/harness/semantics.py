@@ -32,7 +32,7 @@ from .spec import HarnessSpec
 
 
 if TYPE_CHECKING:
-    from .client import HarnessWorker
+    from .client import HarnessWorker, Scores
 
 class Applicable(Protocol):
     """What applying a harness reads of it: its code (for the worker) and its validated constants.
@@ -193,19 +193,26 @@ def filter_and_advantage(keys: Sequence[GroupKey], outs: list[RolloutOut], finis
 
 
 def apply_harness(harness: Applicable, batch: Sequence[Rollout], worker: HarnessWorker | None = None,
-                  limit_s: float | None = None) -> BatchOut:
+                  limit_s: float | None = None, known: Sequence[Scores | None] | None = None) -> BatchOut:
     """Apply `harness` (a `backend.harness.loader.Harness`) to `batch` through the worker.
 
     Only plain data crosses into the worker (`Rollout.view()`) and back (components,
     errors, labels); the weighted total, filters, dead groups and advantages are
     computed here. Raises HarnessError when the harness fails as a whole and
     WorkerFailure when the worker does; a reward component that fails on one
-    rollout scores 0 with an error."""
+    rollout scores 0 with an error.
+
+    `known`: what the worker already said of some rollouts of the batch (`score_views`, asked
+    while the rest decoded), None where it has not; only the others are sent. The worker scores
+    each rollout on its own, so a rollout's scores do not depend on the request it came in."""
     from .client import shared_worker
 
     spec = harness.spec
     worker = worker or shared_worker()
-    scores = worker.apply(harness.code, spec.weights, [r.view() for r in batch], limit_s)
+    scores = list(known) if known is not None else [None] * len(batch)
+    todo = [i for i, s in enumerate(scores) if s is None]
+    for i, s in zip(todo, worker.apply(harness.code, spec.weights, [batch[i].view() for i in todo], limit_s)):
+        scores[i] = s
     outs = []
     for s in scores:
         reward, extra = weighted_total(s.components, spec.weights)
