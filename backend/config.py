@@ -82,12 +82,6 @@ class ModelConfig:
     call computed for it and prefills only the new tokens (backend/policy/kvreuse.py). Reused
     values agree with recomputed ones to rounding, not bit for bit: twins must share the setting.
     Off until measured on a GPU."""
-    fast_fused: bool = False
-    """Fast engine, Triton kernels: each RMSNorm inside the projection after it and SwiGLU inside the
-    gate|up projection (backend/policy/fastattn.py), six decode launches a layer instead of nine.
-    The norms' weights are folded into the merged projections, so the engine's numbers differ from
-    the unfused ones in the last bits: twins must share the setting. `evotui bench -- --only gen`
-    times it against the default; off until a GPU shows the gain."""
 
 
 @dataclass

@@ -11,10 +11,6 @@ these three replace the ones that cost most:
   no padding read, one launch. SDPA's kernels pad 3 query rows to a 64-row
   tile and need a bias tensor built each step.
 - `silu_mul`: SwiGLU's silu(gate) * up in one pass.
-- `norm_linear`, `norm_swiglu` (the engine's `fused` option): RMSNorm inside the projection
-  that follows it (the norm's weight folded into the projection's columns, each row scaled by
-  its 1/rms after the product), and SwiGLU in the gate|up projection's epilogue: a layer's
-  decode is six launches instead of nine.
 
 Tiles and warps are fixed per call site (no `triton.autotune`): a configuration chosen by
 timing would depend on what else runs on the card, and with it the order of the sums.
@@ -121,62 +117,6 @@ def _kernels() -> dict:
         tl.store(Y + r * s_y + i, (y * w).to(Y.dtype.element_ty), mask=ok)
 
     @triton.jit
-    def norm_linear(X, W, BIAS, Y, M, N, K, s_x, s_w, s_y, eps, HAS_BIAS: tl.constexpr, IEEE: tl.constexpr,
-                    BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
-        # Y = rmsnorm(X) @ W.T (+ bias), the norm's weight already folded into W's columns: the
-        # rows' mean squares are summed from the same X tiles the product reads, and applied to
-        # the product (a row scale commutes with it).
-        rm = tl.program_id(0) * BM + tl.arange(0, BM)
-        rn = tl.program_id(1) * BN + tl.arange(0, BN)
-        acc = tl.zeros([BM, BN], tl.float32)
-        ss = tl.zeros([BM], tl.float32)
-        for k0 in range(0, K, BK):
-            rk = k0 + tl.arange(0, BK)
-            x = tl.load(X + rm[:, None] * s_x + rk[None, :], mask=(rm[:, None] < M) & (rk[None, :] < K), other=0.0)
-            w = tl.load(W + rn[:, None] * s_w + rk[None, :], mask=(rn[:, None] < N) & (rk[None, :] < K), other=0.0)
-            xf = x.to(tl.float32)
-            ss += tl.sum(xf * xf, 1)
-            if IEEE:
-                acc = tl.dot(x, tl.trans(w), acc, input_precision="ieee")
-            else:
-                acc = tl.dot(x, tl.trans(w), acc)
-        y = acc * tl.rsqrt(ss / K + eps)[:, None]
-        if HAS_BIAS:
-            y += tl.load(BIAS + rn, mask=rn < N, other=0.0).to(tl.float32)[None, :]
-        tl.store(Y + rm[:, None] * s_y + rn[None, :], y.to(Y.dtype.element_ty),
-                 mask=(rm[:, None] < M) & (rn[None, :] < N))
-
-    @triton.jit
-    def norm_swiglu(X, W, Y, M, INTER, K, s_x, s_w, s_y, eps, IEEE: tl.constexpr,
-                    BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
-        # Y = silu(g) * u with g|u = rmsnorm(X) @ W.T, W = gate rows then up rows (the norm's
-        # weight folded in): a program computes matching tiles of g and u and writes only Y.
-        rm = tl.program_id(0) * BM + tl.arange(0, BM)
-        rn = tl.program_id(1) * BN + tl.arange(0, BN)
-        g = tl.zeros([BM, BN], tl.float32)
-        u = tl.zeros([BM, BN], tl.float32)
-        ss = tl.zeros([BM], tl.float32)
-        for k0 in range(0, K, BK):
-            rk = k0 + tl.arange(0, BK)
-            x = tl.load(X + rm[:, None] * s_x + rk[None, :], mask=(rm[:, None] < M) & (rk[None, :] < K), other=0.0)
-            ok = (rn[:, None] < INTER) & (rk[None, :] < K)
-            wg = tl.load(W + rn[:, None] * s_w + rk[None, :], mask=ok, other=0.0)
-            wu = tl.load(W + (INTER + rn[:, None]) * s_w + rk[None, :], mask=ok, other=0.0)
-            xf = x.to(tl.float32)
-            ss += tl.sum(xf * xf, 1)
-            if IEEE:
-                g = tl.dot(x, tl.trans(wg), g, input_precision="ieee")
-                u = tl.dot(x, tl.trans(wu), u, input_precision="ieee")
-            else:
-                g = tl.dot(x, tl.trans(wg), g)
-                u = tl.dot(x, tl.trans(wu), u)
-        r = tl.rsqrt(ss / K + eps)[:, None]
-        g = g * r
-        y = g / (1.0 + tl.exp(-g)) * (u * r)
-        tl.store(Y + rm[:, None] * s_y + rn[None, :], y.to(Y.dtype.element_ty),
-                 mask=(rm[:, None] < M) & (rn[None, :] < INTER))
-
-    @triton.jit
     def sample_partial(L, s_l, V, CHUNK, TEMP, SEED, CI, GM, GA, MM, LL,
                        S: tl.constexpr, BLOCK: tl.constexpr, GREEDY: tl.constexpr):
         # One slice of one row's logits: the best Gumbel-perturbed score and its index, and
@@ -243,7 +183,6 @@ def _kernels() -> dict:
         tl.store(TOK + b, tok)
 
     _K.update(rope_store=rope_store, attention=attention, silu_mul=silu_mul, rmsnorm=rmsnorm,
-              norm_linear=norm_linear, norm_swiglu=norm_swiglu,
               sample_partial=sample_partial, sample_finish=sample_finish, next_pow2=triton.next_power_of_2,
               cdiv=triton.cdiv)
     return _K
@@ -280,37 +219,6 @@ def rmsnorm(x, w, eps: float):
     y = x.new_empty(x.shape)
     n = x.shape[-1]
     k["rmsnorm"][(x.shape[0],)](x, w, y, x.stride(0), y.stride(0), n, eps, BLOCK=k["next_pow2"](n))
-    return y
-
-
-GEMM_TILE = (64, 64, 64)
-"""(rows, output columns, reduction columns) of a program of the fused projections below; at batch
-512 a projection of 960 outputs is 8 x 15 programs, about one an SM of an H100 (132)."""
-
-
-def norm_linear(x, w, bias, eps: float):
-    """rmsnorm(x) @ w.T (+ bias) in one launch, for w with the norm's weight folded into its columns
-    (`FastGenerator(fused=True)`). x (B, K), w (N, K) -> (B, N)."""
-    k = _kernels()
-    (M, K), N = x.shape, w.shape[0]
-    y = x.new_empty((M, N))
-    bm, bn, bk = GEMM_TILE
-    k["norm_linear"][(k["cdiv"](M, bm), k["cdiv"](N, bn))](
-        x, w, bias if bias is not None else w, y, M, N, K, x.stride(0), w.stride(0), y.stride(0), eps,
-        HAS_BIAS=bias is not None, IEEE=x.dtype == torch.float32, BM=bm, BN=bn, BK=bk)
-    return y
-
-
-def norm_swiglu(x, w, inter: int, eps: float):
-    """silu(g) * u for g|u = rmsnorm(x) @ w.T in one launch (w: gate rows, then up rows, the norm's
-    weight folded in). x (B, K), w (2I, K) -> (B, I)."""
-    k = _kernels()
-    M, K = x.shape
-    y = x.new_empty((M, inter))
-    bm, bn, bk = GEMM_TILE
-    k["norm_swiglu"][(k["cdiv"](M, bm), k["cdiv"](inter, bn))](
-        x, w, y, M, inter, K, x.stride(0), w.stride(0), y.stride(0), eps,
-        IEEE=x.dtype == torch.float32, BM=bm, BN=bn, BK=bk)
     return y
 
 

@@ -195,7 +195,7 @@ class FastGenerator:
 
     def __init__(self, model, tokenizer, device, max_batch: int = 0, use_graphs: bool | None = None,
                  compile: bool = False, kernels: str = "auto", sampler: str = "auto",
-                 attn_tile: tuple[int, int] = (64, 4), seed: int = 0, fused: bool = False):
+                 attn_tile: tuple[int, int] = (64, 4), seed: int = 0):
         why = why_unsupported(model)
         if why:
             raise ValueError(f"fast engine: {why}")
@@ -219,10 +219,6 @@ class FastGenerator:
             kernels = "triton" if self.cuda and fastattn.available() else "torch"
         self.kernels = kernels  # triton: fused RoPE + cache write, attention, SwiGLU (backend/policy/fastattn.py)
         self.sampler = kernels if sampler == "auto" else sampler  # triton: split-vocabulary Gumbel-max
-        self.fused = fused and kernels == "triton"
-        """RMSNorm folded into the projection after it, SwiGLU into the gate|up projection (fastattn's
-        `norm_linear`, `norm_swiglu`; `model.fast_fused`): six decode launches a layer instead of nine.
-        The norms' weights are multiplied into the merged projections, so prefill normalizes without them."""
         self.seed = seed
         self.eos_ids = self._eos_ids()
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else self.eos_ids[0]
@@ -295,33 +291,16 @@ class FastGenerator:
             (q, qb), (k, kb), (v, vb), (o, _), (g, _), (u, _), (d, _) = (_effective_weight(m) for m in L["mods"])
             q = _permute_rope_rows(q, s.heads, s.head_dim)
             k = _permute_rope_rows(k, s.kv_heads, s.head_dim)
-            L["qkv"].copy_(_round_to(self._fold(torch.cat([q, k, v]), L["ln1"]), self.dtype, gen))
+            L["qkv"].copy_(_round_to(torch.cat([q, k, v]), self.dtype, gen))
             if L["qkv_b"] is not None:
                 qb = _permute_rope_rows(qb.float(), s.heads, s.head_dim)
                 kb = _permute_rope_rows(kb.float(), s.kv_heads, s.head_dim)
                 L["qkv_b"].copy_(torch.cat([qb, kb, vb.float()]).to(self.dtype))
             L["o"].copy_(_round_to(o, self.dtype, gen))
-            L["gu"].copy_(_round_to(self._fold(torch.cat([g, u]), L["ln2"]), self.dtype, gen))
+            L["gu"].copy_(_round_to(torch.cat([g, u]), self.dtype, gen))
             L["down"].copy_(_round_to(d, self.dtype, gen))
         self._fp = self._fingerprint()
         self._carry = None  # computed with the old weights
-
-    def fuse(self) -> None:
-        """Switch to the fused projections (`fused`; Triton kernels only): re-merge the weights with
-        the norms folded in, and drop graphs captured with the unfused kernels."""
-        if self.kernels != "triton":
-            raise ValueError("fast engine: fused projections need the triton kernels")
-        self.fused = True
-        self._ws.clear()
-        self.refresh()
-
-    def _fold(self, w: torch.Tensor, norm: torch.Tensor) -> torch.Tensor:
-        """A projection's weight (N, K) with the preceding RMSNorm's weight (K,) multiplied into its
-        columns when `fused` (rmsnorm(x) * norm @ w.T == rmsnorm(x) @ (w * norm).T)."""
-        return w * norm.float()[None] if self.fused else w
-
-    def _norm_weight(self, norm: torch.Tensor) -> torch.Tensor | None:
-        return None if self.fused else norm  # folded into the projection that follows
 
     def sleep(self) -> None:
         """Free the KV caches and graphs (before training); they come back on the next call."""
@@ -348,11 +327,11 @@ class FastGenerator:
 
     # ------------------------------------------------------------ the model
     def _layer_qkv(self, L, x):
-        h = F.rms_norm(x, (self.spec.hidden,), self._norm_weight(L["ln1"]), self.spec.eps)
+        h = F.rms_norm(x, (self.spec.hidden,), L["ln1"], self.spec.eps)
         return F.linear(h, L["qkv"], L["qkv_b"])
 
     def _mlp(self, L, x):
-        h = F.rms_norm(x, (self.spec.hidden,), self._norm_weight(L["ln2"]), self.spec.eps)
+        h = F.rms_norm(x, (self.spec.hidden,), L["ln2"], self.spec.eps)
         if x.dim() == 2:  # decode: residual add fused into the matmul
             return x.addmm_(self._silu_mul(F.linear(h, L["gu"]), self.spec.inter), L["down"].t())
         return x + F.linear(_silu_mul(F.linear(h, L["gu"]), self.spec.inter), L["down"])
@@ -407,20 +386,14 @@ class FastGenerator:
         x = F.embedding(ws.tok, self.embed)  # (B, H)
         for li, L in enumerate(self.layers):
             q = torch.empty(B, s.heads, s.head_dim, dtype=self.dtype, device=self.device)
-            if self.fused:
-                qkv = fa.norm_linear(x, L["qkv"], L["qkv_b"], s.eps)
-            else:
-                qkv = F.linear(fa.rmsnorm(x, L["ln1"], s.eps), L["qkv"], L["qkv_b"])
+            qkv = F.linear(fa.rmsnorm(x, L["ln1"], s.eps), L["qkv"], L["qkv_b"])
             fa.rope_store(qkv, self.cos, self.sin, ws.pad, ws.col, q, ws.k[li], ws.v[li],
                           s.heads, s.kv_heads, s.head_dim)
             a = torch.empty_like(q)
             fa.decode_attention(q, ws.k[li], ws.v[li], ws.pad, ws.col, a, s.kv_heads, *self.attn_tile)
             x.addmm_(a.view(B, -1), L["o"].t())
-            if self.fused:
-                act = fa.norm_swiglu(x, L["gu"], s.inter, s.eps)
-            else:
-                act = torch.empty(B, s.inter, dtype=self.dtype, device=self.device)
-                fa.silu_mul(F.linear(fa.rmsnorm(x, L["ln2"], s.eps), L["gu"]), act, s.inter)
+            act = torch.empty(B, s.inter, dtype=self.dtype, device=self.device)
+            fa.silu_mul(F.linear(fa.rmsnorm(x, L["ln2"], s.eps), L["gu"]), act, s.inter)
             x.addmm_(act, L["down"].t())
         return F.linear(fa.rmsnorm(x, self.norm, s.eps), self.head)  # (B, V)
 

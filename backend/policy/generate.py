@@ -158,18 +158,12 @@ def make_generator(kind: str, model, tokenizer, device, batch_size: int = 0, log
 
 
 def apply_engine_settings(generator, model_cfg, say=lambda msg, level="info": print(f"[{level}] {msg}")) -> None:
-    """The fast engine's optional settings from `model` (`kv_reuse`, `fast_fused`), the same on
-    every process that generates for a run (a DDP follower decodes as rank 0 does). An engine
-    without them says so once and runs as it is."""
+    """The fast engine's optional settings from `model` (`kv_reuse`), the same on every process
+    that generates for a run (a DDP follower decodes as rank 0 does). An engine without them
+    says so and runs as it is."""
     if model_cfg.kv_reuse:
         if not hasattr(generator, "kv_reuse"):
             say(f"model.kv_reuse: the {generator.name} engine keeps no cache across calls; "
                 f"only the fast engine does", "warn")
         else:
             generator.kv_reuse = True
-    if model_cfg.fast_fused:
-        if getattr(generator, "kernels", None) != "triton":
-            say(f"model.fast_fused: the {generator.name} engine has no fused projections here "
-                f"(only the fast engine's Triton kernels, on CUDA)", "warn")
-        else:
-            generator.fuse()

@@ -216,7 +216,6 @@ def bench_gen(b: Bench) -> None:
                      ("fast, triton kernels + compiled torch sampling",
                       {"kernels": "triton", "sampler": "torch", "compile": True}),
                      ("fast, triton kernels + triton sampler (default)", {"kernels": "triton"}),
-                     ("fast, triton, fused norms + SwiGLU (model.fast_fused)", {"kernels": "triton", "fused": True}),
                      ("fast, triton, attention tile 128 x 4 warps", {"kernels": "triton", "attn_tile": (128, 4)}),
                      ("fast, triton, attention tile 32 x 2 warps", {"kernels": "triton", "attn_tile": (32, 2)})]
     best = None

@@ -68,8 +68,6 @@ def dist_rows(b, model, tok, dev, dtype, prompts, length: int = 32) -> list[dict
     conts = [g.ids for g in fast.generate(prompts, length, 1.0, stop_at_eos=False)]
     kind = f"{len(prompts)} x {length} tokens, {str(dtype).split('.')[-1]}, LoRA adapter"
     engines = [(f"fast engine ({fast.kernels} kernels)", lambda: fast)]
-    if fast.kernels == "triton":
-        engines.append(("fast engine (triton, fused projections)", lambda: FastGenerator(model, tok, dev, fused=True)))
     rows = []
     why = vllm_status(dev)
     if why is None:
