@@ -167,8 +167,10 @@ def in_children(req: dict[str, Any]) -> dict[str, Any]:
 
 
 def preload() -> None:
-    """Import the slow libraries once, before any fork, so each request starts warm."""
-    for name in ("math_verify", "sympy", "backend.envs.math_answer", "reasoning_gym"):
+    """Import the slow libraries once, before any fork, so each request starts warm; the harness
+    runtime too (`namespace` and what it imports: about 8 ms a request otherwise). No harness code
+    runs here: each request's child loads its harness afresh."""
+    for name in ("math_verify", "sympy", "backend.envs.math_answer", "reasoning_gym", "backend.harness.namespace"):
         try:
             __import__(name)
         except Exception:  # noqa: BLE001 - an optional library; the harness that needs it fails alone
