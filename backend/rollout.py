@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import math
 import statistics
+import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -249,12 +250,27 @@ class JudgedEarly:
 
 def asking(harness: Harness, max_new_tokens: int, pool: ThreadPoolExecutor):
     """`JudgedEarly`'s `ask`: judged rows go to this process's harness worker from `pool`'s thread,
-    the same request `score_all` makes for the batch (`apply_harness` takes the answers as known)."""
+    the same request `score_all` makes for the batch (`apply_harness` takes the answers as known).
+    Once one such request fails (a harness over its time limit, a worker that died), the chunks
+    after it are not sent: the batch's own request meets the failure once more, not once a chunk."""
     from backend.harness.client import shared_worker
 
     worker = shared_worker()
-    return lambda batch: pool.submit(worker.apply, harness.code, harness.spec.weights,
-                                     [as_rollout(s, max_new_tokens).view() for s in batch])
+    failed = threading.Event()
+
+    def send(views: list[dict]):
+        if failed.is_set():
+            raise EarlyScoringSkipped("an earlier chunk's request failed")
+        try:
+            return worker.apply(harness.code, harness.spec.weights, views)
+        except Exception:
+            failed.set()
+            raise
+    return lambda batch: pool.submit(send, [as_rollout(s, max_new_tokens).view() for s in batch])
+
+
+class EarlyScoringSkipped(RuntimeError):
+    """A chunk of early rows not sent to the harness worker (`asking`); the batch's request scores them."""
 
 
 def from_episode(ep: Episode, task: Task, group: int, idx: int, prompt_text: str, prompt_ids: list[int]) -> Scored:

@@ -133,3 +133,34 @@ def test_answers_asked_early_are_the_batch_s_own_and_a_failed_one_is_asked_again
     assert answered([Item(None), Item(None)]) is None
     assert answered([Item((done, 1)), Item(None)]) == [first[1], None]
     assert answered([Item((done, 0)), Item((failed, 0))]) is None
+
+
+def test_after_a_failed_early_request_the_other_chunks_are_not_sent(monkeypatch):
+    """A harness over its time limit would meet it once a chunk; `asking` sends no chunk after a
+    failed one, and `answered` leaves the whole batch to its own request."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from backend.harness.check import HarnessError
+    from backend.harness.loader import load_default
+    from backend.rollout import EarlyScoringSkipped, answered, asking
+    from benchmarks.score_overlap import batch
+
+    calls = []
+
+    class Failing:
+        def apply(self, code, weights, views, *a):
+            calls.append(len(views))
+            raise HarnessError("harness ran over its 5s limit")
+
+    harness = load_default("math")
+    monkeypatch.setattr("backend.harness.client.shared_worker", lambda: Failing())
+    items = batch(3, 2)
+    with ThreadPoolExecutor(1) as pool:
+        ask = asking(harness, 64, pool)
+        answers = [ask(items[k:k + 2]) for k in (0, 2, 4)]
+    assert calls == [2]
+    assert isinstance(answers[0].exception(), HarnessError)
+    assert all(isinstance(a.exception(), EarlyScoringSkipped) for a in answers[1:])
+    for k, s in enumerate(items):
+        s.asked = (answers[k // 2], k % 2)
+    assert answered(items) is None
