@@ -122,8 +122,9 @@ def score_all(items: list[Scored], harness: Harness, env, max_new_tokens: int,
             if not s.obs:
                 s.obs = env.observe(s.task, s.completion, None) or {}
         with ThreadPoolExecutor(1, thread_name_prefix="harness") as pool:
-            scoring = pool.submit(apply_harness, harness, [as_rollout(s, max_new_tokens) for s in items],
-                                  worker=worker, known=answered(items))
+            views = [as_rollout(s, max_new_tokens) for s in items]
+            # the early answers are waited for on the pool's thread too, beside the evaluator
+            scoring = pool.submit(lambda: apply_harness(harness, views, worker=worker, known=answered(items)))
             eval_ms = evaluate_all(items, env)
             t0 = time.perf_counter()
             out = scoring.result()
@@ -134,7 +135,7 @@ def score_all(items: list[Scored], harness: Harness, env, max_new_tokens: int,
     return eval_ms, harness_ms, 0.0
 
 
-def answered(items: list[Scored]):
+def answered(items: list[Scored]) -> list | None:
     """The harness worker's answers for the rollouts sent to it early (`Scored.asked`), None for
     the others; None for all when none was sent, or when an early request failed (the batch's
     own request then meets the failure again and reports it as it always has)."""

@@ -202,9 +202,10 @@ def apply_harness(harness: Applicable, batch: Sequence[Rollout], worker: Harness
     WorkerFailure when the worker does; a reward component that fails on one
     rollout scores 0 with an error.
 
-    `known`: what the worker already said of some rollouts of the batch (`score_views`, asked
+    `known`: what the worker already said of some rollouts of the batch (`rollout.asking`, asked
     while the rest decoded), None where it has not; only the others are sent. The worker scores
-    each rollout on its own, so a rollout's scores do not depend on the request it came in."""
+    each rollout on its own, as it does the shares of a batch split over its children, so a
+    rollout's scores do not depend on the request it came in."""
     from .client import shared_worker
 
     spec = harness.spec
