@@ -275,7 +275,8 @@ class Engine:
                 prompts = task_prompts(self.lm.tokenizer, slots)
                 if self.judges_early(prefixes):  # rows that stop early are judged and scored while the rest decode
                     with ThreadPoolExecutor(1, thread_name_prefix="harness-early") as pool:
-                        early = JudgedEarly(prompts, self.env, asking(harness, mnt, pool))
+                        early = JudgedEarly(prompts, self.env,
+                                            asking(harness, mnt, pool) if self.asks_harness_early() else None)
                         items = early.items(generate([p[4] for p in prompts], mnt, temp, top_p, on_finished=early))
                 else:
                     gens = generate([p[4] for p in prompts], mnt, temp, top_p)
@@ -300,6 +301,12 @@ class Engine:
         prefixes wrap the engine."""
         return (not prefixes and getattr(self.generator, "reports_finished", False)
                 and not hasattr(self.env, "evaluate_many"))
+
+    def asks_harness_early(self) -> bool:
+        """Whether rows judged during decoding also go to the harness worker then: where the loop's
+        thread waits on a GPU. On the CPU the decode keeps the cores busy, and each early request's
+        fixed cost (the worker forks a child for it) would be added to the step, not hidden."""
+        return self.lm.device.type == "cuda"
 
     @staticmethod
     def _counted(generate, progress):

@@ -79,6 +79,8 @@ def test_a_run_stores_the_same_rollouts_judged_early_or_late(tmp_path, tiny_mode
         engine = _engine(tmp_path / way, _cfg(tiny_model, spread_harness))
         if way == "early":
             engine.generator = Reporting(engine.generator)
+            assert not engine.asks_harness_early()  # on the CPU the early requests would cost, not hide
+            engine.asks_harness_early = lambda: True  # as on a GPU
         calls = []
         evaluate = engine.env.evaluate
         engine.env.evaluate = lambda task, completion, calls=calls, evaluate=evaluate: (

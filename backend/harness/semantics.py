@@ -210,12 +210,13 @@ def apply_harness(harness: Applicable, batch: Sequence[Rollout], worker: Harness
 
     spec = harness.spec
     worker = worker or shared_worker()
-    scores = list(known) if known is not None else [None] * len(batch)
+    scores: list[Scores | None] = list(known) if known is not None else [None] * len(batch)
     todo = [i for i, s in enumerate(scores) if s is None]
-    for i, s in zip(todo, worker.apply(harness.code, spec.weights, [batch[i].view() for i in todo], limit_s)):
-        scores[i] = s
+    for i, fresh in zip(todo, worker.apply(harness.code, spec.weights, [batch[i].view() for i in todo], limit_s)):
+        scores[i] = fresh
     outs = []
     for s in scores:
+        assert s is not None  # each rollout answered, early or just now
         reward, extra = weighted_total(s.components, spec.weights)
         outs.append(RolloutOut(reward, s.components, {**s.errors, **extra}, list(s.labels)))
     groups = filter_and_advantage([r.group for r in batch], outs, [str(r.finish or "") for r in batch], spec)
