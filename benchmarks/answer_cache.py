@@ -31,12 +31,10 @@ def main(argv=None) -> None:
     from backend.harness.loader import load_default
     from backend.rollout import as_rollout, evaluate_all
     from benchmarks.code_step import interval
-    from benchmarks.score_overlap import batch
+    from benchmarks.score_overlap import batch, batch_arguments
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--tasks", type=int, default=64)
-    ap.add_argument("--group", type=int, default=8)
-    ap.add_argument("--repeats", type=int, default=8)
+    batch_arguments(ap, repeats=8)
     args = ap.parse_args(argv)
     harness, env = load_default("math"), MathEnv(["chain_sum"])
     cached = math_answer.clean

@@ -49,12 +49,10 @@ def main(argv=None) -> None:
     from backend.harness.loader import load_default
     from backend.rollout import JudgedEarly, asking, score_all
     from benchmarks.code_step import interval
-    from benchmarks.score_overlap import batch
+    from benchmarks.score_overlap import batch, batch_arguments
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--tasks", type=int, default=64)
-    ap.add_argument("--group", type=int, default=8)
-    ap.add_argument("--repeats", type=int, default=6)
+    batch_arguments(ap, repeats=6)
     ap.add_argument("--checks", type=int, default=8, help="reads of stopped rows in a decode (128 tokens / 16)")
     ap.add_argument("--decode-ms", type=float, default=400.0, help="the decode's length")
     args = ap.parse_args(argv)

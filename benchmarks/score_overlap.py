@@ -44,6 +44,13 @@ def batch(tasks: int, group: int, seed: int = 0) -> list:
     return out
 
 
+def batch_arguments(ap: argparse.ArgumentParser, repeats: int) -> None:
+    """The command-line arguments of the benchmarks that score `batch`es: its shape, and how many."""
+    ap.add_argument("--tasks", type=int, default=64)
+    ap.add_argument("--group", type=int, default=8)
+    ap.add_argument("--repeats", type=int, default=repeats)
+
+
 def main(argv=None) -> None:
     from backend.envs.math import MathEnv
     from backend.envs.math_answer import forget_cleaned
@@ -52,9 +59,7 @@ def main(argv=None) -> None:
     from benchmarks.code_step import interval
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--tasks", type=int, default=64)
-    ap.add_argument("--group", type=int, default=8)
-    ap.add_argument("--repeats", type=int, default=5)
+    batch_arguments(ap, repeats=5)
     args = ap.parse_args(argv)
     harness = load_default("math")
     today = MathEnv(["chain_sum"])

@@ -27,6 +27,7 @@ from backend.evolve import interventions as iv
 from synthetic_run import build_run
 from backend.harness.loader import default_harness_path
 from backend.store.schema import TABLES
+from conftest import set_flags
 from engine_waits import communicate, run_process
 from evotui.cli import SHELL_BUSY_S
 
@@ -282,7 +283,7 @@ def fresh_cli(*args) -> tuple[subprocess.CompletedProcess, bool]:
 def test_config_errors_come_before_torch(sets, needles):
     """Under the default `--profile auto` a bad config is reported without importing torch (the
     device question comes after validation); a broken TOML list is a parse error, not a name."""
-    args = ["run", "--headless", "--steps", "1"] + [x for s in sets for x in ("--set", s)]
+    args = ["run", "--headless", "--steps", "1", *set_flags(*sets)]
     p, torch_imported = fresh_cli(*args)
     err = one_line_error(p, *needles)
     assert "unknown reasoning-gym" not in err

@@ -47,10 +47,10 @@ def test_random_kills_lose_nothing(tmp_path, tiny_overrides, tiny_model):
     run = tmp_path / "run"
     sets = set_flags(*tiny_overrides, f"model.name='{tiny_model}'")
     # evolution every 2 steps so kills also land in rounds, promotions and backtests
-    sets += ["--set", "evolve.every=2", "--set", "evolve.candidates=2", "--set", "evolve.probe_tasks=1"]
+    sets += set_flags("evolve.every=2", "evolve.candidates=2", "evolve.probe_tasks=1")
     # completions of 8 tokens, not TINY's 24 (answers: 16): what is checked is the rows, not their
     # text, and a step takes half the time
-    sets += ["--set", "train.max_new_tokens_cap=8", "--set", "eval.max_new_tokens=8"]
+    sets += set_flags("train.max_new_tokens_cap=8", "eval.max_new_tokens=8")
     rng = random.Random(int(os.environ.get("EVOTUI_SOAK_SEED", "7")))
     survived = 0
     proc, before = _spawn(["--steps", str(steps), "--run-dir", str(run), *sets]), 0
