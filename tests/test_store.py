@@ -64,6 +64,30 @@ def test_commit_step_is_atomic(tmp_path):
     assert integrity_ok(tmp_path / "run.db")
 
 
+def test_a_step_larger_than_one_statement_stores_every_row_as_one_statement_would(tmp_path):
+    """Rows go in as few multi-row statements as SQLite's parameter limit allows: a limit that
+    splits the step into several statements stores the same rows, ids, diagnoses and full-text
+    index as one statement."""
+    stored = []
+    for name, limit in (("one", None), ("split", 16)):
+        s = Store.open(tmp_path / f"{name}.db")
+        s.create_run("r", {"domain": "math"}, 0, 3)
+        if limit:
+            s.conn.setlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER, limit)  # 3 columns: 5 rows a statement
+        rows = [{"step": 1, "completion": f"answer {i} " + ("unusual" if i == 11 else "plain")} for i in range(12)]
+        rows[3]["reward"] = 0.5  # a key only one row has: the others store NULL
+        diags = [[{"step": 1, "label": f"l{i}"}] * (i % 3) for i in range(12)]
+        ids = s.commit_step({"step": 1, "n_rollouts": 12}, rows, diags).rollout_ids
+        assert ids == list(range(1, 13))
+        hits = s.rows("SELECT rowid FROM rollouts_fts WHERE rollouts_fts MATCH 'unusual'")
+        stored.append((s.rows("SELECT id, step, completion, reward FROM rollouts ORDER BY id"),
+                       s.rows("SELECT rollout_id, label FROM diagnoses ORDER BY id"), hits))
+        s.close()
+    assert stored[0] == stored[1]
+    assert stored[0][2] == [{"rowid": 12}] and stored[0][0][3]["reward"] == 0.5 and stored[0][0][4]["reward"] is None
+    assert len(stored[0][1]) == sum(i % 3 for i in range(12))
+
+
 def test_the_store_numbers_policy_versions(tmp_path):
     """A step's new policy version takes the next unused id, whatever the run's current policy
     (after a rollback an older one); the step row and the run point at it."""

@@ -154,26 +154,18 @@ class Store(EvolutionRecords, RolloutReads, ReportReads, SearchReads, Queries):
         rollback), so an id counted on from it would repeat one already stored. The step row
         and the run point at the new version."""
         with self.tx():
-            # Plain prepared statements, all rows in one call: sqlite-utils' per-row insert
-            # inspects the table every time (~70 ms for a 512-rollout step), and a statement a
-            # row must take the interpreter's lock back from the checkpoint's writing thread once
-            # a row. The ids are the ones SQLite would give one by one (max + 1 on): the
-            # transaction holds the write lock.
+            # The ids are the ones SQLite would give one by one (max + 1 on): the transaction
+            # holds the write lock.
             first = int(self.scalar("SELECT coalesce(max(id), 0) + 1 FROM rollouts"))
             ids = list(range(first, first + len(rollouts)))
-            rows = [dict(r, id=rid) for r, rid in zip(rollouts, ids)]
-            if rows:
-                sql, keys = _insert_sql("rollouts", rows)
-                self.conn.executemany(sql, [_values(r, keys) for r in rows])
             diags, turns = [], []
             for i, rid in enumerate(ids):
                 diags += [dict(d, rollout_id=rid) for d in diagnoses_by_rollout[i]]
                 if turns_by_rollout and turns_by_rollout[i]:
                     turns += [dict(t, rollout_id=rid) for t in turns_by_rollout[i]]
-            for table, rows in (("diagnoses", diags), ("turns", turns)):
-                if rows:
-                    sql, keys = _insert_sql(table, rows)
-                    self.conn.executemany(sql, [_values(r, keys) for r in rows])
+            self._insert_rows("rollouts", [dict(r, id=rid) for r, rid in zip(rollouts, ids)])
+            self._insert_rows("diagnoses", diags)
+            self._insert_rows("turns", turns)
             vals = dict(run_values or {}, step=step["step"], updated_at=now())
             pv = None
             if policy_version:
@@ -184,6 +176,25 @@ class Store(EvolutionRecords, RolloutReads, ReportReads, SearchReads, Queries):
             if ready is not None:
                 ready()
         return StepCommit(ids, pv)
+
+    def _insert_rows(self, table: str, rows: list[Row]) -> None:
+        """Insert many rows in as few statements as SQLite's parameter limit allows.
+
+        Not a statement a row: sqlite-utils' per-row insert inspects the table every time (~70 ms
+        for a 512-rollout step); every statement on `rollouts` ends by flushing the full-text
+        index its trigger fills, so 512 one-row statements cost about twice one 512-row statement
+        (`benchmarks/step_commit.py`); and each statement takes the interpreter's lock back from
+        the checkpoint's writing thread."""
+        if not rows:
+            return
+        keys = sorted({k for r in rows for k in r})
+        cols = ", ".join(f'"{k}"' for k in keys)
+        one = "(" + ", ".join("?" * len(keys)) + ")"
+        per = max(1, self.conn.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER) // len(keys))
+        for i in range(0, len(rows), per):
+            chunk = rows[i:i + per]
+            self.conn.execute(f"INSERT INTO {table} ({cols}) VALUES " + ", ".join([one] * len(chunk)),
+                              [v for r in chunk for v in _values(r, keys)])
 
     def _insert_policy_version(self, version: Row) -> int:
         if "id" in version:
@@ -302,13 +313,6 @@ class StepCommit:
 
     rollout_ids: list[int]
     policy_version: int | None
-
-
-def _insert_sql(table: str, rows: list[dict[str, Any]]) -> tuple[str, list[str]]:
-    """(INSERT statement, its column order) for rows of these keys."""
-    keys = sorted({k for r in rows for k in r})
-    cols = ", ".join(f'"{k}"' for k in keys)
-    return f"INSERT INTO {table} ({cols}) VALUES ({', '.join('?' * len(keys))})", keys
 
 
 def _values(row: dict[str, Any], keys: list[str]) -> list[Any]:
