@@ -6,7 +6,10 @@ the step's duration (the loop's code is unchanged and runs as always):
 
 - evaluator    `rollout.evaluate_all`: the task's verifier on every rollout (math-verify)
 - harness      `rollout.apply_harness`: rewards, labels, filters, advantages in the
-               sandboxed harness worker (the round trip included)
+               sandboxed harness worker (the round trip included); after a decode that
+               judged rows early, the request of the rows left
+- early answers `rollout.answered`: the wait after the decode for the answers to the rows
+               sent to the harness worker while the rest decoded (`rollout.JudgedEarly`)
 - group stats  `loop.group_stats`: the step's group metrics
 - checkpoint   `checkpoint.write`: the LoRA adapter and the optimizer state, written by a
                thread while the step's rows are built and inserted
@@ -27,6 +30,7 @@ from functools import wraps
 TARGETS = (
     ("backend.rollout", "evaluate_all", "evaluator"),
     ("backend.rollout", "apply_harness", "harness"),
+    ("backend.rollout", "answered", "early answers"),
     ("backend.loop", "group_stats", "group stats"),
     ("backend.policy.checkpoint", "write", "checkpoint"),
     ("backend.loop", "rollout_row", "rows"),
