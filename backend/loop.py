@@ -345,10 +345,15 @@ class Engine:
         progress.phase("filter")
         gstats = group_stats(items, self.harness)
         settled_ms = self.settle_checkpoint()  # the last step's overlapped checkpoint: before the update
-        progress.phase("train")
-        t0 = time.perf_counter()
-        samples, tstats = self.update_policy(items, dist=self.dist)
-        train_ms = (time.perf_counter() - t0) * 1000
+        with ThreadPoolExecutor(1, thread_name_prefix="step-records") as pool:
+            # The step's records, built while the policy trains: the update reads the rollouts
+            # and changes none of them, and its thread waits on the card most of the time.
+            records = pool.submit(self.step_records, items, step, self.policy_version)
+            progress.phase("train")
+            t0 = time.perf_counter()
+            samples, tstats = self.update_policy(items, dist=self.dist)
+            train_ms = (time.perf_counter() - t0) * 1000
+            rows, diags, turns = records.result()
         progress.phase("checkpoint")
         t0 = time.perf_counter()
         new_pv, writing = None, None
@@ -363,10 +368,6 @@ class Engine:
         progress.phase("store")
         total_ms = (time.perf_counter() - t_start) * 1000
         n_tok = sum(len(s.completion_ids) for s in items)
-        pv_for_rows = self.policy_version
-        rows = [rollout_row(s, step, self.harness_version, pv_for_rows, self.max_new_tokens()) for s in items]
-        diags = [diagnosis_rows(s, step, self.harness_version, self.harness.validity) for s in items]
-        turns = [turn_rows(s) for s in items]
         step_row = {
             "step": step, "created_at": now(), "harness_version": self.harness_version,
             "policy_version": self.policy_version,  # the saved one's, if any
@@ -404,6 +405,14 @@ class Engine:
             step_row["policy_version"] = saved
         step_row["store_ms"], step_row["total_ms"] = store_ms, total_ms + store_ms + waited_ms  # as stored
         return step_row
+
+    def step_records(self, items: list[Scored], step: int, policy_version: int) -> tuple[list, list, list]:
+        """The rows `step` stores of its rollouts: (rollouts, their diagnoses, their turns).
+        `policy_version`: the policy that generated them."""
+        mnt = self.max_new_tokens()
+        return ([rollout_row(s, step, self.harness_version, policy_version, mnt) for s in items],
+                [diagnosis_rows(s, step, self.harness_version, self.harness.validity) for s in items],
+                [turn_rows(s) for s in items])
 
     def commit_with_checkpoint(self, step_row, rows, diags, turns, new_pv, writing) -> tuple[int | None, float]:
         """Commit the step once its checkpoint's files are written (`writing`: their future, or
