@@ -30,15 +30,18 @@ def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeats", type=int, default=10)
     ap.add_argument("--sizes", default="1,64,512")
+    ap.add_argument("--gap-ms", type=float, default=0.0, help="wait between two requests")
     args = ap.parse_args(argv)
     harness = load_default("math")
     worker = shared_worker()
     views = [as_rollout(s, 128).view() for s in batch(64, 8, seed=3)]
     worker.apply(harness.code, harness.spec.weights, views[:1])  # the worker starts and warms up
+    print(f"{args.gap_ms:g} ms between requests")
     print(f"{'rollouts':>8} {'ms a request (mean +- 95%)':>28} {'best':>8}")
     for n in (int(x) for x in args.sizes.split(",")):
         ms = []
         for _ in range(args.repeats):
+            time.sleep(args.gap_ms / 1000)
             t = time.perf_counter()
             worker.apply(harness.code, harness.spec.weights, views[:n])
             ms.append((time.perf_counter() - t) * 1000)

@@ -12,11 +12,18 @@ Requests:
         -> {"ok": true, "results": [[components, errors, [[label, evidence], ...]], ...]}
     any failure -> {"ok": false, "error": "one line"}
 
-Every request runs in a child forked for it (a large batch in several, one per
+Every request runs in a child of its own (a large batch in several, one per
 core), with a CPU-time limit (a signal
 first, RLIMIT_CPU for C loops no handler interrupts) and a wall deadline, so
 one request's state, hang or crash never reaches the next: nothing a harness
 does outlives its request.
+
+Spares: once requests in a row apply the same code (a run's training steps, the
+chunks of a batch scored while it decodes), that many children as the last one
+used are forked right after its answer, with that code loaded under the CPU limit,
+and wait for the next request's rows. Each still serves one request and exits; the
+request no longer waits for the fork and the load. A spare that died is passed
+over for a child forked then, so a harness fails as it would without spares.
 """
 
 import json
@@ -58,13 +65,13 @@ def _alarm(signum: Any, frame: Any) -> None:
     raise Overtime()
 
 
-def handle(req: dict[str, Any]) -> dict[str, Any]:
-    """Run one request (in the forked child)."""
+def handle(req: dict[str, Any], loaded: Any = None) -> dict[str, Any]:
+    """Run one request (in the forked child); `loaded`: its harness, loaded by a spare."""
     from backend.harness import namespace as hns
     from backend.harness.check import HarnessError
 
     try:
-        h = hns.load(req["code"])
+        h = loaded if loaded is not None else hns.load(req["code"])
         if req["op"] == "load":
             return {"ok": True, "harness": h.describe()}
         names = [k for k in req["weights"] if k in h.rewards]
@@ -78,15 +85,28 @@ def handle(req: dict[str, Any]) -> dict[str, Any]:
         return {"ok": False, "error": str(e)[:300]}
 
 
-def run_child(req: dict[str, Any], wfd: int) -> None:
-    limit = float(req.get("limit_s", 10.0))
-    cpu = math.ceil(limit) + 1
-    resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
+def _cpu_used() -> float:
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+
+def _limit_cpu(limit: float, hard: bool = True) -> None:
+    """This process may use `limit` more seconds of CPU: an Overtime signal at `limit`, the kernel's
+    SIGXCPU a second later (a C loop no handler interrupts). `hard` False keeps the hard limit,
+    so a spare can raise its soft one for the request after its load."""
+    cpu = math.ceil(_cpu_used() + limit) + 1
+    _, old_hard = resource.getrlimit(resource.RLIMIT_CPU)
+    resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1 if hard else old_hard))
     signal.signal(signal.SIGVTALRM, _alarm)
     # re-arms every 0.1 s of CPU: a loop in a `finally:` cannot outlast the first alarm
     signal.setitimer(signal.ITIMER_VIRTUAL, limit, 0.1)
+
+
+def run_child(req: dict[str, Any], wfd: int, loaded: Any = None) -> None:
+    limit = float(req.get("limit_s", 10.0))
+    _limit_cpu(limit)
     try:
-        out = handle(req)
+        out = loaded if isinstance(loaded, dict) else handle(req, loaded)  # a dict: the spare's load failed
     except Overtime:
         out = {"ok": False, "error": f"harness ran over its {limit:g}s CPU limit"}
     except BaseException as e:  # noqa: BLE001 - whatever the harness raised is its failure
@@ -114,6 +134,114 @@ def fork_child(req: dict[str, Any]) -> tuple[int, int]:
     return pid, rfd
 
 
+class Spare:
+    """A child forked ahead of its request with `code` loaded: it reads one request's rows (a
+    frame) from `req_w`'s pipe, answers on `ans_r`'s and exits. `others`: the pipes of the spares
+    already waiting, which it closes."""
+
+    def __init__(self, code: str, limit: float, others: "list[Spare]") -> None:
+        req_r, self.req_w = os.pipe()
+        self.ans_r, ans_w = os.pipe()
+        self.code = code
+        self.pid = os.fork()
+        if self.pid == 0:
+            try:
+                for fd in [self.req_w, self.ans_r, *(fd for o in others for fd in (o.req_w, o.ans_r))]:
+                    os.close(fd)
+                _serve_once(code, limit, req_r, ans_w)
+            finally:
+                os._exit(0)
+        os.close(req_r)
+        os.close(ans_w)
+
+    def give(self, part: dict[str, Any]) -> tuple[int, int] | None:
+        """Hand `part` to the spare: (pid, read end of its answer pipe), or None if it is gone
+        (its load ran past the kernel's CPU limit); it is then reaped."""
+        try:
+            with os.fdopen(self.req_w, "wb") as f:
+                write_frame(f, {k: v for k, v in part.items() if k != "code"})
+        except OSError:  # BrokenPipeError: the spare died
+            os.close(self.ans_r)
+            os.waitpid(self.pid, 0)
+            return None
+        return self.pid, self.ans_r
+
+    def drop(self) -> None:
+        os.kill(self.pid, signal.SIGKILL)
+        os.close(self.req_w)
+        os.close(self.ans_r)
+        os.waitpid(self.pid, 0)
+
+
+def _serve_once(code: str, limit: float, req_r: int, wfd: int) -> None:
+    """A spare's life: load `code` under `limit` of CPU, then serve the request that comes (none:
+    the worker let the spare go). A load that failed is that request's answer, as a child
+    forked for the request would give it."""
+    from backend.harness import namespace as hns
+    from backend.harness.check import HarnessError
+
+    _limit_cpu(limit, hard=False)
+    loaded: Any
+    try:
+        loaded = hns.load(code)
+    except Overtime:
+        loaded = None  # loaded again under the request's own limit, whose message names it
+    except HarnessError as e:
+        loaded = {"ok": False, "error": str(e)[:300]}
+    except BaseException as e:  # noqa: BLE001 - whatever the harness raised is its failure
+        loaded = {"ok": False, "error": f"{type(e).__name__}: {e}"[:300]}
+    signal.setitimer(signal.ITIMER_VIRTUAL, 0)
+    with os.fdopen(req_r, "rb") as f:
+        req = read_frame(f)
+    if req is not None:
+        run_child(dict(req, code=code), wfd, loaded)
+
+
+class Spares:
+    """The worker's spare children (module docstring), for the code of the last requests."""
+
+    def __init__(self) -> None:
+        self.ready: list[Spare] = []
+        self.last: str | None = None  # the code of the last apply request
+
+    def take(self, code: str) -> Spare | None:
+        for i, spare in enumerate(self.ready):
+            if spare.code == code:
+                return self.ready.pop(i)
+        return None
+
+    def after(self, req: dict[str, Any], used: int) -> None:
+        """After answering `req` with `used` children: spares for its code if the request before
+        it applied the same code, none of any other."""
+        if req.get("op") != "apply":
+            return
+        code, repeated = req["code"], req["code"] == self.last
+        self.last = code
+        for spare in [s for s in self.ready if s.code != code or not repeated]:
+            self.ready.remove(spare)
+            spare.drop()
+        if repeated:
+            limit = float(req.get("limit_s", 10.0))
+            for _ in range(used - len(self.ready)):
+                self.ready.append(Spare(code, limit, self.ready))
+
+    def drop_all(self) -> None:
+        while self.ready:
+            self.ready.pop().drop()
+
+
+SPARES = Spares()
+
+
+EXITING: list[int] = []
+"""Children that answered: reaped (`reap_exited`) after the worker has written the answer."""
+
+
+def reap_exited() -> None:
+    while EXITING:
+        os.waitpid(EXITING.pop(), 0)
+
+
 def collect(pid: int, rfd: int, limit: float, deadline: float) -> dict[str, Any]:
     """The child's answer, or why there is none (killed at the deadline, too large, died)."""
     chunks, size, killed = [], 0, False
@@ -133,9 +261,17 @@ def collect(pid: int, rfd: int, limit: float, deadline: float) -> dict[str, Any]
                 os.waitpid(pid, 0)
                 return {"ok": False, "error": "harness output too large"}
             chunks.append(chunk)
+    if not killed:
+        try:
+            out: dict[str, Any] = json.loads(b"".join(chunks))
+        except ValueError:
+            pass
+        else:  # it answered and is exiting: reaped once the answer is out, off the request's time
+            EXITING.append(pid)
+            return out
     status = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
     try:
-        out: dict[str, Any] = json.loads(b"".join(chunks))
+        out = json.loads(b"".join(chunks))
         return out
     except ValueError:
         if killed or status in (-signal.SIGXCPU, -signal.SIGKILL):
@@ -154,16 +290,24 @@ def split(req: dict[str, Any]) -> list[dict[str, Any]]:
     return [dict(req, rollouts=rows[i:i + size]) for i in range(0, len(rows), size)]
 
 
-def in_children(req: dict[str, Any]) -> dict[str, Any]:
+def in_children(req: dict[str, Any]) -> tuple[dict[str, Any], int]:
+    """The answer to `req`, and how many children gave it."""
     limit = float(req.get("limit_s", 10.0))
     deadline = time.monotonic() + 2 * limit + 5
     parts = split(req)
-    running = [fork_child(part) for part in parts]
+    running = [_start(part) for part in parts]
     answers = [collect(pid, rfd, limit, deadline) for pid, rfd in running]
     failed = [a for a in answers if not a.get("ok")]
     if failed or len(answers) == 1:
-        return failed[0] if failed else answers[0]
-    return {"ok": True, "results": [r for a in answers for r in a.get("results") or []]}
+        return (failed[0] if failed else answers[0]), len(parts)
+    return {"ok": True, "results": [r for a in answers for r in a.get("results") or []]}, len(parts)
+
+
+def _start(part: dict[str, Any]) -> tuple[int, int]:
+    """A spare loaded with the part's code takes it, or a child forked for it now."""
+    spare = SPARES.take(part["code"]) if part.get("op") == "apply" else None
+    started = spare.give(part) if spare is not None else None
+    return started if started is not None else fork_child(part)
 
 
 def preload() -> None:
@@ -188,8 +332,10 @@ def main() -> None:
             req = read_frame(stdin)
         except ValueError as e:
             write_frame(stdout, {"ok": False, "error": f"bad request: {e}"})
+            SPARES.drop_all()
             return
         if req is None:
+            SPARES.drop_all()
             return
         if req.get("op") == "ping":
             write_frame(stdout, {"ok": True})
@@ -197,7 +343,10 @@ def main() -> None:
         if req.get("op") == "apply" and not warm:
             preload()
             warm = True
-        write_frame(stdout, in_children(req))
+        answer, used = in_children(req)
+        write_frame(stdout, answer)
+        reap_exited()
+        SPARES.after(req, used)
 
 
 if __name__ == "__main__":
