@@ -1,13 +1,17 @@
 """What one request to the harness worker costs, by its size: the default math harness scoring
 1, 64 and 512 rollouts of a math batch (`benchmarks/score_overlap.py`'s), through this process's
 sandboxed worker, as `apply_harness` asks it. The cost a request pays whatever its size (its
-child's fork and the harness's load) is paid once a step for the batch, and once more for each
-chunk of rows sent while the rest decode (`rollout.JudgedEarly`), and by every backtest.
+child's fork and the harness's load) is paid once a step for the batch, once more for each
+chunk of rows sent while the rest decode (`rollout.JudgedEarly`), and by every backtest; where
+requests of one code come apart, the worker forks and loads spare children between them
+(backend/harness/worker_main.py), off the requests' time.
 
-Prints ms a request (mean +- 95% interval) after a warm-up request. To compare two commits, run
-it from a checkout of each, alternating:
+Prints ms a request (mean +- 95% interval) after a warm-up request. `--gap-ms`: the wait between
+two requests (in a step: a chunk of rows every 16 decode steps, the batch's request once the
+decode ends); 0 sends them back to back. To compare two commits, run it from a checkout of
+each, alternating:
 
-    .venv/bin/python benchmarks/harness_request.py --repeats 10
+    .venv/bin/python benchmarks/harness_request.py --repeats 10 --gap-ms 50
 """
 
 from __future__ import annotations
