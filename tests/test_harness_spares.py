@@ -90,10 +90,10 @@ def test_spares_answer_as_children_forked_for_the_request_and_keep_nothing_betwe
         counts = [[r[0]["format"] for r in a["results"]] for a in [first, *answers]]
         assert counts == [[1.0, 2.0, 3.0]] * 5  # every request starts from a fresh process
         assert all(a == first for a in answers)
-        # a batch split over two children: two spares after it, and the same rows scored either way
+        # a batch split over two children (one a core): as many spares after it, the same rows scored
         big = views(70)
         split = [w.apply(BASE.code, big) for _ in range(3)]
-        assert len(w.children()) == 2
+        assert len(w.children()) == min(2, os.cpu_count() or 1)
         assert split[0] == split[1] == split[2] and len(split[0]["results"]) == 70
     finally:
         assert w.close() == 0
