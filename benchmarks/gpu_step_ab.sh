@@ -7,7 +7,8 @@
 # evotui benchmarks pyproject.toml`). For each, after's first:
 #   harness-<X>.txt  benchmarks/harness_request.py --repeats 10 --gap-ms 50 (the request's cost)
 #   <X>/step.txt     `evotui bench -- --only step --skip-hf --steps 8` with VARIANTS (default:
-#                    wideoc, gpu-fast's settings compiled); AFTER also runs AFTER_VARIANTS
+#                    wideoc, gpu-fast's settings compiled); AFTER also runs AFTER_VARIANTS, and
+#                    BEFORE_VARIANTS replaces BEFORE's (empty: today's path alone)
 # and once, with AFTER's code: commit.txt, benchmarks/step_commit.py --steps 30 on the card's disk.
 # DEADLINE_S (default 170): each step lane's limit; AFTER's gets 90 s more per AFTER_VARIANTS entry.
 set -u
@@ -23,8 +24,8 @@ lane() {  # name folder seconds variants
     (cd "$src" && export PYTHONPATH="$site:$src" && \
         timeout -k 10 60 python3 benchmarks/harness_request.py --repeats 10 --gap-ms 50 > "$out/harness-$name.txt" 2>&1
         mkdir -p "$out/$name"
-        timeout -k 20 "$secs" python3 -m evotui bench -- --only step --skip-hf --steps 8 --step-variants "$vs" \
-            --out "$out/$name" > "$out/$name/step.txt" 2>&1
+        timeout -k 20 "$secs" python3 -m evotui bench -- --only step --skip-hf --steps 8 \
+            ${vs:+--step-variants "$vs"} --out "$out/$name" > "$out/$name/step.txt" 2>&1
         echo "$name rc=$?" >> "$out/$name/step.txt")
 }
 
@@ -33,5 +34,5 @@ mkdir -p "${EVOTUI_HOME:-/root}"
     --dir "${EVOTUI_HOME:-/root}" > "$out/commit.txt" 2>&1)
 n_extra=$(echo "$extra" | tr ';' '\n' | grep -c . || true)
 lane after "$after" $((deadline + 90 * n_extra)) "$variants${extra:+;$extra}"
-lane before "$before" "$deadline" "$variants"
+lane before "$before" "$deadline" "${BEFORE_VARIANTS-$variants}"
 grep -h "rc=" "$out"/*/step.txt
