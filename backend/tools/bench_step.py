@@ -150,8 +150,11 @@ def one_step(b, engine: str, micro: int | None, fused: bool, steps: int = 2, tag
         eng.settle_checkpoint()
     finally:
         grpo.token_logprobs = plain
+    for r in rows:
+        r["overhead_ms"] = r["score_ms"] + r["diagnose_ms"] + r["store_ms"]
     row = min(rows[1:] or rows, key=lambda r: r["total_ms"])
-    row["steps_ms"] = {k: [r[k] for r in rows[1:] or rows] for k in ("total_ms", "gen_ms", "score_ms", "train_ms")}
+    row["steps_ms"] = {k: [r[k] for r in rows[1:] or rows]
+                       for k in ("total_ms", "gen_ms", "score_ms", "train_ms", "store_ms", "overhead_ms")}
     row["domain"] = domain
     row["engine"] = eng.generator.name
     row["micro_batch"] = row["shape"].get("micro_batch", cfg.train.micro_batch)
@@ -192,11 +195,13 @@ def step_rows(b, base: dict | None, ours: dict, base_name: str) -> None:
     b.add(Row("step", "  train", s(base, "train_ms"), s(ours, "train_ms"), rat("train_ms"),
               f"{ours['trained']} sequences" + (f" vs {base['trained']}" if base else "")))
     for r, who in ((ours, "ours"),) + (((base, "baseline"),) if base else ()):
-        over = r["score_ms"] + r["diagnose_ms"] + r["store_ms"]
+        over = r["overhead_ms"]
+        per_step = r["steps_ms"]["overhead_ms"]
         b.add(Row("step", f"  engine overhead ({who})", "", f"{over:.0f} ms", f"{over / r['total_ms']:.1%}",
                   f"of the step: scoring {r['score_ms']:.0f} ms, diagnosis {r['diagnose_ms']:.0f} ms, "
                   f"store {r['store_ms']:.0f} ms; outside it: building rows, and the checkpoint's files "
-                  f"beyond the store's inserts {r.get('ckpt_ms', 0.0):.0f} ms"))
+                  f"beyond the store's inserts {r.get('ckpt_ms', 0.0):.0f} ms; ms per step after the first: "
+                  f"{interval(per_step, '{:.0f}')}, of which store {interval(r['steps_ms']['store_ms'], '{:.0f}')}"))
         if r.get("phases"):
             from .bench_overhead import breakdown
 
