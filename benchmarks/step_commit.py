@@ -33,6 +33,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from backend.store import Store, _values  # noqa: E402
+from benchmarks.code_step import interval  # noqa: E402
 
 
 class RowAtATimeStore(Store):
@@ -44,11 +45,6 @@ class RowAtATimeStore(Store):
             cols = ", ".join(f'"{k}"' for k in keys)
             self.conn.executemany(f"INSERT INTO {table} ({cols}) VALUES ({', '.join('?' * len(keys))})",
                                   [_values(r, keys) for r in rows])
-
-
-def interval(xs: list[float]) -> str:
-    half = 1.96 * statistics.stdev(xs) / len(xs) ** 0.5 if len(xs) > 1 else 0.0
-    return f"{statistics.mean(xs):.2f} +- {half:.2f}"
 
 
 def run_path(store_cls, folder: Path, rows, diags, steps: int, checkpoint_apart: bool) -> dict:

@@ -103,15 +103,20 @@ def _limit_cpu(limit: float, hard: bool = True) -> None:
 
 
 def run_child(req: dict[str, Any], wfd: int, loaded: Any = None) -> None:
+    """Answer `req` on `wfd` under its CPU limit; `loaded`: its harness, loaded by a spare."""
     limit = float(req.get("limit_s", 10.0))
     _limit_cpu(limit)
     try:
-        out = loaded if isinstance(loaded, dict) else handle(req, loaded)  # a dict: the spare's load failed
+        out = handle(req, loaded)
     except Overtime:
         out = {"ok": False, "error": f"harness ran over its {limit:g}s CPU limit"}
     except BaseException as e:  # noqa: BLE001 - whatever the harness raised is its failure
         out = {"ok": False, "error": f"{type(e).__name__}: {e}"[:300]}
     signal.setitimer(signal.ITIMER_VIRTUAL, 0)
+    _answer(wfd, out)
+
+
+def _answer(wfd: int, out: dict[str, Any]) -> None:
     try:
         data = json.dumps(out, default=str, allow_nan=False).encode()
     except (ValueError, TypeError) as e:
@@ -181,19 +186,23 @@ def _serve_once(code: str, limit: float, req_r: int, wfd: int) -> None:
     from backend.harness.check import HarnessError
 
     _limit_cpu(limit, hard=False)
-    loaded: Any
+    loaded, failed = None, None
     try:
         loaded = hns.load(code)
     except Overtime:
-        loaded = None  # loaded again under the request's own limit, whose message names it
+        pass  # loaded again under the request's own limit, whose message names it
     except HarnessError as e:
-        loaded = {"ok": False, "error": str(e)[:300]}
+        failed = {"ok": False, "error": str(e)[:300]}
     except BaseException as e:  # noqa: BLE001 - whatever the harness raised is its failure
-        loaded = {"ok": False, "error": f"{type(e).__name__}: {e}"[:300]}
+        failed = {"ok": False, "error": f"{type(e).__name__}: {e}"[:300]}
     signal.setitimer(signal.ITIMER_VIRTUAL, 0)
     with os.fdopen(req_r, "rb") as f:
         req = read_frame(f)
-    if req is not None:
+    if req is None:
+        return
+    if failed is not None:
+        _answer(wfd, failed)
+    else:
         run_child(dict(req, code=code), wfd, loaded)
 
 
