@@ -77,6 +77,10 @@ class ModelConfig:
     plan fixed at the first step then leaves the update small micro-batches. Off: six runs sharing
     a card turned over 0.99x today's rollouts a second with it on, no gain
     (`evotui bench -- --only card --card-new model.free_cache_for_training=true`)."""
+    kv_int8: bool = False
+    """Fast engine: keys and values cached as int8, one float32 scale per vector (backend/policy/kvint8.py):
+    attention reads half the bytes. The next-token distributions move by the rounding (`evotui bench
+    --only dist` prints it against the cache in the model's dtype); twins must share the setting."""
     kv_reuse: bool = False
     """Fast engine: a multi-turn episode's next turn reuses the KV cache of everything the last
     call computed for it and prefills only the new tokens (backend/policy/kvreuse.py). Reused

@@ -180,6 +180,27 @@ def triton_checks():
         ref = torch.softmax(q[b].view(Hkv, G, D) @ k.transpose(1, 2) / 8.0, -1) @ v
         assert torch.allclose(out[b].view(Hkv, G, D), ref, atol=1e-3)
 
+    # An int8 cache (backend/policy/kvint8.py): the Triton step writes what the torch step writes
+    # (to a step where the two kernels' float rounding straddles a rounding boundary), and
+    # attention over it is attention over the dequantized values.
+    from backend.policy.kvint8 import dequantize, quantize
+
+    engines = {kind: FastGenerator(model, Tok(), "cpu", kernels=kind, kv_int8=True) for kind in ("torch", "triton")}
+    ids = {kind: [g.ids for g in e.generate(PROMPTS, 6, 0.0)] for kind, e in engines.items()}
+    assert ids["triton"] == ids["torch"]
+    (wt,), (wx,) = engines["torch"]._ws.values(), engines["triton"]._ws.values()
+    for a, b in ((wt.k, wx.k), (wt.v, wx.v)):
+        assert a.dtype == b.dtype == torch.int8
+        assert (a.int() - b.int()).abs().max() <= 1 and (a != b).float().mean() < 1e-3
+    assert torch.allclose(wt.ks, wx.ks, rtol=1e-5) and torch.allclose(wt.vs, wx.vs, rtol=1e-5)
+    (k8, ks), (v8, vs) = quantize(kc), quantize(vc)
+    fastattn.decode_attention(q, k8, v8, pad, col, out, Hkv, scales=(ks, vs))
+    kd, vd = dequantize(k8, ks, torch.float32), dequantize(v8, vs, torch.float32)
+    for b in range(B):
+        k, v = kd[b, :, pad[b]:76], vd[b, :, pad[b]:76]
+        ref = torch.softmax(q[b].view(Hkv, G, D) @ k.transpose(1, 2) / 8.0, -1) @ v
+        assert torch.allclose(out[b].view(Hkv, G, D), ref, atol=1e-3)
+
     # The sampler: frequencies follow softmax(logits / T); log-probs are at temperature 1.
     from backend.policy.fastgen import Workspace
     from backend.policy.shape import Spec

@@ -39,8 +39,9 @@ def _kernels() -> dict:
     import triton.language as tl
 
     @triton.jit
-    def rope_store(QKV, COS, SIN, PAD, COL, QO, KC, VC, s_row, s_qb, s_kb, s_kh, s_kt,
-                   HQ: tl.constexpr, HKV: tl.constexpr, D: tl.constexpr, NH: tl.constexpr, NV: tl.constexpr):
+    def rope_store(QKV, COS, SIN, PAD, COL, QO, KC, VC, KS, VS, s_row, s_qb, s_kb, s_kh, s_kt, s_sb, s_sh,
+                   HQ: tl.constexpr, HKV: tl.constexpr, D: tl.constexpr, NH: tl.constexpr, NV: tl.constexpr,
+                   INT8: tl.constexpr):
         b = tl.program_id(0)
         col = tl.load(COL)
         pos = col - tl.load(PAD + b)
@@ -60,16 +61,32 @@ def _kernels() -> dict:
         tl.store(qp + 1, y1, mask=isq)
         isk = live & (h >= HQ)
         kp = KC + b * s_kb + (h - HQ) * s_kh + col * s_kt + 2 * j
-        tl.store(kp, y0, mask=isk)
-        tl.store(kp + 1, y1, mask=isk)
         hv = tl.arange(0, NV)[:, None]
         d = tl.arange(0, D)[None, :]
         v = tl.load(row + (HQ + HKV + hv) * D + d, mask=hv < HKV, other=0.0)
-        tl.store(VC + b * s_kb + hv * s_kh + col * s_kt + d, v, mask=hv < HKV)
+        vp = VC + b * s_kb + hv * s_kh + col * s_kt + d
+        if INT8:  # backend/policy/kvint8.quantize's arithmetic; a head's scale spans both halves of its pairs
+            a0, a1 = y0.to(tl.float32), y1.to(tl.float32)  # the values the model's dtype holds
+            peak = tl.maximum(tl.max(tl.abs(a0), 1), tl.max(tl.abs(a1), 1))  # (NH,)
+            inv = tl.where(peak > 0, 127.0 / tl.where(peak > 0, peak, 1.0), 0.0)[:, None]
+            tl.store(kp, tl.minimum(tl.maximum(tl.floor(a0 * inv + 0.5), -127.0), 127.0).to(tl.int8), mask=isk)
+            tl.store(kp + 1, tl.minimum(tl.maximum(tl.floor(a1 * inv + 0.5), -127.0), 127.0).to(tl.int8), mask=isk)
+            hh = tl.arange(0, NH)
+            tl.store(KS + b * s_sb + (hh - HQ) * s_sh + col, peak / 127.0, mask=(hh >= HQ) & (hh < HQ + HKV))
+            vf = v.to(tl.float32)
+            vpeak = tl.max(tl.abs(vf), 1)  # (NV,)
+            vinv = tl.where(vpeak > 0, 127.0 / tl.where(vpeak > 0, vpeak, 1.0), 0.0)[:, None]
+            tl.store(vp, tl.minimum(tl.maximum(tl.floor(vf * vinv + 0.5), -127.0), 127.0).to(tl.int8), mask=hv < HKV)
+            hv1 = tl.arange(0, NV)
+            tl.store(VS + b * s_sb + hv1 * s_sh + col, vpeak / 127.0, mask=hv1 < HKV)
+        else:
+            tl.store(kp, y0, mask=isk)
+            tl.store(kp + 1, y1, mask=isk)
+            tl.store(vp, v, mask=hv < HKV)
 
     @triton.jit
-    def attention(Q, KC, VC, O, PAD, COL, s_qb, s_kb, s_kh, s_kt, scale,
-                  G: tl.constexpr, GP: tl.constexpr, D: tl.constexpr, BLOCK: tl.constexpr):
+    def attention(Q, KC, VC, KS, VS, O, PAD, COL, s_qb, s_kb, s_kh, s_kt, s_sb, s_sh, scale,
+                  G: tl.constexpr, GP: tl.constexpr, D: tl.constexpr, BLOCK: tl.constexpr, INT8: tl.constexpr):
         b = tl.program_id(0)
         h = tl.program_id(1)
         start = tl.load(PAD + b)
@@ -81,18 +98,26 @@ def _kernels() -> dict:
         l = tl.zeros([GP], tl.float32)
         acc = tl.zeros([GP, D], tl.float32)
         base = b * s_kb + h * s_kh
+        sbase = b * s_sb + h * s_sh
         for t0 in range(start // BLOCK * BLOCK, end, BLOCK):
             t = t0 + tl.arange(0, BLOCK)
             ok = (t >= start) & (t < end)
-            k = tl.load(KC + base + t[:, None] * s_kt + d, mask=ok[:, None], other=0.0)  # (BLOCK, D)
-            sc = tl.dot(q, tl.trans(k)) * scale  # (GP, BLOCK)
+            k = tl.load(KC + base + t[:, None] * s_kt + d, mask=ok[:, None], other=0)  # (BLOCK, D)
+            if INT8:  # int8 values are exact in bf16: the dot is of the stored integers, then scaled
+                sc = tl.dot(q, tl.trans(k.to(q.dtype))) * (tl.load(KS + sbase + t, mask=ok, other=0.0) * scale)[None, :]
+            else:
+                sc = tl.dot(q, tl.trans(k)) * scale  # (GP, BLOCK)
             sc = tl.where(ok[None, :], sc, float("-inf"))
             m_new = tl.maximum(m, tl.max(sc, 1))
             p = tl.exp(sc - m_new[:, None])
             alpha = tl.exp(m - m_new)
             l = l * alpha + tl.sum(p, 1)
-            v = tl.load(VC + base + t[:, None] * s_kt + d, mask=ok[:, None], other=0.0)
-            acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)
+            v = tl.load(VC + base + t[:, None] * s_kt + d, mask=ok[:, None], other=0)
+            if INT8:  # each column's weight carries its value scale
+                pv = p * tl.load(VS + sbase + t, mask=ok, other=0.0)[None, :]
+                acc = acc * alpha[:, None] + tl.dot(pv.to(q.dtype), v.to(q.dtype))
+            else:
+                acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)
             m = m_new
         out = acc / l[:, None]
         tl.store(O + b * s_qb + (h * G + g) * D + d, out.to(O.dtype.element_ty), mask=g < G)
@@ -188,22 +213,35 @@ def _kernels() -> dict:
     return _K
 
 
-def rope_store(qkv, cos, sin, pad, col, q_out, kc, vc, hq: int, hkv: int, d: int) -> None:
-    """qkv (B, (Hq+2Hkv)*D) -> q_out (B, Hq, D) roped; k roped and v into kc, vc (B, Hkv, T, D) at col."""
+def _scale_args(kc, scales) -> tuple:
+    """(k scales, v scales, row stride, head stride) of an int8 cache; the caches themselves (never
+    read) and zero strides for one in the model's dtype."""
+    if scales is None:
+        return kc, kc, 0, 0
+    ks, vs = scales
+    return ks, vs, ks.stride(0), ks.stride(1)
+
+
+def rope_store(qkv, cos, sin, pad, col, q_out, kc, vc, hq: int, hkv: int, d: int, scales=None) -> None:
+    """qkv (B, (Hq+2Hkv)*D) -> q_out (B, Hq, D) roped; k roped and v into kc, vc (B, Hkv, T, D) at col.
+    `scales`: (k scales, v scales) (B, Hkv, T) of an int8 cache (backend/policy/kvint8.py), else None."""
     k = _kernels()
     B = qkv.shape[0]
-    k["rope_store"][(B,)](qkv, cos, sin, pad, col, q_out, kc, vc, qkv.stride(0), q_out.stride(0),
-                          kc.stride(0), kc.stride(1), kc.stride(2), HQ=hq, HKV=hkv, D=d,
-                          NH=k["next_pow2"](hq + hkv), NV=k["next_pow2"](hkv))
+    ks, vs, s_sb, s_sh = _scale_args(kc, scales)
+    k["rope_store"][(B,)](qkv, cos, sin, pad, col, q_out, kc, vc, ks, vs, qkv.stride(0), q_out.stride(0),
+                          kc.stride(0), kc.stride(1), kc.stride(2), s_sb, s_sh, HQ=hq, HKV=hkv, D=d,
+                          NH=k["next_pow2"](hq + hkv), NV=k["next_pow2"](hkv), INT8=scales is not None)
 
 
-def decode_attention(q, kc, vc, pad, col, out, hkv: int, block: int = 64, warps: int = 4) -> None:
-    """q (B, Hq, D) against each row's cache span [pad, col] -> out (B, Hq, D)."""
+def decode_attention(q, kc, vc, pad, col, out, hkv: int, block: int = 64, warps: int = 4, scales=None) -> None:
+    """q (B, Hq, D) against each row's cache span [pad, col] -> out (B, Hq, D); `scales` as rope_store's."""
     k = _kernels()
     B, hq, d = q.shape
     G = hq // hkv
-    k["attention"][(B, hkv)](q, kc, vc, out, pad, col, q.stride(0), kc.stride(0), kc.stride(1), kc.stride(2),
-                             d ** -0.5, G=G, GP=max(16, k["next_pow2"](G)), D=d, BLOCK=block, num_warps=warps)
+    ks, vs, s_sb, s_sh = _scale_args(kc, scales)
+    k["attention"][(B, hkv)](q, kc, vc, ks, vs, out, pad, col, q.stride(0), kc.stride(0), kc.stride(1),
+                             kc.stride(2), s_sb, s_sh, d ** -0.5, G=G, GP=max(16, k["next_pow2"](G)), D=d,
+                             BLOCK=block, INT8=scales is not None, num_warps=warps)
 
 
 def silu_mul(gu, out, inter: int, block: int = 512) -> None:

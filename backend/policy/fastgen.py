@@ -47,6 +47,7 @@ import torch.nn.functional as F
 
 from backend.policy import kvreuse
 from backend.policy.interrupt import GenerationInterrupted
+from backend.policy.kvint8 import dequantize, quantize
 from backend.policy.shape import Spec, unwrap
 from backend.policy.stops import eos_ids
 from backend.types import Generation
@@ -122,11 +123,15 @@ def _round_to(w: torch.Tensor, dtype: torch.dtype, gen: torch.Generator | None) 
 class Workspace:
     """Everything one batch size needs on the device: KV cache, step state, graphs."""
 
-    def __init__(self, spec: Spec, B: int, T: int, dtype, device):
+    def __init__(self, spec: Spec, B: int, T: int, dtype, device, int8: bool = False):
         s = spec
-        self.B, self.T = B, T
-        self.k = torch.zeros(s.layers, B, s.kv_heads, T, s.head_dim, dtype=dtype, device=device)
+        self.B, self.T, self.dtype = B, T, dtype
+        self.k = torch.zeros(s.layers, B, s.kv_heads, T, s.head_dim, dtype=torch.int8 if int8 else dtype,
+                             device=device)
         self.v = torch.zeros_like(self.k)
+        # int8: one float32 scale per (layer, row, head, column) of k and of v (backend/policy/kvint8.py)
+        self.ks = torch.zeros(self.k.shape[:-1], dtype=torch.float32, device=device) if int8 else None
+        self.vs = torch.zeros_like(self.ks) if int8 else None
         z = dict(device=device)
         self.tok = torch.zeros(B, dtype=torch.long, **z)  # token fed to the next step
         self.pad = torch.zeros(B, dtype=torch.long, **z)  # left padding per row
@@ -145,6 +150,36 @@ class Workspace:
 
     def state(self):
         return [self.tok, self.ci, self.done]
+
+    def caches(self) -> list[torch.Tensor]:
+        """Every tensor indexed (layer, row, head, column, ...): what a copy of cache columns moves."""
+        return [c for c in (self.k, self.v, self.ks, self.vs) if c is not None]
+
+    def put(self, li: int, rows, cols, k: torch.Tensor, v: torch.Tensor) -> None:
+        """Write keys and values (rows, Hkv, cols, D) into layer `li`'s cache (`rows`, `cols`: indices)."""
+        if self.ks is None:
+            self.k[li, rows, :, cols], self.v[li, rows, :, cols] = k, v
+            return
+        (self.k[li, rows, :, cols], self.ks[li, rows, :, cols]), (self.v[li, rows, :, cols],
+                                                                  self.vs[li, rows, :, cols]) = quantize(k), quantize(v)
+
+    def put_column(self, li: int, k: torch.Tensor, v: torch.Tensor) -> None:
+        """Write every row's keys and values (B, Hkv, D) at the device-side column `col`."""
+        if self.ks is None:
+            self.k[li].index_copy_(2, self.col, k[:, :, None])
+            self.v[li].index_copy_(2, self.col, v[:, :, None])
+            return
+        for q, s_, (qx, sx) in ((self.k, self.ks, quantize(k)), (self.v, self.vs, quantize(v))):
+            q[li].index_copy_(2, self.col, qx[:, :, None])
+            s_[li].index_copy_(2, self.col, sx[:, :, None])
+
+    def read(self, li: int, rows, upto: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """Layer `li`'s keys and values of `rows`, columns [0, upto), in the model's dtype."""
+        k, v = self.k[li, rows, :, :upto], self.v[li, rows, :, :upto]
+        if self.ks is None:
+            return k, v
+        return (dequantize(k, self.ks[li, rows, :, :upto], self.dtype),
+                dequantize(v, self.vs[li, rows, :, :upto], self.dtype))
 
 
 def sample(logits, temp, top_p, mode: str):
@@ -195,7 +230,7 @@ class FastGenerator:
 
     def __init__(self, model, tokenizer, device, max_batch: int = 0, use_graphs: bool | None = None,
                  compile: bool = False, kernels: str = "auto", sampler: str = "auto",
-                 attn_tile: tuple[int, int] = (64, 4), seed: int = 0):
+                 attn_tile: tuple[int, int] = (64, 4), seed: int = 0, kv_int8: bool = False):
         why = why_unsupported(model)
         if why:
             raise ValueError(f"fast engine: {why}")
@@ -224,6 +259,7 @@ class FastGenerator:
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else self.eos_ids[0]
         self._eos = torch.tensor(self.eos_ids, device=self.device)
         self._ws: dict[int, Workspace] = {}
+        self._kv_int8 = bool(kv_int8)
         self.kv_reuse = False
         """Keep each row's cache for the next call whose prompt extends it (`model.kv_reuse`;
         backend/policy/kvreuse.py): a multi-turn episode's turn prefills only its new tokens."""
@@ -365,10 +401,9 @@ class FastGenerator:
             qk, v = self._qkv_roped(L, x, rot)  # (b, W, Hq+Hkv, D), (b, W, Hkv, D)
             qk, v = qk.transpose(1, 2), v.transpose(1, 2)  # heads first
             q, k = qk[:, :s.heads], qk[:, s.heads:]
-            ws.k[li, rows, :, start:P] = k
-            ws.v[li, rows, :, start:P] = v
+            ws.put(li, rows, slice(start, P), k, v)
             if start:
-                k, v = ws.k[li, rows, :, :P], ws.v[li, rows, :, :P]
+                k, v = ws.read(li, rows, P)
             a = F.scaled_dot_product_attention(q, k.repeat_interleave(G, 1), v.repeat_interleave(G, 1),
                                                attn_mask=mask)  # (b, Hq, W, D)
             x = x + F.linear(a.transpose(1, 2).flatten(2), L["o"])
@@ -387,10 +422,11 @@ class FastGenerator:
         for li, L in enumerate(self.layers):
             q = torch.empty(B, s.heads, s.head_dim, dtype=self.dtype, device=self.device)
             qkv = F.linear(fa.rmsnorm(x, L["ln1"], s.eps), L["qkv"], L["qkv_b"])
+            scales = (ws.ks[li], ws.vs[li]) if ws.ks is not None else None
             fa.rope_store(qkv, self.cos, self.sin, ws.pad, ws.col, q, ws.k[li], ws.v[li],
-                          s.heads, s.kv_heads, s.head_dim)
+                          s.heads, s.kv_heads, s.head_dim, scales)
             a = torch.empty_like(q)
-            fa.decode_attention(q, ws.k[li], ws.v[li], ws.pad, ws.col, a, s.kv_heads, *self.attn_tile)
+            fa.decode_attention(q, ws.k[li], ws.v[li], ws.pad, ws.col, a, s.kv_heads, *self.attn_tile, scales)
             x.addmm_(a.view(B, -1), L["o"].t())
             act = torch.empty(B, s.inter, dtype=self.dtype, device=self.device)
             fa.silu_mul(F.linear(fa.rmsnorm(x, L["ln2"], s.eps), L["gu"]), act, s.inter)
@@ -432,10 +468,9 @@ class FastGenerator:
         bias = bias[:, None, None]  # (B, 1, 1, S)
         for li, L in enumerate(self.layers):
             qk, v = self._qkv_roped(L, x, rot, self._rope)  # (B, Hq+Hkv, D), (B, Hkv, D)
-            ws.k[li].index_copy_(2, ws.col, qk[:, s.heads:, None])
-            ws.v[li].index_copy_(2, ws.col, v[:, :, None])
+            ws.put_column(li, qk[:, s.heads:], v)
             q = qk[:, :s.heads].view(B, s.kv_heads, G, s.head_dim)  # a KV head's G query heads side by side
-            a = F.scaled_dot_product_attention(q, ws.k[li, :, :, :bucket], ws.v[li, :, :, :bucket],
+            a = F.scaled_dot_product_attention(q, *ws.read(li, slice(None), bucket),
                                                attn_mask=bias)  # (B, Hkv, G, D)
             x.addmm_(a.reshape(B, -1), L["o"].t())
             x = self._mlp(L, x)
@@ -478,9 +513,20 @@ class FastGenerator:
             while len(self._ws) >= 4:  # keep a few batch shapes, not every one ever seen
                 self._ws.pop(next(iter(self._ws)))
             cap = min(len(self.freqs), -(-T // BUCKET) * BUCKET)
-            ws = Workspace(self.spec, B, cap, self.dtype, self.device)
+            ws = Workspace(self.spec, B, cap, self.dtype, self.device, int8=self.kv_int8)
         self._ws[B] = ws
         return ws
+
+    @property
+    def kv_int8(self) -> bool:
+        """Keys and values cached as int8 with a scale per vector (`model.kv_int8`; backend/policy/kvint8.py)."""
+        return self._kv_int8
+
+    @kv_int8.setter
+    def kv_int8(self, on: bool) -> None:
+        if bool(on) != self._kv_int8:
+            self._kv_int8 = bool(on)
+            self.sleep()  # the caches of the other layout go, with the graphs that read them
 
     @property
     def batch_size(self) -> int:
@@ -572,7 +618,7 @@ class FastGenerator:
             dst = torch.tensor([r for r, _ in copies], device=self.device)
             src = torch.tensor([f for _, f in copies], device=self.device)
             P = ids.shape[1]
-            for cache in (ws.k, ws.v):
+            for cache in ws.caches():
                 for layer in cache:  # a layer at a time: the gather's copy stays one layer's size
                     layer[dst, :, :P] = layer[src, :, :P]
         return torch.cat(logits)[torch.tensor(index, device=self.device)]

@@ -158,12 +158,18 @@ def make_generator(kind: str, model, tokenizer, device, batch_size: int = 0, log
 
 
 def apply_engine_settings(generator, model_cfg, say=lambda msg, level="info": print(f"[{level}] {msg}")) -> None:
-    """The fast engine's optional settings from `model` (`kv_reuse`), the same on every process
-    that generates for a run (a DDP follower decodes as rank 0 does). An engine without them
-    says so and runs as it is."""
+    """The fast engine's optional settings from `model` (`kv_reuse`, `kv_int8`), the same on every
+    process that generates for a run (a DDP follower decodes as rank 0 does). An engine without
+    them says so and runs as it is."""
     if model_cfg.kv_reuse:
         if not hasattr(generator, "kv_reuse"):
             say(f"model.kv_reuse: the {generator.name} engine keeps no cache across calls; "
                 f"only the fast engine does", "warn")
         else:
             generator.kv_reuse = True
+    if model_cfg.kv_int8:
+        if not hasattr(generator, "kv_int8"):
+            say(f"model.kv_int8: the {generator.name} engine keeps its own cache; only the fast engine's "
+                f"is int8", "warn")
+        else:
+            generator.kv_int8 = True

@@ -16,8 +16,12 @@ bit-identical to one without it: twins must share the setting.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import torch
+
+if TYPE_CHECKING:
+    from backend.policy.fastgen import Workspace
 
 TAIL = 16
 """Tokens of a cached row's end that key the lookup (a full comparison confirms a hit)."""
@@ -27,7 +31,7 @@ TAIL = 16
 class Carry:
     """What the last call left in its workspace, per row."""
 
-    ws: object
+    ws: Workspace
     tokens: list[list[int]]
     """The tokens whose keys and values the row's cache holds: its prompt, then every sampled
     token but the last (a token is written to the cache when it is fed back, and the last never is)."""
@@ -81,7 +85,6 @@ def copy_rows(carry: Carry, ws, matches: list[tuple[int, int, int]], pad: list[i
     src_c = torch.repeat_interleave(torch.tensor([carry.pad[j] for _, j, _ in matches], device=dev), counts) + offs
     dst_c = torch.repeat_interleave(torch.tensor([pad[r] for r, _, _ in matches], device=dev), counts) + offs
     for li in range(ws.k.shape[0]):
-        k, v = carry.ws.k[li][src_r, :, src_c], carry.ws.v[li][src_r, :, src_c]  # (N, Hkv, D) copies
-        ws.k[li][dst_r, :, dst_c] = k
-        ws.v[li][dst_r, :, dst_c] = v
+        for src, dst in zip(carry.ws.caches(), ws.caches()):
+            dst[li][dst_r, :, dst_c] = src[li][src_r, :, src_c]  # (N, Hkv, ...) gathered, then written
     return int(counts.sum())

@@ -216,6 +216,7 @@ def bench_gen(b: Bench) -> None:
                      ("fast, triton kernels + compiled torch sampling",
                       {"kernels": "triton", "sampler": "torch", "compile": True}),
                      ("fast, triton kernels + triton sampler (default)", {"kernels": "triton"}),
+                     ("fast, triton, int8 KV cache (model.kv_int8)", {"kernels": "triton", "kv_int8": True}),
                      ("fast, triton, attention tile 128 x 4 warps", {"kernels": "triton", "attn_tile": (128, 4)}),
                      ("fast, triton, attention tile 32 x 2 warps", {"kernels": "triton", "attn_tile": (32, 2)})]
     best = None

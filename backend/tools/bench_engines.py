@@ -67,7 +67,9 @@ def dist_rows(b, model, tok, dev, dtype, prompts, length: int = 32) -> list[dict
     torch.manual_seed(0)
     conts = [g.ids for g in fast.generate(prompts, length, 1.0, stop_at_eos=False)]
     kind = f"{len(prompts)} x {length} tokens, {str(dtype).split('.')[-1]}, LoRA adapter"
-    engines = [(f"fast engine ({fast.kernels} kernels)", lambda: fast)]
+    engines = [(f"fast engine ({fast.kernels} kernels)", lambda: fast),
+               (f"fast engine ({fast.kernels} kernels, int8 KV cache)",
+                lambda: FastGenerator(model, tok, dev, kv_int8=True))]
     rows = []
     why = vllm_status(dev)
     if why is None:
