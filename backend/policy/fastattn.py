@@ -142,57 +142,88 @@ def _kernels() -> dict:
         tl.store(Y + r * s_y + i, (y * w).to(Y.dtype.element_ty), mask=ok)
 
     @triton.jit
-    def sample_partial(L, s_l, V, CHUNK, TEMP, SEED, CI, GM, GA, MM, LL,
+    def sample_partial(L, s_l, V, CHUNK, TEMP, GM, GA, MM, LL, LT,
                        S: tl.constexpr, BLOCK: tl.constexpr, GREEDY: tl.constexpr):
-        # One slice of one row's logits: the best Gumbel-perturbed score and its index, and
-        # the slice's log-sum-exp parts at temperature 1 (for the token's log-prob).
+        # One slice of one row's logits: its log-sum-exp parts at temperature 1 (max, sum of
+        # exp below it: for the token's log-prob) and the sum of exp at the sampling temperature
+        # below the same max; greedy: the slice's largest logit and its index.
         b = tl.program_id(0)
         sp = tl.program_id(1)
         lo = sp * CHUNK
         hi = tl.minimum(lo + CHUNK, V)
         inv_t = 1.0 / tl.load(TEMP)
-        seed = tl.load(SEED) + tl.load(CI + 1) * 7919
         best = tl.full([BLOCK], float("-inf"), tl.float32)
         idx = tl.zeros([BLOCK], tl.int32)
         m = tl.full([BLOCK], -1e30, tl.float32)
+        for c0 in range(lo, hi, BLOCK):  # the slice's max first: both sums are taken below it
+            i = c0 + tl.arange(0, BLOCK)
+            x = tl.load(L + b * s_l + i, mask=i < hi, other=float("-inf")).to(tl.float32)
+            m = tl.maximum(m, x)
+            if GREEDY:
+                better = x > best
+                best = tl.where(better, x, best)
+                idx = tl.where(better, i.to(tl.int32), idx)
+        mm = tl.max(m, 0)
         l = tl.zeros([BLOCK], tl.float32)
+        lt = tl.zeros([BLOCK], tl.float32)
         for c0 in range(lo, hi, BLOCK):
             i = c0 + tl.arange(0, BLOCK)
-            ok = i < hi
-            x = tl.load(L + b * s_l + i, mask=ok, other=float("-inf")).to(tl.float32)
-            m_new = tl.maximum(m, x)
-            l = l * tl.exp(m - m_new) + tl.exp(x - m_new)
-            m = m_new
+            x = tl.load(L + b * s_l + i, mask=i < hi, other=float("-inf")).to(tl.float32)
             if GREEDY:
-                z = x
+                l += tl.exp(x - mm)
             else:
-                u = tl.rand(seed, (b * V + i).to(tl.int32))
-                u = tl.minimum(tl.maximum(u, 1e-30), 0.99999994)  # float32 u can round to 1: Gumbel tail cut at ~16.6
-                z = x * inv_t - tl.log(-tl.log(u))
-            z = tl.where(ok, z, float("-inf"))
-            better = z > best
-            best = tl.where(better, z, best)
-            idx = tl.where(better, i.to(tl.int32), idx)
-        k = tl.argmax(best, 0)
-        j = tl.arange(0, BLOCK)
-        mm = tl.max(m, 0)
-        tl.store(GM + b * S + sp, tl.max(best, 0))
-        tl.store(GA + b * S + sp, tl.sum(tl.where(j == k, idx, 0), 0))
+                l += tl.exp(x - mm)
+                lt += tl.exp((x - mm) * inv_t)
+        if GREEDY:
+            k = tl.argmax(best, 0)
+            j = tl.arange(0, BLOCK)
+            tl.store(GM + b * S + sp, tl.max(best, 0))
+            tl.store(GA + b * S + sp, tl.sum(tl.where(j == k, idx, 0), 0))
         tl.store(MM + b * S + sp, mm)
-        tl.store(LL + b * S + sp, tl.sum(l * tl.exp(m - mm), 0))
+        tl.store(LL + b * S + sp, tl.sum(l, 0))
+        tl.store(LT + b * S + sp, tl.sum(lt, 0))
 
     @triton.jit
-    def sample_finish(GM, GA, MM, LL, L, s_l, TOK, DONE, OUT_TOK, OUT_LP, s_out, CI, EOS, n_eos, STOP, pad_id,
-                      S: tl.constexpr, NE: tl.constexpr):
+    def sample_finish(GM, GA, MM, LL, LT, L, s_l, V, CHUNK, TEMP, SEED, TOK, DONE, OUT_TOK, OUT_LP, s_out, CI,
+                      EOS, n_eos, STOP, pad_id, S: tl.constexpr, NE: tl.constexpr, BLOCK: tl.constexpr,
+                      GREEDY: tl.constexpr):
         # Combine a row's slices into its token and log-prob, then record it (the EOS mask included).
+        # Sampling inverts the row's cumulative distribution at one uniform draw: the slice where the
+        # cumulative mass passes it (from the slices' sums), then the token inside that slice.
         b = tl.program_id(0)
         s = tl.arange(0, S)
-        gm = tl.load(GM + b * S + s)
-        k = tl.argmax(gm, 0)
-        tok = tl.sum(tl.where(s == k, tl.load(GA + b * S + s), 0), 0).to(tl.int64)
         mm = tl.load(MM + b * S + s)
         m = tl.max(mm, 0)
         lse = m + tl.log(tl.sum(tl.load(LL + b * S + s) * tl.exp(mm - m), 0))
+        if GREEDY:
+            k = tl.argmax(tl.load(GM + b * S + s), 0)
+            tok = tl.sum(tl.where(s == k, tl.load(GA + b * S + s), 0), 0).to(tl.int64)
+        else:
+            inv_t = 1.0 / tl.load(TEMP)
+            mass = tl.load(LT + b * S + s) * tl.exp((mm - m) * inv_t)  # each slice's, below exp(m / T)
+            u = tl.rand(tl.load(SEED) + tl.load(CI + 1) * 7919, b)
+            target = u * tl.sum(mass, 0)
+            upto = tl.cumsum(mass, 0)
+            k = tl.minimum(tl.sum(tl.where(upto <= target, 1, 0), 0), S - 1)  # the first slice past target
+            left = target - tl.sum(tl.where(s < k, mass, 0.0), 0)  # mass still to pass inside slice k
+            lo = k * CHUNK
+            hi = tl.minimum(lo + CHUNK, V)
+            run = 0.0  # mass of the slice's tokens before this block
+            tok = (hi - 1).to(tl.int64)  # rounding can leave `left` unpassed: the slice's last token
+            found = 0
+            last = lo
+            for c0 in range(0, CHUNK, BLOCK):
+                i = lo + c0 + tl.arange(0, BLOCK)
+                x = tl.load(L + b * s_l + i, mask=i < hi, other=float("-inf")).to(tl.float32)
+                p = tl.exp((x - m) * inv_t)
+                cum = run + tl.cumsum(p, 0)
+                past = (cum > left) & (i < hi) & (p > 0)
+                first = tl.min(tl.where(past, i, 2147483647), 0)
+                tok = tl.where((found == 0) & (first < 2147483647), first.to(tl.int64), tok)
+                found = found | (first < 2147483647).to(tl.int32)
+                last = tl.maximum(last, tl.max(tl.where((i < hi) & (p > 0), i, lo), 0))
+                run = run + tl.sum(p, 0)
+            tok = tl.where(found != 0, tok, last.to(tl.int64))
         lp = tl.load(L + b * s_l + tok).to(tl.float32) - lse
         done = tl.load(DONE + b) != 0
         tok = tl.where(done, pad_id, tok)
@@ -263,17 +294,20 @@ def rmsnorm(x, w, eps: float):
 def sample_and_record(logits, ws, eos, pad_id: int, greedy: bool, splits: int = 16, block: int = 1024) -> None:
     """Sample one token per row of logits (B, V) and record it in the workspace, all on the device.
 
-    Gumbel-max over `splits` slices of the vocabulary (then a per-row combine),
-    the log-prob at temperature 1, the EOS mask, and the output columns at the
-    workspace's step index. The caller advances the step (`ws.ci += 1`).
+    The vocabulary in `splits` slices, each summed by its own program (its max and sum of exp
+    at temperature 1 and at the sampling temperature); then one program a row draws one
+    uniform number, finds the slice where the row's cumulative distribution passes it and the
+    token inside that slice (greedy: the largest logit), and records the token, its log-prob at
+    temperature 1 and the EOS mask at the workspace's step index. Every sum runs in a fixed order:
+    the same seed samples the same tokens. The caller advances the step (`ws.ci += 1`).
     """
     k = _kernels()
     B, V = logits.shape
     chunk = k["cdiv"](k["cdiv"](V, splits), block) * block
-    gm, mm, ll = (torch.empty((B, splits), dtype=torch.float32, device=logits.device) for _ in range(3))
+    gm, mm, ll, lt = (torch.empty((B, splits), dtype=torch.float32, device=logits.device) for _ in range(4))
     ga = torch.empty((B, splits), dtype=torch.int32, device=logits.device)
-    k["sample_partial"][(B, splits)](logits, logits.stride(0), V, chunk, ws.temp, ws.seed, ws.ci, gm, ga, mm, ll,
+    k["sample_partial"][(B, splits)](logits, logits.stride(0), V, chunk, ws.temp, gm, ga, mm, ll, lt,
                                      S=splits, BLOCK=block, GREEDY=greedy)
-    k["sample_finish"][(B,)](gm, ga, mm, ll, logits, logits.stride(0), ws.tok, ws.done, ws.out_tok, ws.out_lp,
-                             ws.out_tok.stride(0), ws.ci, eos, eos.numel(), ws.stop, pad_id,
-                             S=splits, NE=max(2, k["next_pow2"](eos.numel())))
+    k["sample_finish"][(B,)](gm, ga, mm, ll, lt, logits, logits.stride(0), V, chunk, ws.temp, ws.seed, ws.tok,
+                             ws.done, ws.out_tok, ws.out_lp, ws.out_tok.stride(0), ws.ci, eos, eos.numel(), ws.stop,
+                             pad_id, S=splits, NE=max(2, k["next_pow2"](eos.numel())), BLOCK=block, GREEDY=greedy)

@@ -14,14 +14,16 @@ device:
    rows share (a GRPO group's) is computed once and its columns copied to the others.
 3. Decode: one step for all sequences: RMSNorm, fused QKV, RoPE, cache write
    at column `col`, GQA attention, residual adds fused into the output
-   matmuls (`addmm_`), SwiGLU, LM head, and sampling in-graph: Gumbel-max
-   for temperature, a sort for top-p, argmax for greedy. Stop handling is an
+   matmuls (`addmm_`), SwiGLU, LM head, and sampling in-graph (torch kernels:
+   Gumbel-max for temperature; Triton: the inverse of the cumulative distribution
+   at one uniform draw a row), a sort for top-p, argmax for greedy. Stop handling is an
    EOS mask. `col` and the step index live on the device and advance inside
    the step, so on CUDA each step shape is captured once as a CUDA graph and
    replayed. Two sets of kernels:
    - triton (CUDA default, backend/policy/fastattn.py): RoPE + cache write,
-     attention over each row's live span, SwiGLU, RMSNorm and a
-     split-vocabulary sampler are one launch each; one graph per mode.
+     attention over each row's live span, SwiGLU and RMSNorm are one launch
+     each, the split-vocabulary sampler two; one graph per mode. With
+     `model.kv_int8` the cache holds int8 values and a scale per vector.
    - torch (CPU, tests, no triton): SDPA over the cache up to a length
      bucket (the G query heads of a KV head fold into its query axis), a
      bias tensor for padding; one graph per (mode, bucket).
@@ -253,7 +255,7 @@ class FastGenerator:
         if kernels == "auto":
             kernels = "triton" if self.cuda and fastattn.available() else "torch"
         self.kernels = kernels  # triton: fused RoPE + cache write, attention, SwiGLU (backend/policy/fastattn.py)
-        self.sampler = kernels if sampler == "auto" else sampler  # triton: split-vocabulary Gumbel-max
+        self.sampler = kernels if sampler == "auto" else sampler  # triton: split-vocabulary inverse CDF
         self.seed = seed
         self.eos_ids = self._eos_ids()
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else self.eos_ids[0]
