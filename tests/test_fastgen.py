@@ -180,6 +180,22 @@ def triton_checks():
         ref = torch.softmax(q[b].view(Hkv, G, D) @ k.transpose(1, 2) / 8.0, -1) @ v
         assert torch.allclose(out[b].view(Hkv, G, D), ref, atol=1e-3)
 
+    # Rows marked done read no cache (here: NaN) and give zeros; the others are unchanged.
+    done = torch.tensor([False, True, False])
+    kd = kc.clone()
+    kd[1] = float("nan")
+    skipped = torch.empty_like(q)
+    fastattn.decode_attention(q, kd, vc, pad, col, skipped, Hkv, done=done)
+    assert torch.equal(skipped[0], out[0]) and torch.equal(skipped[2], out[2]) and not skipped[1].any()
+    # Teacher forcing after a call that left rows done still computes every row.
+    tf = {kind: FastGenerator(model, Tok(), "cpu", kernels=kind) for kind in ("torch", "triton")}
+    conts = [[4, 5, 6]] * len(PROMPTS)
+    for e in tf.values():
+        e.generate(PROMPTS, 3, 0.0)
+        next(iter(e._ws.values())).done.fill_(True)
+    assert torch.allclose(tf["triton"].teacher_forced_logprobs(PROMPTS, conts),
+                          tf["torch"].teacher_forced_logprobs(PROMPTS, conts), atol=1e-4)
+
     # An int8 cache (backend/policy/kvint8.py): the Triton step writes what the torch step writes
     # (to a step where the two kernels' float rounding straddles a rounding boundary), and
     # attention over it is attention over the dequantized values.

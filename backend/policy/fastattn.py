@@ -85,12 +85,15 @@ def _kernels() -> dict:
             tl.store(vp, v, mask=hv < HKV)
 
     @triton.jit
-    def attention(Q, KC, VC, KS, VS, O, PAD, COL, s_qb, s_kb, s_kh, s_kt, s_sb, s_sh, scale,
-                  G: tl.constexpr, GP: tl.constexpr, D: tl.constexpr, BLOCK: tl.constexpr, INT8: tl.constexpr):
+    def attention(Q, KC, VC, KS, VS, O, PAD, COL, DONE, s_qb, s_kb, s_kh, s_kt, s_sb, s_sh, scale,
+                  G: tl.constexpr, GP: tl.constexpr, D: tl.constexpr, BLOCK: tl.constexpr, INT8: tl.constexpr,
+                  SKIP: tl.constexpr):
         b = tl.program_id(0)
         h = tl.program_id(1)
         start = tl.load(PAD + b)
         end = tl.load(COL) + 1  # keys [start, end)
+        if SKIP:  # a row that stopped reads nothing; its output is zeros, and nothing uses it
+            end = tl.where(tl.load(DONE + b) != 0, start // BLOCK * BLOCK, end)
         g = tl.arange(0, GP)[:, None]
         d = tl.arange(0, D)[None, :]
         q = tl.load(Q + b * s_qb + (h * G + g) * D + d, mask=g < G, other=0.0)  # (GP, D)
@@ -119,7 +122,7 @@ def _kernels() -> dict:
             else:
                 acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)
             m = m_new
-        out = acc / l[:, None]
+        out = acc / tl.where(l > 0, l, 1.0)[:, None]
         tl.store(O + b * s_qb + (h * G + g) * D + d, out.to(O.dtype.element_ty), mask=g < G)
 
     @triton.jit
@@ -142,15 +145,16 @@ def _kernels() -> dict:
         tl.store(Y + r * s_y + i, (y * w).to(Y.dtype.element_ty), mask=ok)
 
     @triton.jit
-    def sample_partial(L, s_l, V, CHUNK, TEMP, GM, GA, MM, LL, LT,
+    def sample_partial(L, s_l, V, CHUNK, TEMP, DONE, GM, GA, MM, LL, LT,
                        S: tl.constexpr, BLOCK: tl.constexpr, GREEDY: tl.constexpr):
         # One slice of one row's logits: its log-sum-exp parts at temperature 1 (max, sum of
         # exp below it: for the token's log-prob) and the sum of exp at the sampling temperature
-        # below the same max; greedy: the slice's largest logit and its index.
+        # below the same max; greedy: the slice's largest logit and its index. A row that
+        # stopped reads nothing (its token is the pad token whatever is sampled).
         b = tl.program_id(0)
         sp = tl.program_id(1)
         lo = sp * CHUNK
-        hi = tl.minimum(lo + CHUNK, V)
+        hi = tl.where(tl.load(DONE + b) != 0, lo, tl.minimum(lo + CHUNK, V))
         inv_t = 1.0 / tl.load(TEMP)
         best = tl.full([BLOCK], float("-inf"), tl.float32)
         idx = tl.zeros([BLOCK], tl.int32)
@@ -207,7 +211,7 @@ def _kernels() -> dict:
             k = tl.minimum(tl.sum(tl.where(upto <= target, 1, 0), 0), S - 1)  # the first slice past target
             left = target - tl.sum(tl.where(s < k, mass, 0.0), 0)  # mass still to pass inside slice k
             lo = k * CHUNK
-            hi = tl.minimum(lo + CHUNK, V)
+            hi = tl.where(tl.load(DONE + b) != 0, lo, tl.minimum(lo + CHUNK, V))
             run = 0.0  # mass of the slice's tokens before this block
             tok = (hi - 1).to(tl.int64)  # rounding can leave `left` unpassed: the slice's last token
             found = 0
@@ -264,15 +268,18 @@ def rope_store(qkv, cos, sin, pad, col, q_out, kc, vc, hq: int, hkv: int, d: int
                           NH=k["next_pow2"](hq + hkv), NV=k["next_pow2"](hkv), INT8=scales is not None)
 
 
-def decode_attention(q, kc, vc, pad, col, out, hkv: int, block: int = 64, warps: int = 4, scales=None) -> None:
-    """q (B, Hq, D) against each row's cache span [pad, col] -> out (B, Hq, D); `scales` as rope_store's."""
+def decode_attention(q, kc, vc, pad, col, out, hkv: int, block: int = 64, warps: int = 4, scales=None,
+                     done=None) -> None:
+    """q (B, Hq, D) against each row's cache span [pad, col] -> out (B, Hq, D); `scales` as rope_store's.
+    `done` (B,) bool: rows that stopped, whose output is zeros and whose cache is not read."""
     k = _kernels()
     B, hq, d = q.shape
     G = hq // hkv
     ks, vs, s_sb, s_sh = _scale_args(kc, scales)
-    k["attention"][(B, hkv)](q, kc, vc, ks, vs, out, pad, col, q.stride(0), kc.stride(0), kc.stride(1),
-                             kc.stride(2), s_sb, s_sh, d ** -0.5, G=G, GP=max(16, k["next_pow2"](G)), D=d,
-                             BLOCK=block, INT8=scales is not None, num_warps=warps)
+    k["attention"][(B, hkv)](q, kc, vc, ks, vs, out, pad, col, pad if done is None else done, q.stride(0),
+                             kc.stride(0), kc.stride(1), kc.stride(2), s_sb, s_sh, d ** -0.5, G=G,
+                             GP=max(16, k["next_pow2"](G)), D=d, BLOCK=block, INT8=scales is not None,
+                             SKIP=done is not None, num_warps=warps)
 
 
 def silu_mul(gu, out, inter: int, block: int = 512) -> None:
@@ -306,7 +313,7 @@ def sample_and_record(logits, ws, eos, pad_id: int, greedy: bool, splits: int = 
     chunk = k["cdiv"](k["cdiv"](V, splits), block) * block
     gm, mm, ll, lt = (torch.empty((B, splits), dtype=torch.float32, device=logits.device) for _ in range(4))
     ga = torch.empty((B, splits), dtype=torch.int32, device=logits.device)
-    k["sample_partial"][(B, splits)](logits, logits.stride(0), V, chunk, ws.temp, gm, ga, mm, ll, lt,
+    k["sample_partial"][(B, splits)](logits, logits.stride(0), V, chunk, ws.temp, ws.done, gm, ga, mm, ll, lt,
                                      S=splits, BLOCK=block, GREEDY=greedy)
     k["sample_finish"][(B,)](gm, ga, mm, ll, lt, logits, logits.stride(0), V, chunk, ws.temp, ws.seed, ws.tok,
                              ws.done, ws.out_tok, ws.out_lp, ws.out_tok.stride(0), ws.ci, eos, eos.numel(), ws.stop,

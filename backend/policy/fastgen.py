@@ -428,7 +428,8 @@ class FastGenerator:
             fa.rope_store(qkv, self.cos, self.sin, ws.pad, ws.col, q, ws.k[li], ws.v[li],
                           s.heads, s.kv_heads, s.head_dim, scales)
             a = torch.empty_like(q)
-            fa.decode_attention(q, ws.k[li], ws.v[li], ws.pad, ws.col, a, s.kv_heads, *self.attn_tile, scales)
+            fa.decode_attention(q, ws.k[li], ws.v[li], ws.pad, ws.col, a, s.kv_heads, *self.attn_tile, scales,
+                                ws.done)
             x.addmm_(a.view(B, -1), L["o"].t())
             act = torch.empty(B, s.inter, dtype=self.dtype, device=self.device)
             fa.silu_mul(F.linear(fa.rmsnorm(x, L["ln2"], s.eps), L["gu"]), act, s.inter)
@@ -714,6 +715,7 @@ class FastGenerator:
         self._carry = None  # this call writes a workspace the carry may point at
         n, P = len(prompts), max(len(p) for p in prompts)
         ws, ids, pad = self._load_prompts(prompts, T)
+        ws.done.zero_()  # every row decodes (the Triton kernels skip rows marked done)
         feed = torch.full((ws.B, T), self.pad_id, dtype=torch.long)
         feed[:n] = torch.tensor(continuations, dtype=torch.long)
         feed = feed.to(self.device)
