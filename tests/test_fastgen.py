@@ -159,7 +159,8 @@ def test_triton_kernels_on_cpu():
 
 
 def triton_checks():
-    """Triton decode step == torch decode step; attention reads only each row's live span."""
+    """Triton decode step == torch decode step; attention reads only each row's live span; the
+    sampler draws from softmax(logits / T)."""
     from backend.policy import fastattn
 
     model = tiny()
@@ -167,26 +168,48 @@ def triton_checks():
     eng = FastGenerator(model, Tok(), "cpu", kernels="triton")
     assert [g.ids for g in eng.generate(PROMPTS, 6, 0.0)] == torch_ids
 
+    # One step's attention from its projections (RoPE, the cache write at col, attention over
+    # [pad, col]) against the same in torch; padding columns (NaN here) are never read.
     torch.manual_seed(0)
     B, Hkv, G, T, D = 3, 2, 3, 80, 64
-    q = torch.randn(B, Hkv * G, D)
+    Hq = Hkv * G
+    qkv = torch.randn(B, (Hq + 2 * Hkv) * D)
+    ang = torch.arange(T)[:, None] * (1e-2 ** (torch.arange(D // 2) / (D // 2)))[None]
+    cos, sin = ang.cos(), ang.sin()
     kc, vc = torch.randn(B, Hkv, T, D), torch.randn(B, Hkv, T, D)
     pad, col = torch.tensor([0, 5, 70]), torch.tensor([75])
-    kc[1, :, :5] = float("nan")  # padding columns must never be read into the result
-    out = torch.empty_like(q)
-    fastattn.decode_attention(q, kc, vc, pad, col, out, Hkv)
-    for b in range(B):
-        k, v = kc[b, :, pad[b]:76], vc[b, :, pad[b]:76]  # (Hkv, S, D)
-        ref = torch.softmax(q[b].view(Hkv, G, D) @ k.transpose(1, 2) / 8.0, -1) @ v
-        assert torch.allclose(out[b].view(Hkv, G, D), ref, atol=1e-3)
+    kc[1, :, :5] = float("nan")
 
-    # Rows marked done read no cache (here: NaN) and give zeros; the others are unchanged.
-    done = torch.tensor([False, True, False])
+    def roped(x, b):  # x (H, D), interleaved pairs, at row b's position
+        rot = torch.polar(torch.ones(D // 2), ang[75 - pad[b]])
+        return torch.view_as_real(torch.view_as_complex(x.unflatten(-1, (-1, 2))) * rot).flatten(-2)
+
+    def reference(k_cache, v_cache, b):
+        """Row b's (Hq, D) attention and its new key and value columns (Hkv, D)."""
+        q = roped(qkv[b, :Hq * D].view(Hq, D), b)
+        k_new = roped(qkv[b, Hq * D:(Hq + Hkv) * D].view(Hkv, D), b)
+        v_new = qkv[b, (Hq + Hkv) * D:].view(Hkv, D)
+        k = torch.cat([k_cache[b, :, pad[b]:75], k_new[:, None]], 1)
+        v = torch.cat([v_cache[b, :, pad[b]:75], v_new[:, None]], 1)
+        return (torch.softmax(q.view(Hkv, G, D) @ k.transpose(1, 2) / 8.0, -1) @ v).view(Hq, D), k_new, v_new
+
+    def attend(k_cache, v_cache, **kw):
+        out = torch.empty(B, Hq, D)
+        fastattn.rope_attend(qkv, cos, sin, pad, col, k_cache, v_cache, out, Hq, Hkv, D, **kw)
+        return out
+
+    k1, v1 = kc.clone(), vc.clone()
+    out = attend(k1, v1)
+    for b in range(B):
+        ref, k_new, v_new = reference(kc, vc, b)
+        assert torch.allclose(out[b], ref, atol=1e-3)
+        assert torch.allclose(k1[b, :, 75], k_new, atol=1e-5) and torch.equal(v1[b, :, 75], v_new)
+
+    # Rows marked done read no cache (here: NaN) and their output is finite; the others unchanged.
     kd = kc.clone()
     kd[1] = float("nan")
-    skipped = torch.empty_like(q)
-    fastattn.decode_attention(q, kd, vc, pad, col, skipped, Hkv, done=done)
-    assert torch.equal(skipped[0], out[0]) and torch.equal(skipped[2], out[2]) and not skipped[1].any()
+    skipped = attend(kd, vc.clone(), done=torch.tensor([False, True, False]))
+    assert torch.equal(skipped[0], out[0]) and torch.equal(skipped[2], out[2]) and skipped[1].isfinite().all()
     # Teacher forcing after a call that left rows done still computes every row.
     tf = {kind: FastGenerator(model, Tok(), "cpu", kernels=kind) for kind in ("torch", "triton")}
     conts = [[4, 5, 6]] * len(PROMPTS)
@@ -209,13 +232,20 @@ def triton_checks():
         assert a.dtype == b.dtype == torch.int8
         assert (a.int() - b.int()).abs().max() <= 1 and (a != b).float().mean() < 1e-3
     assert torch.allclose(wt.ks, wx.ks, rtol=1e-5) and torch.allclose(wt.vs, wx.vs, rtol=1e-5)
-    (k8, ks), (v8, vs) = quantize(kc), quantize(vc)
-    fastattn.decode_attention(q, k8, v8, pad, col, out, Hkv, scales=(ks, vs))
+    (k8, ks), (v8, vs) = quantize(kc.nan_to_num()), quantize(vc)
+    out = attend(k8, v8, scales=(ks, vs))
     kd, vd = dequantize(k8, ks, torch.float32), dequantize(v8, vs, torch.float32)
     for b in range(B):
+        _, k_new, v_new = reference(kd, vd, b)
+        (kq, kqs), (vq, vqs) = quantize(k_new), quantize(v_new)
+        assert (k8[b, :, 75].int() - kq.int()).abs().max() <= 1 and torch.equal(v8[b, :, 75], vq)
+        assert torch.allclose(ks[b, :, 75], kqs, rtol=1e-5) and torch.allclose(vs[b, :, 75], vqs)
+        # the reference with the new column as the cache holds it
+        kd[b, :, 75], vd[b, :, 75] = dequantize(kq, kqs, torch.float32), dequantize(vq, vqs, torch.float32)
+        q = roped(qkv[b, :Hq * D].view(Hq, D), b)
         k, v = kd[b, :, pad[b]:76], vd[b, :, pad[b]:76]
-        ref = torch.softmax(q[b].view(Hkv, G, D) @ k.transpose(1, 2) / 8.0, -1) @ v
-        assert torch.allclose(out[b].view(Hkv, G, D), ref, atol=1e-3)
+        want = (torch.softmax(q.view(Hkv, G, D) @ k.transpose(1, 2) / 8.0, -1) @ v).view(Hq, D)
+        assert torch.allclose(out[b], want, atol=1e-3)
 
     # The sampler: frequencies follow softmax(logits / T); log-probs are at temperature 1.
     from backend.policy.fastgen import Workspace

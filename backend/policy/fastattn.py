@@ -1,16 +1,18 @@
 """Triton kernels for the fast engine's decode step (CUDA; CPU via TRITON_INTERPRET=1 in tests).
 
 A decode step at batch 512 on a 135M model is a few hundred small kernels;
-these three replace the ones that cost most:
+these replace the ones that cost most:
 
-- `rope_store`: RoPE on q and k (pairs interleaved, see fastgen), q out, k and
-  v written into the KV cache at column `col`: one launch instead of five.
-- `decode_attention`: one program per (row, KV head) streams that row's live
-  cache span [pad, col] in blocks with an online softmax; the G query heads
-  of the KV head are the rows of its small matrix product. No mask tensor,
-  no padding read, one launch. SDPA's kernels pad 3 query rows to a 64-row
-  tile and need a bias tensor built each step.
-- `silu_mul`: SwiGLU's silu(gate) * up in one pass.
+- `attend`: one program per (row, KV head): RoPE on the head's G query vectors
+  and its key (pairs interleaved, see fastgen), the key and value written into
+  the KV cache at column `col`, then the row's live cache span [pad, col)
+  streamed in blocks with an online softmax that starts from the new column;
+  the G query heads are the rows of its small matrix product. No mask tensor,
+  no padding read, one launch a layer. SDPA's kernels pad 3 query rows to a
+  64-row tile and need a bias tensor built each step.
+- `silu_mul`: SwiGLU's silu(gate) * up in one pass; `rmsnorm`: a row's RMSNorm.
+- `sample_and_record`: the next token of every row (one uniform draw a row against its
+  cumulative distribution, summed in vocabulary slices), its log-prob and the EOS mask.
 
 Tiles and warps are fixed per call site (no `triton.autotune`): a configuration chosen by
 timing would depend on what else runs on the card, and with it the order of the sums.
@@ -39,69 +41,56 @@ def _kernels() -> dict:
     import triton.language as tl
 
     @triton.jit
-    def rope_store(QKV, COS, SIN, PAD, COL, QO, KC, VC, KS, VS, s_row, s_qb, s_kb, s_kh, s_kt, s_sb, s_sh,
-                   HQ: tl.constexpr, HKV: tl.constexpr, D: tl.constexpr, NH: tl.constexpr, NV: tl.constexpr,
-                   INT8: tl.constexpr):
-        b = tl.program_id(0)
-        col = tl.load(COL)
-        pos = col - tl.load(PAD + b)
-        h = tl.arange(0, NH)[:, None]  # q heads, then k heads
-        j = tl.arange(0, D // 2)[None, :]
-        row = QKV + b * s_row
-        live = h < HQ + HKV
-        x0 = tl.load(row + h * D + 2 * j, mask=live, other=0.0).to(tl.float32)
-        x1 = tl.load(row + h * D + 2 * j + 1, mask=live, other=0.0).to(tl.float32)
-        c = tl.load(COS + pos * (D // 2) + j)
-        s = tl.load(SIN + pos * (D // 2) + j)
-        y0 = (x0 * c - x1 * s).to(QO.dtype.element_ty)
-        y1 = (x0 * s + x1 * c).to(QO.dtype.element_ty)
-        isq = h < HQ
-        qp = QO + b * s_qb + h * D + 2 * j
-        tl.store(qp, y0, mask=isq)
-        tl.store(qp + 1, y1, mask=isq)
-        isk = live & (h >= HQ)
-        kp = KC + b * s_kb + (h - HQ) * s_kh + col * s_kt + 2 * j
-        hv = tl.arange(0, NV)[:, None]
-        d = tl.arange(0, D)[None, :]
-        v = tl.load(row + (HQ + HKV + hv) * D + d, mask=hv < HKV, other=0.0)
-        vp = VC + b * s_kb + hv * s_kh + col * s_kt + d
-        if INT8:  # backend/policy/kvint8.quantize's arithmetic; a head's scale spans both halves of its pairs
-            a0, a1 = y0.to(tl.float32), y1.to(tl.float32)  # the values the model's dtype holds
-            peak = tl.maximum(tl.max(tl.abs(a0), 1), tl.max(tl.abs(a1), 1))  # (NH,)
-            inv = tl.where(peak > 0, 127.0 / tl.where(peak > 0, peak, 1.0), 0.0)[:, None]
-            tl.store(kp, tl.minimum(tl.maximum(tl.floor(a0 * inv + 0.5), -127.0), 127.0).to(tl.int8), mask=isk)
-            tl.store(kp + 1, tl.minimum(tl.maximum(tl.floor(a1 * inv + 0.5), -127.0), 127.0).to(tl.int8), mask=isk)
-            hh = tl.arange(0, NH)
-            tl.store(KS + b * s_sb + (hh - HQ) * s_sh + col, peak / 127.0, mask=(hh >= HQ) & (hh < HQ + HKV))
-            vf = v.to(tl.float32)
-            vpeak = tl.max(tl.abs(vf), 1)  # (NV,)
-            vinv = tl.where(vpeak > 0, 127.0 / tl.where(vpeak > 0, vpeak, 1.0), 0.0)[:, None]
-            tl.store(vp, tl.minimum(tl.maximum(tl.floor(vf * vinv + 0.5), -127.0), 127.0).to(tl.int8), mask=hv < HKV)
-            hv1 = tl.arange(0, NV)
-            tl.store(VS + b * s_sb + hv1 * s_sh + col, vpeak / 127.0, mask=hv1 < HKV)
-        else:
-            tl.store(kp, y0, mask=isk)
-            tl.store(kp + 1, y1, mask=isk)
-            tl.store(vp, v, mask=hv < HKV)
-
-    @triton.jit
-    def attention(Q, KC, VC, KS, VS, O, PAD, COL, DONE, s_qb, s_kb, s_kh, s_kt, s_sb, s_sh, scale,
-                  G: tl.constexpr, GP: tl.constexpr, D: tl.constexpr, BLOCK: tl.constexpr, INT8: tl.constexpr,
-                  SKIP: tl.constexpr):
+    def attend(QKV, COS, SIN, KC, VC, KS, VS, O, PAD, COL, DONE, s_row, s_ob, s_kb, s_kh, s_kt, s_sb, s_sh, scale,
+               HQ: tl.constexpr, HKV: tl.constexpr, G: tl.constexpr, GP: tl.constexpr, D: tl.constexpr,
+               BLOCK: tl.constexpr, INT8: tl.constexpr, SKIP: tl.constexpr):
         b = tl.program_id(0)
         h = tl.program_id(1)
         start = tl.load(PAD + b)
-        end = tl.load(COL) + 1  # keys [start, end)
-        if SKIP:  # a row that stopped reads nothing; its output is zeros, and nothing uses it
-            end = tl.where(tl.load(DONE + b) != 0, start // BLOCK * BLOCK, end)
+        col = tl.load(COL)
         g = tl.arange(0, GP)[:, None]
         d = tl.arange(0, D)[None, :]
-        q = tl.load(Q + b * s_qb + (h * G + g) * D + d, mask=g < G, other=0.0)  # (GP, D)
-        m = tl.full([GP], float("-inf"), tl.float32)
-        l = tl.zeros([GP], tl.float32)
-        acc = tl.zeros([GP, D], tl.float32)
+        dd = tl.arange(0, D)
+        # RoPE on interleaved pairs: y[2j] = x[2j] c_j - x[2j+1] s_j, y[2j+1] = x[2j+1] c_j + x[2j] s_j,
+        # with x's partner x[i ^ 1] loaded beside it
+        pos = col - start
+        c = tl.load(COS + pos * (D // 2) + dd // 2)
+        sn = tl.load(SIN + pos * (D // 2) + dd // 2) * tl.where(dd % 2 == 0, -1.0, 1.0)
+        row = QKV + b * s_row
+        qm = g < G
+        qx = tl.load(row + (h * G + g) * D + d, mask=qm, other=0.0).to(tl.float32)
+        qp = tl.load(row + (h * G + g) * D + (d ^ 1), mask=qm, other=0.0).to(tl.float32)
+        q = (qx * c[None, :] + qp * sn[None, :]).to(O.dtype.element_ty)  # (GP, D), in the model's dtype
+        kx = tl.load(row + (HQ + h) * D + dd).to(tl.float32)
+        kp = tl.load(row + (HQ + h) * D + (dd ^ 1)).to(tl.float32)
+        kn = (kx * c + kp * sn).to(O.dtype.element_ty).to(tl.float32)  # the key as the model's dtype holds it
+        vn = tl.load(row + (HQ + HKV + h) * D + dd).to(tl.float32)
         base = b * s_kb + h * s_kh
         sbase = b * s_sb + h * s_sh
+        if INT8:  # backend/policy/kvint8.quantize's arithmetic
+            kpeak = tl.max(tl.abs(kn), 0)
+            k8 = tl.minimum(tl.maximum(tl.floor(kn * tl.where(kpeak > 0, 127.0 / tl.where(kpeak > 0, kpeak, 1.0), 0.0)
+                                                + 0.5), -127.0), 127.0)
+            vpeak = tl.max(tl.abs(vn), 0)
+            v8 = tl.minimum(tl.maximum(tl.floor(vn * tl.where(vpeak > 0, 127.0 / tl.where(vpeak > 0, vpeak, 1.0), 0.0)
+                                                + 0.5), -127.0), 127.0)
+            tl.store(KC + base + col * s_kt + dd, k8.to(tl.int8))
+            tl.store(VC + base + col * s_kt + dd, v8.to(tl.int8))
+            tl.store(KS + sbase + col, kpeak / 127.0)
+            tl.store(VS + sbase + col, vpeak / 127.0)
+            kn = k8 * (kpeak / 127.0)  # the new column as the next steps will read it
+            vn = v8 * (vpeak / 127.0)
+        else:
+            tl.store(KC + base + col * s_kt + dd, kn.to(KC.dtype.element_ty))
+            tl.store(VC + base + col * s_kt + dd, vn.to(VC.dtype.element_ty))
+        # The new column first, from registers (softmax max = its score, weight 1), then the cached
+        # columns [pad, col) in blocks with an online softmax.
+        m = tl.sum(q.to(tl.float32) * kn[None, :], 1) * scale
+        l = tl.full([GP], 1.0, tl.float32)
+        acc = tl.zeros([GP, D], tl.float32) + vn[None, :]
+        end = col
+        if SKIP:  # a row that stopped reads no cache; its output is unused
+            end = tl.where(tl.load(DONE + b) != 0, start // BLOCK * BLOCK, end)
         for t0 in range(start // BLOCK * BLOCK, end, BLOCK):
             t = t0 + tl.arange(0, BLOCK)
             ok = (t >= start) & (t < end)
@@ -122,8 +111,8 @@ def _kernels() -> dict:
             else:
                 acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)
             m = m_new
-        out = acc / tl.where(l > 0, l, 1.0)[:, None]
-        tl.store(O + b * s_qb + (h * G + g) * D + d, out.to(O.dtype.element_ty), mask=g < G)
+        out = acc / l[:, None]
+        tl.store(O + b * s_ob + (h * G + g) * D + d, out.to(O.dtype.element_ty), mask=qm)
 
     @triton.jit
     def silu_mul(GU, OUT, s_gu, s_out, INTER, BLOCK: tl.constexpr):
@@ -242,44 +231,27 @@ def _kernels() -> dict:
         tl.store(DONE + b, done | (hit & stop))
         tl.store(TOK + b, tok)
 
-    _K.update(rope_store=rope_store, attention=attention, silu_mul=silu_mul, rmsnorm=rmsnorm,
+    _K.update(attend=attend, silu_mul=silu_mul, rmsnorm=rmsnorm,
               sample_partial=sample_partial, sample_finish=sample_finish, next_pow2=triton.next_power_of_2,
               cdiv=triton.cdiv)
     return _K
 
 
-def _scale_args(kc, scales) -> tuple:
-    """(k scales, v scales, row stride, head stride) of an int8 cache; the caches themselves (never
-    read) and zero strides for one in the model's dtype."""
-    if scales is None:
-        return kc, kc, 0, 0
-    ks, vs = scales
-    return ks, vs, ks.stride(0), ks.stride(1)
+def rope_attend(qkv, cos, sin, pad, col, kc, vc, out, hq: int, hkv: int, d: int, block: int = 64, warps: int = 4,
+                scales=None, done=None) -> None:
+    """One decode step's attention from its projections: qkv (B, (Hq+2Hkv)*D) -> out (B, Hq, D).
 
-
-def rope_store(qkv, cos, sin, pad, col, q_out, kc, vc, hq: int, hkv: int, d: int, scales=None) -> None:
-    """qkv (B, (Hq+2Hkv)*D) -> q_out (B, Hq, D) roped; k roped and v into kc, vc (B, Hkv, T, D) at col.
-    `scales`: (k scales, v scales) (B, Hkv, T) of an int8 cache (backend/policy/kvint8.py), else None."""
+    RoPE on q and k (at each row's position col - pad), k and v written into the cache kc, vc
+    (B, Hkv, T, D) at column `col`, and each row's q against its span [pad, col].
+    `scales`: (k scales, v scales) (B, Hkv, T) of an int8 cache (backend/policy/kvint8.py), else
+    None. `done` (B,) bool: rows that stopped, which read no cache (their output is unused)."""
     k = _kernels()
     B = qkv.shape[0]
-    ks, vs, s_sb, s_sh = _scale_args(kc, scales)
-    k["rope_store"][(B,)](qkv, cos, sin, pad, col, q_out, kc, vc, ks, vs, qkv.stride(0), q_out.stride(0),
-                          kc.stride(0), kc.stride(1), kc.stride(2), s_sb, s_sh, HQ=hq, HKV=hkv, D=d,
-                          NH=k["next_pow2"](hq + hkv), NV=k["next_pow2"](hkv), INT8=scales is not None)
-
-
-def decode_attention(q, kc, vc, pad, col, out, hkv: int, block: int = 64, warps: int = 4, scales=None,
-                     done=None) -> None:
-    """q (B, Hq, D) against each row's cache span [pad, col] -> out (B, Hq, D); `scales` as rope_store's.
-    `done` (B,) bool: rows that stopped, whose output is zeros and whose cache is not read."""
-    k = _kernels()
-    B, hq, d = q.shape
-    G = hq // hkv
-    ks, vs, s_sb, s_sh = _scale_args(kc, scales)
-    k["attention"][(B, hkv)](q, kc, vc, ks, vs, out, pad, col, pad if done is None else done, q.stride(0),
-                             kc.stride(0), kc.stride(1), kc.stride(2), s_sb, s_sh, d ** -0.5, G=G,
-                             GP=max(16, k["next_pow2"](G)), D=d, BLOCK=block, INT8=scales is not None,
-                             SKIP=done is not None, num_warps=warps)
+    ks, vs, s_sb, s_sh = (kc, kc, 0, 0) if scales is None else (*scales, scales[0].stride(0), scales[0].stride(1))
+    k["attend"][(B, hkv)](qkv, cos, sin, kc, vc, ks, vs, out, pad, col, pad if done is None else done,
+                          qkv.stride(0), out.stride(0), kc.stride(0), kc.stride(1), kc.stride(2), s_sb, s_sh,
+                          d ** -0.5, HQ=hq, HKV=hkv, G=hq // hkv, GP=max(16, k["next_pow2"](hq // hkv)), D=d,
+                          BLOCK=block, INT8=scales is not None, SKIP=done is not None, num_warps=warps)
 
 
 def silu_mul(gu, out, inter: int, block: int = 512) -> None:

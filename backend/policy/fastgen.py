@@ -422,14 +422,11 @@ class FastGenerator:
         B = ws.B
         x = F.embedding(ws.tok, self.embed)  # (B, H)
         for li, L in enumerate(self.layers):
-            q = torch.empty(B, s.heads, s.head_dim, dtype=self.dtype, device=self.device)
             qkv = F.linear(fa.rmsnorm(x, L["ln1"], s.eps), L["qkv"], L["qkv_b"])
-            scales = (ws.ks[li], ws.vs[li]) if ws.ks is not None else None
-            fa.rope_store(qkv, self.cos, self.sin, ws.pad, ws.col, q, ws.k[li], ws.v[li],
-                          s.heads, s.kv_heads, s.head_dim, scales)
-            a = torch.empty_like(q)
-            fa.decode_attention(q, ws.k[li], ws.v[li], ws.pad, ws.col, a, s.kv_heads, *self.attn_tile, scales,
-                                ws.done)
+            a = torch.empty(B, s.heads, s.head_dim, dtype=self.dtype, device=self.device)
+            fa.rope_attend(qkv, self.cos, self.sin, ws.pad, ws.col, ws.k[li], ws.v[li], a, s.heads, s.kv_heads,
+                           s.head_dim, *self.attn_tile, scales=(ws.ks[li], ws.vs[li]) if ws.ks is not None else None,
+                           done=ws.done)
             x.addmm_(a.view(B, -1), L["o"].t())
             act = torch.empty(B, s.inter, dtype=self.dtype, device=self.device)
             fa.silu_mul(F.linear(fa.rmsnorm(x, L["ln2"], s.eps), L["gu"]), act, s.inter)
