@@ -201,10 +201,11 @@ def _kernels() -> dict:
             left = target - tl.sum(tl.where(s < k, mass, 0.0), 0)  # mass still to pass inside slice k
             lo = k * CHUNK
             hi = tl.where(tl.load(DONE + b) != 0, lo, tl.minimum(lo + CHUNK, V))
-            run = 0.0  # mass of the slice's tokens before this block
-            tok = (hi - 1).to(tl.int64)  # rounding can leave `left` unpassed: the slice's last token
-            found = 0
-            last = lo
+            # loop-carried scalars start as tensors of their loop types
+            run = tl.sum(tl.zeros([BLOCK], tl.float32), 0)  # mass of the slice's tokens before this block
+            found = tl.sum(tl.zeros([BLOCK], tl.int32), 0)
+            tok = (hi - 1).to(tl.int64)
+            last = lo  # rounding can leave `left` unpassed: then the slice's last token with mass
             for c0 in range(0, CHUNK, BLOCK):
                 i = lo + c0 + tl.arange(0, BLOCK)
                 x = tl.load(L + b * s_l + i, mask=i < hi, other=float("-inf")).to(tl.float32)
