@@ -73,7 +73,8 @@ def main(argv: list[str] | None = None) -> int:
             ag = teacher_forced(model, FastGenerator(model, tok, dev, **kw), prompts, conts)
         finally:
             fastgen.Workspace = plain
-        print(f"{name:<28} {ag.kl_mean:>12.2e} {ag.kl_max:>12.2e} {ag.max_abs_token:>12.2e}  {ag.positions}", flush=True)
+        print(f"{name:<28} {ag.kl_mean:>12.2e} {ag.kl_max:>12.2e} {ag.max_abs_token:>12.2e}  {ag.positions}",
+              flush=True)
     return 0
 
 
