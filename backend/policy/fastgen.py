@@ -650,7 +650,7 @@ class FastGenerator:
         ws.col.fill_(P - 1)  # _record advances it to P, the first decode column
         self._record(ws, tok0, lp0)
         steps = 1
-        early: dict[int, Generation] = {}  # rows handed to `on_finished`, by row
+        early: dict[int, Generation | None] = {}  # rows handed to `on_finished` (None: claimed, not yet), by row
         pending = None
         for k in range(max_new - 1):
             _cut_if(interrupt)
@@ -658,31 +658,39 @@ class FastGenerator:
             self._run_step(ws, bucket, mode)
             steps += 1
             if pending is not None and steps % CHECK_EVERY == FINISHED_LAG:
-                on_finished(*pending)  # host work while the steps launched since the check decode
+                self._hand_over(pending, early, on_finished)  # host work while the steps since the check decode
                 pending = None
             if stop_at_eos and steps % CHECK_EVERY == 0:
                 all_done, pending = self._check_done(ws, n, steps, early if on_finished else None)
                 if all_done:
                     break
         if pending is not None:
-            on_finished(*pending)
+            self._hand_over(pending, early, on_finished)
         gens = self._collect(ws, n, steps, stop_at_eos, early)
         if self.kv_reuse:
             self._carry = kvreuse.Carry(ws, [kvreuse.cached_tokens(p, g.ids) for p, g in zip(prompts, gens)], pads)
         return gens
 
-    def _check_done(self, ws: Workspace, n: int, steps: int, early: dict[int, Generation] | None):
+    def _check_done(self, ws: Workspace, n: int, steps: int, early: dict[int, Generation | None] | None):
         """At a check (it waits for the card): whether every row is done, and, where `early` is
-        given, the rows newly done with their generations, added to `early` (None: none new)."""
+        given, the rows newly done with their tokens and log-probs read off the card (None: none
+        new), claimed in `early`. Their generations are made at the hand-over (`_hand_over`): the
+        text decode is host work, done while the steps launched after the check run."""
         if early is None:
             return bool(ws.done[:n].all()), None
         done = ws.done[:n].tolist()
         rows = [r for r, d in enumerate(done) if d and r not in early]
         if not rows:
             return all(done), None
-        gens = self._generations(ws, rows, steps, stop_at_eos=True)
+        early.update(dict.fromkeys(rows))
+        return all(done), (rows, self._read_rows(ws, rows, steps))
+
+    def _hand_over(self, pending, early: dict[int, Generation | None], on_finished) -> None:
+        """Make the generations of rows a check found done, keep them in `early`, pass them on."""
+        rows, (toks, lps) = pending
+        gens = self._make_generations(toks, lps, stop_at_eos=True)
         early.update(zip(rows, gens))
-        return all(done), (rows, gens)
+        on_finished(rows, gens)
 
     def _reuse(self, carry: kvreuse.Carry | None, ws: Workspace, prompts, pads: list[int]) -> int:
         """Copy the last call's cached prefixes of `prompts` into `ws`; the first column to compute."""
@@ -729,18 +737,25 @@ class FastGenerator:
         return out
 
     def _collect(self, ws: Workspace, n: int, steps: int, stop_at_eos: bool,
-                 early: dict[int, Generation] | None = None) -> list[Generation]:
+                 early: dict[int, Generation | None] | None = None) -> list[Generation]:
         """Every row's generation; `early` holds rows' generations made before (`_generations`)."""
         early = early or {}
         rest = [r for r in range(n) if r not in early]
         made = dict(zip(rest, self._generations(ws, rest, steps, stop_at_eos))) if rest else {}
-        return [early[r] if r in early else made[r] for r in range(n)]
+        return [early.get(r) or made[r] for r in range(n)]
 
     def _generations(self, ws: Workspace, rows: list[int], steps: int, stop_at_eos: bool) -> list[Generation]:
         """`rows`' generations from their first `steps` columns, cut after EOS. A row's columns do not
         change once it is done, so a done row's generation is the same whenever it is made."""
+        return self._make_generations(*self._read_rows(ws, rows, steps), stop_at_eos)
+
+    def _read_rows(self, ws: Workspace, rows: list[int], steps: int) -> tuple[list, list]:
+        """`rows`' first `steps` token ids and log-probs, off the card."""
         at = torch.tensor(rows, device=self.device)
-        toks, lps = ws.out_tok[at, :steps].tolist(), ws.out_lp[at, :steps].tolist()
+        return ws.out_tok[at, :steps].tolist(), ws.out_lp[at, :steps].tolist()
+
+    def _make_generations(self, toks: list[list[int]], lps: list[list[float]], stop_at_eos: bool) -> list[Generation]:
+        """Generations from rows' token ids and log-probs (host work only)."""
         eos = set(self.eos_ids) if stop_at_eos else set()
         gens = []
         for row, lrow in zip(toks, lps):
