@@ -51,6 +51,9 @@ def test_the_generation_batch_follows_the_card_not_what_is_free_or_held(card, sh
     per = 640 * SMOLLM2.kv_bytes_per_token() + SMOLLM2.vocab * 32
     want = min(512, int((share or 1.0) * 80 * GIB * memory.GEN_FRACTION // per) // 8 * 8)
     assert rows == want
+    # an int8 cache (`model.kv_int8`) holds 68 bytes a vector of 64, not 128: about twice the rows
+    long_rows = memory.generation_batch(SMOLLM2, 8000, "cuda:0")
+    assert 1.8 * long_rows <= memory.generation_batch(SMOLLM2, 8000, "cuda:0", int8=True) <= 2 * long_rows + 8
 
 
 def test_the_training_budget_is_fixed_at_the_first_step_even_one_that_trains_nothing(card):

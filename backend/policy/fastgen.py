@@ -546,7 +546,7 @@ class FastGenerator:
             return 64
         from backend.policy.memory import generation_batch
 
-        self._last_cap = generation_batch(self.spec, width + max_new, self.device)
+        self._last_cap = generation_batch(self.spec, width + max_new, self.device, int8=self.kv_int8)
         return self._last_cap
 
     @torch.no_grad()

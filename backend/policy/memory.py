@@ -220,11 +220,12 @@ GEN_FRACTION = 0.4
 """Share of `card_bytes` the fast engine's automatic batch may fill with KV cache and sampling rows."""
 
 
-def generation_batch(spec: Spec, total_len: int, device, fraction: float = GEN_FRACTION, cap: int = 512) -> int:
+def generation_batch(spec: Spec, total_len: int, device, fraction: float = GEN_FRACTION, cap: int = 512,
+                     int8: bool = False) -> int:
     """Rows the fast engine decodes at once when `model.gen_batch` is 0: KV cache and sampling rows
     within `fraction` of `card_bytes`. From the card's size (or the run's share), not from what is
     free or allocated now, so a run decodes in the same batch shapes (and draws the same samples)
-    whatever shares its card and whatever its own rounds left behind."""
-    per = total_len * spec.kv_bytes_per_token() + spec.vocab * 4 * 8
+    whatever shares its card and whatever its own rounds left behind. `int8`: the cache is int8."""
+    per = total_len * spec.kv_bytes_per_token(int8=int8) + spec.vocab * 4 * 8
     n = int(card_bytes(device) * fraction // per)
     return max(8, min(cap, n // 8 * 8))

@@ -39,5 +39,8 @@ class Spec:
                    getattr(cfg, "intermediate_size", None) or 4 * h, cfg.vocab_size,
                    getattr(cfg, "rms_norm_eps", 1e-5))
 
-    def kv_bytes_per_token(self, dtype_bytes: int = 2) -> int:
-        return 2 * self.layers * self.kv_heads * self.head_dim * dtype_bytes
+    def kv_bytes_per_token(self, dtype_bytes: int = 2, int8: bool = False) -> int:
+        """K and V of every layer for one token: in a dtype of `dtype_bytes`, or as the int8 cache
+        holds them (`model.kv_int8`: a byte a value and a float32 scale a vector)."""
+        per_vector = self.head_dim + 4 if int8 else self.head_dim * dtype_bytes
+        return 2 * self.layers * self.kv_heads * per_vector
