@@ -8,8 +8,9 @@ prompt (the default math harness's) gets `--length` sampled tokens, and the fast
 teacher-forced next-token distributions along them are compared with the policy's forward
 (backend/policy/distcheck.py), for the cache in the model's dtype, the int8 cache, and two
 halves of it: keys alone rounded to int8, values alone. One row each: KL(policy || engine) per
-position (mean, max) and the largest |log p| difference on a fed token, n = prompts x length
-positions.
+position, its mean over each prompt's positions averaged over the prompts with a 95% t-interval
+(the prompts are the independent units: n = `--prompts`), its largest value, and the largest
+|log p| difference on a fed token.
 """
 
 from __future__ import annotations
@@ -55,6 +56,7 @@ def main(argv: list[str] | None = None) -> int:
     from backend.policy.fastgen import FastGenerator
     from backend.policy.model import load_policy
     from backend.tools.bench import math_prompts
+    from backend.tools.bench_common import interval
     from backend.tools.bench_engines import trained_looking
 
     lm = load_policy(ModelConfig(dtype=a.dtype, device=a.device))
@@ -64,17 +66,19 @@ def main(argv: list[str] | None = None) -> int:
     torch.manual_seed(0)
     conts = [g.ids for g in FastGenerator(model, tok, dev).generate(prompts, a.length, 1.0, stop_at_eos=False)]
     plain = fastgen.Workspace
-    print(f"{'cache':<28} {'KL/pos mean':>12} {'KL/pos max':>12} {'max |dlogp|':>12}  positions")
+    print(f"{'cache':<24} {'KL/position, mean over prompts':<36} {'KL max':>9} {'max |dlogp|':>12}")
     for name, kw, ws_class in (("model's dtype", {}, plain), ("int8 (model.kv_int8)", {"kv_int8": True}, plain),
                                ("keys int8, values not", {}, half_int8("k")),
                                ("values int8, keys not", {}, half_int8("v"))):
         fastgen.Workspace = ws_class
         try:
-            ag = teacher_forced(model, FastGenerator(model, tok, dev, **kw), prompts, conts)
+            eng = FastGenerator(model, tok, dev, **kw)
+            per = [teacher_forced(model, eng, [p], [c]) for p, c in zip(prompts, conts)]
         finally:
             fastgen.Workspace = plain
-        print(f"{name:<28} {ag.kl_mean:>12.2e} {ag.kl_max:>12.2e} {ag.max_abs_token:>12.2e}  {ag.positions}",
-              flush=True)
+        kl = interval([ag.kl_mean for ag in per], "{:.2e}")  # prompts are the independent units
+        print(f"{name:<24} {kl:<36} {max(ag.kl_max for ag in per):>9.2e} "
+              f"{max(ag.max_abs_token for ag in per):>12.2e}", flush=True)
     return 0
 
 

@@ -16,12 +16,17 @@ bit-identical to one without it: twins must share the setting.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import torch
 
-if TYPE_CHECKING:
-    from backend.policy.fastgen import Workspace
+
+class Cache(Protocol):
+    """What this module reads of a fast-engine workspace (backend/policy/fastgen.Workspace)."""
+
+    k: torch.Tensor
+
+    def caches(self) -> list[torch.Tensor]: ...
 
 TAIL = 16
 """Tokens of a cached row's end that key the lookup (a full comparison confirms a hit)."""
@@ -31,7 +36,7 @@ TAIL = 16
 class Carry:
     """What the last call left in its workspace, per row."""
 
-    ws: Workspace
+    ws: Cache
     tokens: list[list[int]]
     """The tokens whose keys and values the row's cache holds: its prompt, then every sampled
     token but the last (a token is written to the cache when it is fed back, and the last never is)."""
@@ -71,7 +76,7 @@ def first_column(pad: list[int], matches: list[tuple[int, int, int]]) -> int:
     return min(p + have.get(r, 0) for r, p in enumerate(pad))
 
 
-def copy_rows(carry: Carry, ws, matches: list[tuple[int, int, int]], pad: list[int]) -> int:
+def copy_rows(carry: Carry, ws: Cache, matches: list[tuple[int, int, int]], pad: list[int]) -> int:
     """Move the matched rows' cached keys and values into `ws` at the new padding (`ws` may be
     the carried workspace itself: each layer's columns are gathered before any is written).
     Returns the number of token positions reused."""
