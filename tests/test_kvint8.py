@@ -11,6 +11,7 @@ from __future__ import annotations
 import pytest
 import torch
 from test_fastgen import PROMPTS, Tok, tiny
+from test_fastgen_distribution import _one_thread  # noqa: F401 (autouse: one thread, as there)
 
 from backend.config import ModelConfig
 from backend.policy import fastgen
@@ -20,14 +21,6 @@ from backend.policy.generate import apply_engine_settings
 from backend.policy.kvint8 import dequantize, quantize
 
 INT8_KL_BOUND = 1e-4  # nats per position, fp32 model, int8 cache
-
-
-@pytest.fixture(autouse=True)
-def _one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 def test_a_stored_value_is_off_by_at_most_half_a_step():

@@ -161,15 +161,9 @@ def apply_engine_settings(generator, model_cfg, say=lambda msg, level="info": pr
     """The fast engine's optional settings from `model` (`kv_reuse`, `kv_int8`), the same on every
     process that generates for a run (a DDP follower decodes as rank 0 does). An engine without
     them says so and runs as it is."""
-    if model_cfg.kv_reuse:
-        if not hasattr(generator, "kv_reuse"):
-            say(f"model.kv_reuse: the {generator.name} engine keeps no cache across calls; "
-                f"only the fast engine does", "warn")
-        else:
-            generator.kv_reuse = True
-    if model_cfg.kv_int8:
-        if not hasattr(generator, "kv_int8"):
-            say(f"model.kv_int8: the {generator.name} engine keeps its own cache; only the fast engine's "
-                f"is int8", "warn")
-        else:
-            generator.kv_int8 = True
+    for name, alone in (("kv_reuse", "keeps no cache across calls"), ("kv_int8", "keeps a cache of its own")):
+        if getattr(model_cfg, name):
+            if hasattr(generator, name):
+                setattr(generator, name, True)
+            else:
+                say(f"model.{name}: the {generator.name} engine {alone}; only the fast engine has this", "warn")
