@@ -33,7 +33,12 @@ install: $(STAMP)
 run: $(STAMP)
 	$(BIN)/evotui run --headless --steps $(STEPS) $(ARGS)
 
+# The fast engine's Triton kernels are checked on the CPU through Triton's interpreter
+# (tests/test_fastgen.py); a CUDA torch brings its own triton, so one is installed only where none is.
+TRITON_SPEC ?= triton==3.9.0
+
 test: $(STAMP)
+	@$(BIN)/python -c "import triton" 2>/dev/null || $(BIN)/python -m pip install -q "$(TRITON_SPEC)"
 	$(BIN)/python -m pytest -q $(ARGS) || [ $$? -eq 5 ]
 
 bench: $(STAMP)

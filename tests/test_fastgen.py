@@ -269,21 +269,21 @@ def triton_checks():
     # draws against softmax(logits / T) (false-alarm rate 0.001), and greedy takes the argmax.
     from backend.policy.distcheck import chi_square
 
-    n, V = 800, 50
+    n, V = 400, 50
     ws = Workspace(spec, n, 4, torch.float32, "cpu")
     ws.temp.fill_(0.7)
     ws.seed.fill_(7)
     row = torch.randn(V, generator=torch.Generator().manual_seed(3)) * 1.5
     row[[0, 17, 49]] = float("-inf")
     logits = row.repeat(n, 1)
-    fastattn.sample_and_record(logits, ws, torch.tensor([1]), 0, greedy=False, splits=4, block=4)
+    fastattn.sample_and_record(logits, ws, torch.tensor([1]), 0, greedy=False, splits=2, block=8)
     toks = ws.out_tok[:, 0]
     counts = {int(t): int(c) for t, c in zip(*torch.unique(toks, return_counts=True))}
     assert not {0, 17, 49} & set(counts)
     _, _, p_value = chi_square(counts, torch.softmax(row / 0.7, -1))
     assert p_value > 1e-3, (p_value, counts)
     ws.ci.zero_()
-    fastattn.sample_and_record(logits[:4], ws, torch.tensor([1]), 0, greedy=True, splits=4, block=4)
+    fastattn.sample_and_record(logits[:4], ws, torch.tensor([1]), 0, greedy=True, splits=2, block=8)
     assert (ws.out_tok[:4, 0] == row.argmax()).all()
 
 
