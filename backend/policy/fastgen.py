@@ -159,26 +159,31 @@ class Workspace:
 
     def put(self, li: int, rows, cols, k: torch.Tensor, v: torch.Tensor) -> None:
         """Write keys and values (rows, Hkv, cols, D) into layer `li`'s cache (`rows`, `cols`: indices)."""
-        if self.ks is None:
+        if self.ks is None or self.vs is None:
             self.k[li, rows, :, cols], self.v[li, rows, :, cols] = k, v
             return
-        (self.k[li, rows, :, cols], self.ks[li, rows, :, cols]), (self.v[li, rows, :, cols],
-                                                                  self.vs[li, rows, :, cols]) = quantize(k), quantize(v)
+        for cache, scales, x in ((self.k, self.ks, k), (self.v, self.vs, v)):
+            cache[li, rows, :, cols], scales[li, rows, :, cols] = quantize(x)
 
     def put_column(self, li: int, k: torch.Tensor, v: torch.Tensor) -> None:
         """Write every row's keys and values (B, Hkv, D) at the device-side column `col`."""
-        if self.ks is None:
+        if self.ks is None or self.vs is None:
             self.k[li].index_copy_(2, self.col, k[:, :, None])
             self.v[li].index_copy_(2, self.col, v[:, :, None])
             return
-        for q, s_, (qx, sx) in ((self.k, self.ks, quantize(k)), (self.v, self.vs, quantize(v))):
-            q[li].index_copy_(2, self.col, qx[:, :, None])
-            s_[li].index_copy_(2, self.col, sx[:, :, None])
+        for cache, scales, x in ((self.k, self.ks, k), (self.v, self.vs, v)):
+            values, scale = quantize(x)
+            cache[li].index_copy_(2, self.col, values[:, :, None])
+            scales[li].index_copy_(2, self.col, scale[:, :, None])
+
+    def scales(self, li: int) -> tuple[torch.Tensor, torch.Tensor] | None:
+        """Layer `li`'s (k scales, v scales) (B, Hkv, T) of an int8 cache, else None."""
+        return None if self.ks is None or self.vs is None else (self.ks[li], self.vs[li])
 
     def read(self, li: int, rows, upto: int) -> tuple[torch.Tensor, torch.Tensor]:
         """Layer `li`'s keys and values of `rows`, columns [0, upto), in the model's dtype."""
         k, v = self.k[li, rows, :, :upto], self.v[li, rows, :, :upto]
-        if self.ks is None:
+        if self.ks is None or self.vs is None:
             return k, v
         return (dequantize(k, self.ks[li, rows, :, :upto], self.dtype),
                 dequantize(v, self.vs[li, rows, :, :upto], self.dtype))
@@ -254,7 +259,7 @@ class FastGenerator:
         kernels = os.environ.get("EVOTUI_FAST_KERNELS") or kernels  # torch | triton: for debugging
         if kernels == "auto":
             kernels = "triton" if self.cuda and fastattn.available() else "torch"
-        self.kernels = kernels  # triton: fused RoPE + cache write, attention, SwiGLU (backend/policy/fastattn.py)
+        self.kernels = kernels  # triton: RoPE + cache write + attention, SwiGLU, RMSNorm (backend/policy/fastattn.py)
         self.sampler = kernels if sampler == "auto" else sampler  # triton: split-vocabulary inverse CDF
         self.seed = seed
         self.eos_ids = self._eos_ids()
@@ -425,8 +430,7 @@ class FastGenerator:
             qkv = F.linear(fa.rmsnorm(x, L["ln1"], s.eps), L["qkv"], L["qkv_b"])
             a = torch.empty(B, s.heads, s.head_dim, dtype=self.dtype, device=self.device)
             fa.rope_attend(qkv, self.cos, self.sin, ws.pad, ws.col, ws.k[li], ws.v[li], a, s.heads, s.kv_heads,
-                           s.head_dim, *self.attn_tile, scales=(ws.ks[li], ws.vs[li]) if ws.ks is not None else None,
-                           done=ws.done)
+                           s.head_dim, *self.attn_tile, scales=ws.scales(li), done=ws.done)
             x.addmm_(a.view(B, -1), L["o"].t())
             act = torch.empty(B, s.inter, dtype=self.dtype, device=self.device)
             fa.silu_mul(F.linear(fa.rmsnorm(x, L["ln2"], s.eps), L["gu"]), act, s.inter)
