@@ -17,7 +17,7 @@ from backend.config import ModelConfig
 from backend.policy import fastgen
 from backend.policy.distcheck import teacher_forced
 from backend.policy.fastgen import FastGenerator
-from backend.policy.generate import apply_engine_settings
+from backend.policy.generate import HFGenerator, apply_engine_settings
 from backend.policy.kvint8 import dequantize, quantize
 
 INT8_KL_BOUND = 1e-4  # nats per position, fp32 model, int8 cache
@@ -91,3 +91,7 @@ def test_the_setting_reaches_the_engine_and_drops_the_other_layout():
     assert eng.kv_int8 and not eng._ws
     eng.generate(PROMPTS, 2, 0.0)
     assert all(ws.k.dtype == torch.int8 for ws in eng._ws.values())
+    said = []  # an engine without the setting says so and runs as it is
+    apply_engine_settings(HFGenerator(tiny(), Tok(), "cpu"), ModelConfig(kv_int8=True),
+                          say=lambda msg, level="info": said.append((level, msg)))
+    assert said and said[0][0] == "warn" and "model.kv_int8" in said[0][1]
