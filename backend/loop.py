@@ -110,6 +110,7 @@ class Engine:
     """Owns the model, the environment, the harness and the store for one run."""
 
     pending: checkpoint_overlap.Pending | None = None  # a checkpoint written during the next step
+    fallback_said = False  # the fast engine's move to the torch kernels is in the run's log
 
     def __init__(self, run_dir: Path, cfg: RunConfig, store: Store, quiet: bool = False, lm=None, dist=None):
         self.run_dir = Path(run_dir)
@@ -286,6 +287,7 @@ class Engine:
         gen_ms = (time.perf_counter() - t0) * 1000 - env_ms
         for it in items:
             it.gen_ms = gen_ms / max(len(items), 1)
+        self.say_engine_fallback()
         if progress is not None:
             progress.phase("score")
         eval_ms, score_ms, diag_ms = score_all(items, harness, self.env, mnt, worker=worker)
@@ -293,6 +295,14 @@ class Engine:
             return items, {"gen_ms": times["gen_ms"], "score_ms": times["judge_ms"] + eval_ms + score_ms,
                            "diagnose_ms": diag_ms, "wait_ms": times["wait_ms"]}
         return items, {"gen_ms": gen_ms, "score_ms": env_ms + score_ms + eval_ms, "diagnose_ms": diag_ms}
+
+    def say_engine_fallback(self) -> None:
+        """Once a run: the fast engine left its Triton kernels for the torch ones (one failed to
+        compile on this card), and why: the run goes on, slower."""
+        why = getattr(getattr(self, "generator", None), "fallback", None)
+        if why and not self.fallback_said:
+            self.fallback_said = True
+            self.say(f"fast engine: {why}; decoding with the torch kernels from now on", "warn")
 
     def judges_early(self, prefixes) -> bool:
         """Whether a single-turn batch's rows are judged as they stop (`rollout.JudgedEarly`): where

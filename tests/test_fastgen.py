@@ -320,3 +320,45 @@ def test_repeated_prompts_are_prefilled_once_and_decode_as_if_each_were():
     assert [g.ids for g in fast] == [g.ids for g in hf]
 
     _assert_trainer_logprobs(model, groups, eng.generate(groups, 10, temperature=1.0))
+
+
+def test_a_triton_kernel_that_fails_to_compile_leaves_the_torch_kernels():
+    """The engine's Triton kernels are compiled at their first launch on the user's card: one that
+    fails to compile must not end the run. The engine says why and decodes with the torch kernels;
+    any other error still propagates."""
+    compile_error = type("CompilationError", (Exception,), {"__module__": "triton.compiler.errors"})
+    model = tiny()
+    want = [g.ids for g in FastGenerator(model, Tok(), "cpu", kernels="torch").generate(PROMPTS, 6, 0.0)]
+    eng = FastGenerator(model, Tok(), "cpu", kernels="triton")
+
+    def broken(ws):
+        raise compile_error("at 12:8: unsupported operation")
+
+    eng._logits_triton = broken
+    with pytest.warns(UserWarning, match="failed to compile"):
+        got = [g.ids for g in eng.generate(PROMPTS, 6, 0.0)]
+    assert got == want and eng.kernels == eng.sampler == "torch"
+    assert "CompilationError: at 12:8" in eng.fallback
+
+    other = FastGenerator(model, Tok(), "cpu", kernels="triton")
+    other._logits_triton = lambda ws: 1 / 0
+    with pytest.raises(ZeroDivisionError):
+        other.generate(PROMPTS, 2, 0.0)
+    assert other.fallback is None
+
+
+def test_the_run_says_once_that_its_engine_left_the_triton_kernels():
+    from types import SimpleNamespace
+
+    from backend.loop import Engine
+
+    eng = Engine.__new__(Engine)
+    said = []
+    eng.say = lambda msg, level="info", step=None: said.append((level, msg))
+    eng.generator = SimpleNamespace(fallback=None)
+    eng.say_engine_fallback()
+    eng.generator.fallback = "a Triton kernel failed to compile (CompilationError: x)"
+    eng.say_engine_fallback()
+    eng.say_engine_fallback()
+    assert said == [("warn", "fast engine: a Triton kernel failed to compile (CompilationError: x); "
+                              "decoding with the torch kernels from now on")]

@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import math
 import os
+import warnings
 from contextlib import contextmanager
 
 import torch
@@ -234,6 +235,8 @@ class FastGenerator:
     """`generate(..., interrupt=)` is asked between prefill chunks and between decode steps."""
     reports_finished = True
     """`generate(..., on_finished=)` hands over rows that stopped while the rest decode."""
+    fallback: str | None = None
+    """Why this engine left its Triton kernels for the torch ones (one failed to compile), else None."""
 
     def __init__(self, model, tokenizer, device, max_batch: int = 0, use_graphs: bool | None = None,
                  compile: bool = False, kernels: str = "auto", sampler: str = "auto",
@@ -457,7 +460,8 @@ class FastGenerator:
 
     def _decode_logits(self, ws: Workspace, bucket: int):
         """Next-token logits (B, V) of one decode step with this engine's kernels (nothing sampled)."""
-        return self._logits_triton(ws) if self.kernels == "triton" else self._logits_torch(ws, bucket)
+        return self._with_fallback(
+            lambda: self._logits_triton(ws) if self.kernels == "triton" else self._logits_torch(ws, bucket))
 
     def _logits_torch(self, ws: Workspace, bucket: int):
         """Next-token logits (B, V) for `ws.tok` at cache column `ws.col`, with torch kernels
@@ -489,7 +493,28 @@ class FastGenerator:
         ws.tok.copy_(tok)
         ws.ci += 1
 
+    def _with_fallback(self, fn):
+        """`fn()`; if a Triton kernel fails to compile in it, this engine takes the torch kernels
+        from then on (`fallback` says why) and runs `fn()` again. A compile error comes before any
+        launch, so the workspace is as it was; any other error propagates."""
+        try:
+            return fn()
+        except Exception as e:
+            if self.kernels != "triton" or not type(e).__module__.startswith("triton"):
+                raise
+            first = (str(e).strip().splitlines() or [""])[0][:200]
+            self.fallback = f"a Triton kernel failed to compile ({type(e).__name__}: {first})"
+            warnings.warn(f"fast engine: {self.fallback}; decoding with the torch kernels from now on", stacklevel=2)
+            self.kernels = self.sampler = "torch"
+            for ws in self._ws.values():
+                ws.graphs.clear()  # captured with the Triton kernels
+            return fn()
+
     def _run_step(self, ws: Workspace, bucket: int, mode: str):
+        self._with_fallback(lambda: self._replay_step(ws, bucket, mode))
+
+    def _replay_step(self, ws: Workspace, bucket: int, mode: str):
+        """One decode step: run, or (CUDA) captured once per (mode, bucket) and replayed."""
         if not self.use_graphs:
             return self._step(ws, bucket, mode)
         key = (mode, bucket)

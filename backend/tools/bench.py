@@ -232,7 +232,8 @@ def bench_gen(b: Bench) -> None:
             t = sorted(times)[len(times) // 2]
             tps = B * new / t
             b.add(Row("gen", f"tok/s, {name}, batch {B} x {new} new", f"{base_tps:,.0f}", f"{tps:,.0f}",
-                      f"{tps / base_tps:.1f}x", f"first call {t_warm:.1f}s" + (" (graph capture)" if b.cuda else ""),
+                      f"{tps / base_tps:.1f}x", f"first call {t_warm:.1f}s" + (" (graph capture)" if b.cuda else "")
+                      + (f"; {eng.fallback}: ran the torch kernels" if eng.fallback else ""),
                       {"baseline_s": t_hf, "ours_s": times, "warm_s": t_warm}))
             if best is None or tps > best[1]:
                 best = (eng, tps, name)
