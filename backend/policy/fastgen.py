@@ -23,7 +23,9 @@ device:
    - triton (CUDA default, backend/policy/fastattn.py): RoPE + cache write,
      attention over each row's live span, SwiGLU and RMSNorm are one launch
      each, the split-vocabulary sampler two; one graph per mode. With
-     `model.kv_int8` the cache holds int8 values and a scale per vector.
+     `model.kv_int8` the cache holds int8 values and a scale per vector. A
+     kernel that fails to compile on the card moves the engine to the torch
+     kernels for good (`fallback` says why; the run's log says it once).
    - torch (CPU, tests, no triton): SDPA over the cache up to a length
      bucket (the G query heads of a KV head fold into its query axis), a
      bias tensor for padding; one graph per (mode, bucket).
