@@ -681,7 +681,7 @@ class FastGenerator:
         ws.col.fill_(P - 1)  # _record advances it to P, the first decode column
         self._record(ws, tok0, lp0)
         steps = 1
-        early: dict[int, Generation | None] = {}  # rows handed to `on_finished` (None: claimed, not yet), by row
+        early: dict[int, Generation] = {}  # rows handed to `on_finished`, by row
         pending = None
         for k in range(max_new - 1):
             _cut_if(interrupt)
@@ -702,21 +702,21 @@ class FastGenerator:
             self._carry = kvreuse.Carry(ws, [kvreuse.cached_tokens(p, g.ids) for p, g in zip(prompts, gens)], pads)
         return gens
 
-    def _check_done(self, ws: Workspace, n: int, steps: int, early: dict[int, Generation | None] | None):
+    def _check_done(self, ws: Workspace, n: int, steps: int, early: dict[int, Generation] | None):
         """At a check (it waits for the card): whether every row is done, and, where `early` is
-        given, the rows newly done with their tokens and log-probs read off the card (None: none
-        new), claimed in `early`. Their generations are made at the hand-over (`_hand_over`): the
-        text decode is host work, done while the steps launched after the check run."""
+        given, the rows newly done (not in `early`) with their tokens and log-probs read off the
+        card (None: none new). Their generations are made at the hand-over (`_hand_over`), before
+        the next check: the text decode is host work, done while the steps launched after the
+        check run."""
         if early is None:
             return bool(ws.done[:n].all()), None
         done = ws.done[:n].tolist()
         rows = [r for r, d in enumerate(done) if d and r not in early]
         if not rows:
             return all(done), None
-        early.update(dict.fromkeys(rows))
         return all(done), (rows, self._read_rows(ws, rows, steps))
 
-    def _hand_over(self, pending, early: dict[int, Generation | None], on_finished) -> None:
+    def _hand_over(self, pending, early: dict[int, Generation], on_finished) -> None:
         """Make the generations of rows a check found done, keep them in `early`, pass them on."""
         rows, (toks, lps) = pending
         gens = self._make_generations(toks, lps, stop_at_eos=True)
@@ -768,12 +768,12 @@ class FastGenerator:
         return out
 
     def _collect(self, ws: Workspace, n: int, steps: int, stop_at_eos: bool,
-                 early: dict[int, Generation | None] | None = None) -> list[Generation]:
+                 early: dict[int, Generation] | None = None) -> list[Generation]:
         """Every row's generation; `early` holds rows' generations made before (`_generations`)."""
         early = early or {}
         rest = [r for r in range(n) if r not in early]
         made = dict(zip(rest, self._generations(ws, rest, steps, stop_at_eos))) if rest else {}
-        return [early.get(r) or made[r] for r in range(n)]
+        return [early[r] if r in early else made[r] for r in range(n)]
 
     def _generations(self, ws: Workspace, rows: list[int], steps: int, stop_at_eos: bool) -> list[Generation]:
         """`rows`' generations from their first `steps` columns, cut after EOS. A row's columns do not
