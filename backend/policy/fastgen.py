@@ -54,7 +54,7 @@ from backend.policy import kvreuse
 from backend.policy.interrupt import GenerationInterrupted
 from backend.policy.kvint8 import dequantize, quantize
 from backend.policy.shape import Spec, unwrap
-from backend.policy.stops import eos_ids
+from backend.policy.stops import completion_texts, eos_ids, finish_at_eos
 from backend.types import Generation
 
 SUPPORTED = ("llama", "mistral", "qwen2")
@@ -787,18 +787,10 @@ class FastGenerator:
 
     def _make_generations(self, toks: list[list[int]], lps: list[list[float]], stop_at_eos: bool) -> list[Generation]:
         """Generations from rows' token ids and log-probs (host work only)."""
-        eos = set(self.eos_ids) if stop_at_eos else set()
-        gens = []
-        for row, lrow in zip(toks, lps):
-            cut, finish = len(row), "length"
-            for j, t in enumerate(row):
-                if t in eos:
-                    cut, finish = j + 1, "stop"  # keep EOS: the policy must learn to stop
-                    break
-            ids = row[:cut]
-            text = self.tok.decode([t for t in ids if t not in self.eos_ids], skip_special_tokens=True)
-            gens.append(Generation(ids=ids, text=text, finish=finish, logprobs=lrow[:cut]))
-        return gens
+        cuts = [finish_at_eos(row, self.eos_ids) if stop_at_eos else (row, "length") for row in toks]
+        texts = completion_texts(self.tok, [ids for ids, _ in cuts], self.eos_ids)
+        return [Generation(ids=ids, text=text, finish=finish, logprobs=lrow[:len(ids)])
+                for (ids, finish), text, lrow in zip(cuts, texts, lps)]
 
 
 def _never() -> bool:
