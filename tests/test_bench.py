@@ -1,6 +1,8 @@
 """`evotui bench` end to end at toy sizes (timings are printed, never asserted),
 and the memory estimate behind the automatic micro-batch."""
 
+import json
+
 import torch
 
 from backend.tools.bench import Row, main, table
@@ -73,6 +75,18 @@ def test_step_of_math_keeps_its_row(tmp_path, tiny_model):
     assert row["what"] == "GRPO step, 2 tasks x 2 = 4 rollouts, <= 8 new"
     assert row["note"] == f" vs {ours['engine']} engine, micro-batch - vs {ours['micro_batch']}"
     assert not any(r["what"] == "  tools+tests" for r in rows)
+    waited = json.loads(ours["metrics_json"]).get("ckpt_wait_ms", 0.0)
+    assert waited > 0 and ours["phases"]["checkpoint wait"] == waited  # the commit's wait, given apart
+
+
+def test_the_commits_wait_for_the_checkpoint_is_given_apart():
+    from backend.tools.bench_overhead import WAIT, breakdown, split_wait
+
+    ms = split_wait({"commit": 60.0, "evaluator": 5.0}, 42.0)
+    assert ms == {"commit": 18.0, "evaluator": 5.0, WAIT: 42.0}
+    line = breakdown(ms, 1000.0)
+    assert "commit 18 ms (1.8%)" in line and line.endswith(f"{WAIT} 42 ms (4.2%)")
+    assert split_wait({"commit": 10.0}, 0.0) == {"commit": 10.0}  # an overlapped checkpoint: no wait
 
 
 def test_memory_plan_reads_the_domains_prompts(tmp_path, tiny_model):

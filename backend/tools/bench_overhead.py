@@ -14,7 +14,9 @@ the step's duration (the loop's code is unchanged and runs as always):
 - checkpoint   `checkpoint.write`: the LoRA adapter and the optimizer state, written by a
                thread while the step's rows are built and inserted
 - rows         `loop.rollout_row`, `diagnosis_rows`, `turn_rows`: the step's records
-- commit       `Store.commit_step`: one SQLite transaction
+- commit       `Store.commit_step`: one SQLite transaction; without `train.checkpoint_overlap`
+               it waits for the checkpoint's files before it commits, and that wait (the
+               step's `ckpt_wait_ms`) is given apart (`split_wait`): "checkpoint wait"
 - retention    `retention.prune`: old checkpoints deleted
 
 Each is wall time on the host; on CUDA some of it waits for the device (a checkpoint
@@ -76,7 +78,21 @@ def _timed(fn, label: str, ms: dict[str, float]):
     return run
 
 
+WAIT = "checkpoint wait"
+"""The part of `Store.commit_step`'s time spent waiting for the checkpoint's files."""
+
+
+def split_wait(ms: dict[str, float], wait_ms: float) -> dict[str, float]:
+    """`ms` with the commit's wait for the checkpoint's files (`wait_ms`, the step's
+    `ckpt_wait_ms`) taken out of "commit" and given as `WAIT`: the inserts and the wait apart."""
+    if wait_ms and "commit" in ms:
+        ms["commit"] -= wait_ms
+        ms[WAIT] = wait_ms
+    return ms
+
+
 def breakdown(ms: dict[str, float], total_ms: float) -> str:
-    """"evaluator 80 ms (3.1%), harness ..." in `TARGETS` order."""
+    """"evaluator 80 ms (3.1%), harness ..." in `TARGETS` order, then any other label of `ms`."""
     labels = list(dict.fromkeys(label for _, _, label in TARGETS))
+    labels += [k for k in ms if k not in labels]
     return ", ".join(f"{k} {ms.get(k, 0.0):.0f} ms ({ms.get(k, 0.0) / max(total_ms, 1e-9):.1%})" for k in labels)

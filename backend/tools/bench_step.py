@@ -107,7 +107,7 @@ def one_step(b, engine: str, micro: int | None, fused: bool, steps: int = 2, tag
     from backend.progress import StepProgress
     from backend.runs import create_run, harness_code
 
-    from .bench_overhead import clocked
+    from .bench_overhead import clocked, split_wait
 
     sets = [f"train.tasks_per_step={b.a.tasks}", f"train.group_size={b.a.group}",
             f"train.max_new_tokens_cap={b.a.step_new}", "evolve.enabled=false", f"model.engine={engine}",
@@ -137,8 +137,8 @@ def one_step(b, engine: str, micro: int | None, fused: bool, steps: int = 2, tag
             b.sync()
             with clocked({}) as phases:
                 row = eng.train_step(s, StepProgress(steps, quiet=True).start(s))
-            row["phases"] = phases
             metrics = json.loads(row["metrics_json"])
+            row["phases"] = split_wait(phases, metrics.get("ckpt_wait_ms", 0.0))
             row["trained"] = trained = metrics.get("trained_sequences")
             row["ckpt_ms"] = (metrics.get("ckpt_ms", 0.0) + metrics.get("ckpt_wait_ms", 0.0)
                               + metrics.get("ckpt_settle_ms", 0.0))  # overlapped: the last step's, waited for here
