@@ -162,22 +162,24 @@ class Workspace:
 
     def put(self, li: int, rows, cols, k: torch.Tensor, v: torch.Tensor) -> None:
         """Write keys and values (rows, Hkv, cols, D) into layer `li`'s cache (`rows`, `cols`: indices)."""
-        if self.ks is None or self.vs is None:
+        sc = self.scales(li)
+        if sc is None:
             self.k[li, rows, :, cols], self.v[li, rows, :, cols] = k, v
             return
-        for cache, scales, x in ((self.k, self.ks, k), (self.v, self.vs, v)):
-            cache[li, rows, :, cols], scales[li, rows, :, cols] = quantize(x)
+        for cache, scales, x in ((self.k[li], sc[0], k), (self.v[li], sc[1], v)):
+            cache[rows, :, cols], scales[rows, :, cols] = quantize(x)
 
     def put_column(self, li: int, k: torch.Tensor, v: torch.Tensor) -> None:
         """Write every row's keys and values (B, Hkv, D) at the device-side column `col`."""
-        if self.ks is None or self.vs is None:
+        sc = self.scales(li)
+        if sc is None:
             self.k[li].index_copy_(2, self.col, k[:, :, None])
             self.v[li].index_copy_(2, self.col, v[:, :, None])
             return
-        for cache, scales, x in ((self.k, self.ks, k), (self.v, self.vs, v)):
+        for cache, scales, x in ((self.k[li], sc[0], k), (self.v[li], sc[1], v)):
             values, scale = quantize(x)
-            cache[li].index_copy_(2, self.col, values[:, :, None])
-            scales[li].index_copy_(2, self.col, scale[:, :, None])
+            cache.index_copy_(2, self.col, values[:, :, None])
+            scales.index_copy_(2, self.col, scale[:, :, None])
 
     def scales(self, li: int) -> tuple[torch.Tensor, torch.Tensor] | None:
         """Layer `li`'s (k scales, v scales) (B, Hkv, T) of an int8 cache, else None."""
@@ -186,10 +188,10 @@ class Workspace:
     def read(self, li: int, rows, upto: int) -> tuple[torch.Tensor, torch.Tensor]:
         """Layer `li`'s keys and values of `rows`, columns [0, upto), in the model's dtype."""
         k, v = self.k[li, rows, :, :upto], self.v[li, rows, :, :upto]
-        if self.ks is None or self.vs is None:
+        sc = self.scales(li)
+        if sc is None:
             return k, v
-        return (dequantize(k, self.ks[li, rows, :, :upto], self.dtype),
-                dequantize(v, self.vs[li, rows, :, :upto], self.dtype))
+        return dequantize(k, sc[0][rows, :, :upto], self.dtype), dequantize(v, sc[1][rows, :, :upto], self.dtype)
 
 
 def sample(logits, temp, top_p, mode: str):
