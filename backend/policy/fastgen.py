@@ -54,7 +54,7 @@ from backend.policy import kvreuse
 from backend.policy.interrupt import GenerationInterrupted
 from backend.policy.kvint8 import dequantize, quantize
 from backend.policy.shape import Spec, unwrap
-from backend.policy.stops import completion_texts, eos_ids, finish_at_eos
+from backend.policy.stops import eos_ids, finished_rows
 from backend.types import Generation
 
 SUPPORTED = ("llama", "mistral", "qwen2")
@@ -789,10 +789,8 @@ class FastGenerator:
 
     def _make_generations(self, toks: list[list[int]], lps: list[list[float]], stop_at_eos: bool) -> list[Generation]:
         """Generations from rows' token ids and log-probs (host work only)."""
-        cuts = [finish_at_eos(row, self.eos_ids) if stop_at_eos else (row, "length") for row in toks]
-        texts = completion_texts(self.tok, [ids for ids, _ in cuts], self.eos_ids)
         return [Generation(ids=ids, text=text, finish=finish, logprobs=lrow[:len(ids)])
-                for (ids, finish), text, lrow in zip(cuts, texts, lps)]
+                for (ids, finish, text), lrow in zip(finished_rows(self.tok, toks, self.eos_ids, stop_at_eos), lps)]
 
 
 def _never() -> bool:

@@ -37,7 +37,7 @@ import os
 import torch
 
 from backend.policy.interrupt import GenerationInterrupted as GenerationInterrupted  # the loop catches it
-from backend.policy.stops import completion_texts, eos_ids, finish_at_eos
+from backend.policy.stops import eos_ids, finished_rows
 from backend.types import Generation
 
 GENERATORS = ("auto", "hf", "fast", "static", "vllm")
@@ -93,9 +93,9 @@ class HFGenerator:
         if not greedy:
             kw.update(temperature=temperature, top_p=top_p, top_k=0)
         seqs = self.model.generate(input_ids=ids.to(self.device), attention_mask=mask.to(self.device), **kw)
-        cuts = [finish_at_eos(row, self.eos_ids) for row in seqs[:, width:].tolist()]  # (B, <= max_new_tokens)
-        texts = completion_texts(self.tok, [toks for toks, _ in cuts], self.eos_ids)
-        return [Generation(ids=toks, text=text, finish=finish) for (toks, finish), text in zip(cuts, texts)]
+        rows = seqs[:, width:].tolist()  # (B, <= max_new_tokens)
+        return [Generation(ids=ids, text=text, finish=finish)
+                for ids, finish, text in finished_rows(self.tok, rows, self.eos_ids)]
 
 
 def generator_status(model, device) -> dict[str, str | None]:

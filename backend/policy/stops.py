@@ -36,3 +36,12 @@ def completion_texts(tok, rows: list[list[int]], eos: list[int]) -> list[str]:
     if backend is not None and hasattr(backend, "decode_batch") and not cleans_up:
         return backend.decode_batch(rows, skip_special_tokens=True)
     return [tok.decode(r, skip_special_tokens=True) for r in rows]
+
+
+def finished_rows(tok, rows: list[list[int]], eos: list[int],
+                  stop_at_eos: bool = True) -> list[tuple[list[int], str, str]]:
+    """Each row as an engine returns it: (its ids cut after the first EOS where `stop_at_eos`,
+    its finish, its text)."""
+    cuts = [finish_at_eos(row, eos) if stop_at_eos else (row, "length") for row in rows]
+    texts = completion_texts(tok, [ids for ids, _ in cuts], eos)
+    return [(ids, finish, text) for (ids, finish), text in zip(cuts, texts)]
