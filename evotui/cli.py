@@ -240,7 +240,9 @@ def _dispatch(args) -> int:
     if args.cmd == "open":
         if _population_dir(args.run_dir):
             from evotui.components.population_app import PopulationApp
+            from evotui.launch import require_terminal
 
+            require_terminal(f"read the population without it: evotui report {args.run_dir}")
             return PopulationApp(_population_dir(args.run_dir)).run() or 0
         from evotui.launch import open_tui
 

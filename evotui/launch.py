@@ -3,6 +3,7 @@
     open_tui(run_dir)                   attach to a running or finished run (never kills it)
     start_and_open(run_dir, extra)      start `evotui run --headless`, open the TUI, and on
                                         quit ask whether to stop the run or leave it running
+    require_terminal(hint)              refuse, before anything starts, where there is no terminal
 
 Starting and watching the engine process is engine_process.py's.
 """
@@ -15,9 +16,19 @@ import subprocess
 import sys
 from pathlib import Path
 
+from backend.errors import UsageError
 from backend.store.reader import RunDB, RunNotReadable, tail_file
 from evotui.app import EvoApp
 from evotui.engine_process import adopt_log, start_engine, startup_log, wait_for_run
+
+
+def require_terminal(hint: str) -> None:
+    """The TUI reads keys from standard input and draws on standard output: both must be a
+    terminal. Without one (`nohup`, cron, a pipe, a file) it would write escape codes into the
+    file, and Textual's input thread re-reads an input at its end without pause, a whole core
+    taken from the run. `hint`: what to do instead, for the one line the CLI prints (exit 2)."""
+    if not (sys.stdin.isatty() and sys.stdout.isatty()):
+        raise UsageError(f"the TUI needs a terminal, and standard input or output is not one here; {hint}")
 
 
 def open_tui(run_dir: Path, owns_engine: bool = False, engine_proc: subprocess.Popen | None = None) -> int:
@@ -28,6 +39,7 @@ def open_tui(run_dir: Path, owns_engine: bool = False, engine_proc: subprocess.P
     except RunNotReadable as e:
         print(e.cli_line(), file=sys.stderr)
         return 2
+    require_terminal(f"read the run without it: evotui report {run_dir}")
     app = EvoApp(Path(run_dir), owns_engine=owns_engine, warm_start=True, engine_proc=engine_proc)
     app.run()
     line = exit_line(run_dir, app.exit_status, app.stop_requested, app.owns_engine, app.engine_dead_on_exit)
@@ -56,6 +68,7 @@ def exit_line(run_dir: Path, status: str | None, stop_requested: bool, owns_engi
 def start_and_open(run_dir: Path, extra_args: list[str]) -> int:
     """Start a new run in the background and open the TUI on it."""
     run_dir = Path(run_dir)
+    require_terminal("run without it: evotui run --headless (the same options)")
     proc = start_engine(run_dir, extra_args)
     print(f"starting the engine (pid {proc.pid}); log: {startup_log(run_dir)}", file=sys.stderr)
     print("waiting for it to load the model and create the run ...", file=sys.stderr)

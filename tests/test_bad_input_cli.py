@@ -321,3 +321,31 @@ def test_report_on_a_folder_that_is_no_run_nor_compare(tmp_path):
     p = evotui("report", tmp_path / "some")
     one_line_error(p, "not an evotui run directory or compare folder", str(tmp_path / "some"))
     assert not (tmp_path / "some" / "report").exists() and not (tmp_path / "report").exists()
+
+
+def without_terminal(*args) -> subprocess.CompletedProcess:
+    """`evotui ARGS` with standard input at its end and output to a pipe (`nohup`, cron, CI). A
+    TUI opened there would never return (Textual re-reads the input's end without pause): the
+    timeout fails the test instead of hanging it."""
+    return subprocess.run([sys.executable, "-m", "evotui", *map(str, args)], stdin=subprocess.DEVNULL,
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_the_tui_refuses_to_start_without_a_terminal(tmp_path, monkeypatch):
+    """Every way into the TUI says, in one line and before anything starts, that it needs a
+    terminal and what to run instead; nothing stored changes and no engine is started."""
+    monkeypatch.setenv("EVOTUI_HOME", str(tmp_path / "home"))
+    good = make_run(tmp_path / "good")
+    (tmp_path / "pop").mkdir()
+    (tmp_path / "pop" / "population.sqlite").touch()
+    before = counts(good)
+    for args, hint in [
+        (["open", good], f"evotui report {good}"),
+        (["run", "--resume", good], f"evotui report {good}"),
+        (["open", tmp_path / "pop"], f"evotui report {tmp_path / 'pop'}"),
+        (["--steps", "1", "--run-dir", tmp_path / "new"], "evotui run --headless"),
+        (["run", "--steps", "1", "--run-dir", tmp_path / "new"], "evotui run --headless"),
+    ]:
+        one_line_error(without_terminal(*args), "the TUI needs a terminal", hint)
+    assert counts(good) == before
+    assert not (tmp_path / "new").exists() and not (tmp_path / "home" / "runs").exists()  # no engine started

@@ -49,6 +49,13 @@ FAKE_ENGINE = textwrap.dedent("""
 """)
 
 
+@pytest.fixture(autouse=True)
+def _as_if_in_a_terminal(monkeypatch):
+    """pytest's standard input is no terminal: the entry points' check for one
+    (tests/test_bad_input_cli.py) is passed over here, where the app runs headless."""
+    monkeypatch.setattr(launch, "require_terminal", lambda hint: None)
+
+
 def drive(monkeypatch, *keys: str) -> list:
     """Make EvoApp.run headless, pressing `keys` once the data is in; returns the apps that ran."""
     ran = []
