@@ -685,6 +685,33 @@ def _with_profile(data: dict, provisional: bool = False) -> dict:
     return profiles.fill(data, data["profile"])
 
 
+RESUME_FIXED = (
+    "domain", "seed", "harness", "model.name", "model.gguf_file", "model.lora_r", "model.lora_alpha",
+    "model.target_modules", "math.datasets", "math.heldout_seed", "eval.seed", "eval.n_val", "eval.n_test",
+    "eval.n_ood", "eval.n_tasks", "eval.max_new_tokens", "code.source", "code.heldout_levels",
+    "code.heldout_fraction", "swe.n_tasks", "swe.heldout_fraction", "swe.levels", "swe.test_mix",
+    "swe.level_heldout_fraction", "swe.seeds_per_mutant",
+)
+"""What a run's stored evidence is measured against: its model and adapter, its tasks and held-out
+sets, its seed and starting harness. `--resume` keeps them (`check_resume`): another model's
+checkpoint does not load, and a curve whose held-out set changes halfway compares two sets."""
+
+
+def check_resume(stored: RunConfig, asked: RunConfig) -> None:
+    """Refuse (ConfigError, one line) a resume whose overrides change a RESUME_FIXED key; giving
+    one its stored value again is no change."""
+    def value(cfg: RunConfig, key: str):
+        for part in key.split("."):
+            cfg = getattr(cfg, part)
+        return cfg
+
+    changed = [f"{k} (this run: {value(stored, k)!r}, asked: {value(asked, k)!r})"
+               for k in RESUME_FIXED if value(stored, k) != value(asked, k)]
+    if changed:
+        raise ConfigError(f"--resume cannot change {'; '.join(changed)}: what the run's evidence is measured "
+                          "against stays fixed for the run; start a new run for it")
+
+
 def config_from_dict(data: dict) -> RunConfig:
     return validate(_build(RunConfig, _aliases(data)))
 

@@ -168,9 +168,10 @@ def resume(run_dir: Path, steps: int | None = None, overrides: list[str] | None 
     data = loads(run["config_json"], {})
     cfg = config_from_dict(data)
     if overrides:
-        from backend.config import apply_overrides
+        from backend.config import apply_overrides, check_resume
 
-        cfg = config_from_dict(apply_overrides(data, overrides))
+        stored, cfg = cfg, config_from_dict(apply_overrides(data, overrides))
+        check_resume(stored, cfg)
     if steps is None and "steps" not in {o.split("=", 1)[0].strip() for o in overrides or []}:
         steps = run["steps_total"]  # the total it was last asked for: an earlier --resume --steps N stands
     if steps is not None:

@@ -306,6 +306,8 @@ def _headless(args) -> int:
         return _population(args, None)
     if args.resume:
         sets = list(args.sets) + _report_to_sets(args) + _gpus_sets(args)
+        if args.seed is not None:  # the run's own seed again is no change (backend/config.RESUME_FIXED)
+            sets.append(f"seed={args.seed}")
         if args.auto_promote or args.supervised:
             sets.append(f"evolve.auto_promote={'true' if args.auto_promote else 'false'}")
         run_dir, s = runs.resume(_run_dir(args.resume), args.steps, sets or None, quiet=args.quiet,

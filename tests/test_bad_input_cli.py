@@ -349,3 +349,19 @@ def test_the_tui_refuses_to_start_without_a_terminal(tmp_path, monkeypatch):
         one_line_error(without_terminal(*args), "the TUI needs a terminal", hint)
     assert counts(good) == before
     assert not (tmp_path / "new").exists() and not (tmp_path / "home" / "runs").exists()  # no engine started
+
+
+def test_resume_refuses_to_change_what_the_run_is_measured_against(tmp_path):
+    """`--resume` with a different model, domain, held-out set or seed is one line, exit 2,
+    before any model loads (tests/test_config.py: what a resume may change)."""
+    good = make_run(tmp_path / "good")
+    before = counts(good)
+    for args, needle in [
+        (["--set", "model.name='other-model'"], "model.name (this run: 'smollm2-135m', asked: 'other-model')"),
+        (["--set", "domain='code'"], "domain (this run: 'math', asked: 'code')"),
+        (["--set", "eval.n_test=7"], "eval.n_test"),
+        (["--seed", "5"], "seed (this run: 0, asked: 5)"),
+    ]:
+        one_line_error(evotui("run", "--headless", "--resume", good, "--steps", "9", *args),
+                       "--resume cannot change", needle)
+    assert counts(good) == before

@@ -5,7 +5,7 @@ import sys
 
 import pytest
 
-from backend.config import ConfigError, load_config, to_toml
+from backend.config import RESUME_FIXED, ConfigError, apply_overrides, check_resume, load_config, to_dict, to_toml
 
 
 def test_defaults_and_overrides(tmp_path):
@@ -64,3 +64,20 @@ def test_the_frontier_was_called_population_and_old_configs_still_load(tmp_path)
     stored["evolve"]["population"] = 2
     assert config_from_dict(stored).evolve.frontier == 2
     assert load_config(None, ["evolve.frontier=5"]).evolve.frontier == 5
+
+
+def test_a_resume_may_change_how_a_run_trains_not_what_it_is_measured_against():
+    from backend.config import config_from_dict
+
+    stored = load_config(None, ["eval.n_test=12", "seed=3"])
+
+    def resumed(*sets):
+        return config_from_dict(apply_overrides(to_dict(stored), list(sets)))
+
+    # the stored values again, and settings of how it trains or evolves: no change
+    check_resume(stored, resumed("eval.n_test=12", "seed=3", "train.lr=1e-5", "evolve.every=3", "steps=40"))
+    for key, value in [("eval.n_test", "13"), ("seed", "4"), ("model.lora_r", "8"),
+                       ("math.datasets", "['gsm_symbolic']"), ("model.target_modules", "['q_proj']")]:
+        assert key in RESUME_FIXED
+        with pytest.raises(ConfigError, match=f"--resume cannot change {key.replace('.', '[.]')} "):
+            check_resume(stored, resumed(f"{key}={value}"))
