@@ -130,7 +130,7 @@ class Engine:
         self.write_harness_file()
         pv = store.current_policy_version()  # after a rollback, older than the newest version
         self.policy_version = pv["id"] if pv else 0
-        adapter = pv["checkpoint"] if pv and pv["checkpoint"] else None
+        adapter = store.checkpoint_of(pv)
         self.lm = lm if lm is not None and not adapter else load_fast_policy(cfg.model, adapter, seed=cfg.seed)
         store.log("info", f"LoRA trainer: {self.lm.trainer}; device {self.lm.device}, {self.lm.dtype}")
         self.generator = make_generator(cfg.model.engine, self.lm.model, self.lm.tokenizer, self.lm.device,
@@ -556,7 +556,7 @@ class Engine:
 
         pv = self.store.current_policy_version()
         if pv:
-            f = Path(pv["checkpoint"]) / "adapter_model.safetensors"
+            f = self.store.checkpoint_of(pv) / "adapter_model.safetensors"
             set_peft_model_state_dict(self.lm.model, load_file(str(f), device=str(self.lm.device)))
             self.policy_version = pv["id"]
         else:  # back to the base model: LoRA B matrices to zero

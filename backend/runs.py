@@ -184,7 +184,8 @@ def resume(run_dir: Path, steps: int | None = None, overrides: list[str] | None 
         print(f"resuming {run_dir} after step {store.last_step()}", flush=True)
     store.set_run(device=device_label(cfg))
     pv = store.current_policy_version()  # the Engine loads the same one
-    with ranks(cfg, adapter=pv["checkpoint"] if pv and pv["checkpoint"] else None) as dist:
+    adapter = store.checkpoint_of(pv)
+    with ranks(cfg, adapter=str(adapter) if adapter else None) as dist:
         return Path(run_dir), _drive(Engine(Path(run_dir), cfg, store, quiet=quiet, dist=dist), store, quiet,
                                      own_process)
 

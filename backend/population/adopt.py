@@ -61,7 +61,7 @@ def source_state(run_dir: Path) -> SourceState:
         pv = s.current_policy_version()
         hv = int(s.run()["harness_version"])
         code = (s.harness_version(hv) or {})["code"]
-        return SourceState(Path(pv["checkpoint"]) if pv and pv["checkpoint"] else None, code, hv)
+        return SourceState(s.checkpoint_of(pv), code, hv)
     finally:
         s.close()
 

@@ -54,6 +54,22 @@ ROUND_INTERRUPTED = "interrupted: the engine stopped during this round"
 """The summary of a round its engine never finished (`Store.fail_interrupted`)."""
 
 
+def checkpoint_in_run(run_dir: Path, stored: str) -> Path:
+    """Where a checkpoint the store names lies in `run_dir`. A version's row keeps the path its
+    folder was written at; a run directory moved or copied since (another disk, another host)
+    holds the folder at the same place under its own `checkpoints/`, and a copy must not read
+    the original's, which its own run may prune.
+
+    >>> str(checkpoint_in_run(Path("/new/run"), "/old/run/checkpoints/step_000003"))
+    '/new/run/checkpoints/step_000003'
+    """
+    parts = Path(stored).parts
+    if "checkpoints" not in parts:
+        return Path(run_dir, stored)  # relative, or a folder of another layout: as written
+    last = len(parts) - 1 - parts[::-1].index("checkpoints")
+    return Path(run_dir, *parts[last:])
+
+
 class Store(EvolutionRecords, RolloutReads, ReportReads, SearchReads, Queries):
     """A run database. Use `Store.open(path)`; `readonly=True` never writes.
 
@@ -241,6 +257,13 @@ class Store(EvolutionRecords, RolloutReads, ReportReads, SearchReads, Queries):
         step saved or, after a rollback, the one restored (None: the base model, no adapter)."""
         pv = self.run().get("policy_version")
         return self.get("policy_versions", pv) if pv else None
+
+    def checkpoint_of(self, version: Row | None) -> Path | None:
+        """The folder of a policy version's checkpoint in this run (None: no version, or none
+        saved), by `checkpoint_in_run`."""
+        if not version or not version.get("checkpoint"):
+            return None
+        return checkpoint_in_run(self.path.parent, version["checkpoint"])
 
     # ------------------------------------------------------------ recovery
     def fail_interrupted(self) -> int:
