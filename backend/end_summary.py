@@ -31,7 +31,8 @@ def end_summary(run_dir: Path, wall_s: float | None = None) -> str:
         run = store.run()
         lines = ["---", _run_line(run, store.last_step(), wall_s), KEY.format("policy:", policy_line(store))]
         lines += held_out_lines(store) + dead_group_lines(store) + harness_lines(store, run)
-        lines += next_commands(Path(run_dir), run["status"], run["steps_total"])
+        lines += next_commands(Path(run_dir), run["status"], run["steps_total"],
+                               trained=store.current_policy_version() is not None)
         return "\n".join(lines)
     finally:
         store.close()
@@ -105,8 +106,8 @@ def harness_lines(store: Store, run: dict) -> list[str]:
     return out
 
 
-def next_commands(run_dir: Path, status: str, steps_total: int | None) -> list[str]:
-    """What to run next, with the run's real path."""
+def next_commands(run_dir: Path, status: str, steps_total: int | None, trained: bool = False) -> list[str]:
+    """What to run next, with the run's real path; `trained`: the run has a policy to export."""
     run = shlex.quote(str(run_dir))
     go_on = (f"evotui run --headless --resume {run}" if status != "finished" else
              f"evotui run --headless --resume {run} --steps {2 * (steps_total or 0) or 'N'}")
@@ -114,4 +115,6 @@ def next_commands(run_dir: Path, status: str, steps_total: int | None) -> list[s
             f"  evotui open {run}      # browse rollouts, diagnoses, interventions in the TUI",
             f"  evotui report {run}    # Markdown report with plots, in {run_dir / 'report'}",
             f"  evotui export {run}    # the rollouts as a dataset (jsonl or parquet)",
+            *([f"  evotui export {run} --policy    # the trained policy as a model transformers loads"]
+              if trained else []),
             f"  {go_on}    # train on" + (" to the new total" if status == "finished" else "")]

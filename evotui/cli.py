@@ -112,11 +112,19 @@ def _parser() -> argparse.ArgumentParser:
                      "runs, a report-N-runs-HASH folder beside the first)")
     rep.add_argument("--include-incomplete", action="store_true",
                      help="count runs that did not finish all their steps in the means")
-    exp = sub.add_parser("export", help="write a run's rollouts (with diagnoses and verdicts) as a dataset")
+    exp = sub.add_parser("export", help="write a run's rollouts (with diagnoses and verdicts) as a dataset, "
+                         "or its trained policy as a model (--policy)")
     exp.add_argument("run_dir", help="the run directory")
-    exp.add_argument("--format", choices=("jsonl", "parquet"), default="jsonl",
-                     help="jsonl (needs nothing) or parquet (needs pyarrow); both load with `datasets`")
-    exp.add_argument("--out", help="output file (default: RUN_DIR/export/rollouts.FORMAT)")
+    exp.add_argument("--format", choices=("jsonl", "parquet"),
+                     help="rollouts: jsonl (the default, needs nothing) or parquet (needs pyarrow); both load "
+                     "with `datasets`")
+    exp.add_argument("--policy", action="store_true",
+                     help="write the trained policy instead: the LoRA adapter merged into the base model, a "
+                     "folder transformers loads (AutoModelForCausalLM.from_pretrained)")
+    exp.add_argument("--step", type=int, help="with --policy: the policy this step saved (default: the one "
+                     "the run trains now)")
+    exp.add_argument("--out", help="output file (default: RUN_DIR/export/rollouts.FORMAT), or with --policy "
+                     "the model folder (default: RUN_DIR/export/policy-step-N)")
     sub.add_parser("doctor", help="which fast paths are active and why not the others")
     b = sub.add_parser("bench", help="speed benchmarks against baselines (prints a table)")
     b.add_argument("--quick", action="store_true", help="small sizes, a quick look")
@@ -555,8 +563,29 @@ def default_report_dir(paths: list[Path]) -> Path:
 
 
 def _export(args) -> int:
+    out = Path(args.out).expanduser() if args.out else None
+    if args.policy:
+        return _export_policy(args, out)
+    if args.step is not None:
+        raise UsageError("--step chooses a policy to export: add --policy")
     from backend.tools.export import export
 
-    path, n = export(_run_dir(args.run_dir), args.format, Path(args.out).expanduser() if args.out else None)
+    path, n = export(_run_dir(args.run_dir), args.format or "jsonl", out)
     print(f"{n} rollouts written to {path}")
+    return 0
+
+
+def _export_policy(args, out: Path | None) -> int:
+    from backend.tools.export_policy import export_policy
+
+    if args.format:
+        raise UsageError("--format is for the rollouts; --policy writes a model folder")
+    path, meta = export_policy(_run_dir(args.run_dir), out, args.step)
+    print(f"the policy of step {meta['step']} (version {meta['policy_version']}, {meta['base_model']} with its "
+          f"LoRA adapter merged) written to {path}")
+    for split, ev in sorted(meta["heldout"].items()):
+        lo, hi = ev["ci95"]
+        print(f"  {split}: {ev['accuracy']:.3f} at step {ev['step']} ({ev['correct']} of {ev['n']}, "
+              f"95% CI {lo:.3f}-{hi:.3f})")
+    print(f"load it with: AutoModelForCausalLM.from_pretrained({str(path)!r})")
     return 0

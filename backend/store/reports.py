@@ -29,6 +29,16 @@ class ReportReads(Queries):
             return self.rows(f"SELECT {cols} FROM evals ORDER BY step, id") if split == "validation" else []
         return self.rows(f"SELECT {cols} FROM evals WHERE split = ? ORDER BY step, id", (split,))
 
+    def policy_version_of_step(self, step: int) -> Row | None:
+        """The policy version `step` saved (the newest, should a resumed step have saved twice)."""
+        rows = self.rows("SELECT * FROM policy_versions WHERE step = ? ORDER BY id DESC LIMIT 1", (step,))
+        return rows[0] if rows else None
+
+    def evals_of_policy(self, version: int) -> list[Row]:
+        """Evaluation rows (step, split, accuracy, n) of one policy version, oldest first."""
+        return self.rows("SELECT step, split, accuracy, n FROM evals WHERE policy_version = ? ORDER BY id",
+                         (version,))
+
     def evals_after(self, eval_id: int) -> list[Row]:
         """Evaluation rows (id, step, split, accuracy, n) written after `eval_id`, in order."""
         return self.rows("SELECT id, step, split, accuracy, n FROM evals WHERE id > ? ORDER BY id", (eval_id,))
