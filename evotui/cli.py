@@ -123,6 +123,8 @@ def _parser() -> argparse.ArgumentParser:
                      "folder transformers loads (AutoModelForCausalLM.from_pretrained)")
     exp.add_argument("--step", type=int, help="with --policy: the policy this step saved (default: the one "
                      "the run trains now)")
+    exp.add_argument("--dtype", choices=("float32", "bfloat16"),
+                     help="with --policy: the weights' type (default float32; bfloat16 is half the size)")
     exp.add_argument("--out", help="output file (default: RUN_DIR/export/rollouts.FORMAT), or with --policy "
                      "the model folder (default: RUN_DIR/export/policy-step-N)")
     sub.add_parser("doctor", help="which fast paths are active and why not the others")
@@ -566,8 +568,8 @@ def _export(args) -> int:
     out = Path(args.out).expanduser() if args.out else None
     if args.policy:
         return _export_policy(args, out)
-    if args.step is not None:
-        raise UsageError("--step chooses a policy to export: add --policy")
+    if args.step is not None or args.dtype:
+        raise UsageError(f"{'--step' if args.step is not None else '--dtype'} is for a policy to export: add --policy")
     from backend.tools.export import export
 
     path, n = export(_run_dir(args.run_dir), args.format or "jsonl", out)
@@ -580,9 +582,9 @@ def _export_policy(args, out: Path | None) -> int:
 
     if args.format:
         raise UsageError("--format is for the rollouts; --policy writes a model folder")
-    path, meta = export_policy(_run_dir(args.run_dir), out, args.step)
+    path, meta = export_policy(_run_dir(args.run_dir), out, args.step, args.dtype or "float32")
     print(f"the policy of step {meta['step']} (version {meta['policy_version']}, {meta['base_model']} with its "
-          f"LoRA adapter merged) written to {path}")
+          f"LoRA adapter merged, {meta['dtype']}) written to {path}")
     for split, ev in sorted(meta["heldout"].items()):
         lo, hi = ev["ci95"]
         print(f"  {split}: {ev['accuracy']:.3f} at step {ev['step']} ({ev['correct']} of {ev['n']}, "

@@ -90,6 +90,10 @@ def test_a_step_chooses_the_policy_and_nothing_is_replaced(trained_run, tmp_path
     if not two.exists():
         assert evotui("export", trained_run, "--policy").returncode == 0
     assert not torch.allclose(fresh_logits(tmp_path / "one"), fresh_logits(two), atol=1e-4)
+    p = evotui("export", trained_run, "--policy", "--dtype", "bfloat16", "--out", tmp_path / "half")
+    assert p.returncode == 0 and "bfloat16" in p.stdout, p.stderr
+    assert json.loads((tmp_path / "half" / "config.json").read_text())["dtype"] == "bfloat16"
+    assert torch.allclose(fresh_logits(tmp_path / "half"), fresh_logits(two), atol=0.05)
     before = sorted(f.name for f in (tmp_path / "one").iterdir())
     one_line_error(evotui("export", trained_run, "--policy", "--step", "1", "--out", tmp_path / "one"),
                    "exists; remove it or name another folder with --out")
@@ -97,6 +101,7 @@ def test_a_step_chooses_the_policy_and_nothing_is_replaced(trained_run, tmp_path
     one_line_error(evotui("export", trained_run, "--policy", "--step", "7"), "step 7 saved no policy",
                    "steps that did: 1-2")
     one_line_error(evotui("export", trained_run, "--step", "1"), "add --policy")
+    one_line_error(evotui("export", trained_run, "--dtype", "bfloat16"), "add --policy")
     one_line_error(evotui("export", trained_run, "--policy", "--format", "parquet"), "--format is for the rollouts")
 
 

@@ -8,8 +8,9 @@ alone, no peft and no evotui:
 
 - which policy: the one the run trains now (`Store.current_policy_version`; after a rollback,
   the one restored), or the one a step saved (`--step N`, while its checkpoint is kept);
-- the adapter merged into the base weights, in float32, on the CPU (no GPU needed, and none a
-  running job holds is touched), with the tokenizer and its chat template;
+- the adapter merged into the base weights in float32 on the CPU (no GPU needed, and none a
+  running job holds is touched), saved in float32 or, with `--dtype bfloat16`, at half the size;
+  with the tokenizer and its chat template;
 - `harness.py`: the harness active when the policy was saved (its prompt is the one the policy
   was trained on); `evotui.json`: where the policy came from (run, step, version, base model,
   LoRA shape) and its held-out accuracy as the run measured it, per split (k of n, 95%
@@ -32,11 +33,16 @@ from backend.errors import UsageError
 from backend.store import Row, Store, loads
 
 META = "evotui.json"
+DTYPES = ("float32", "bfloat16")
 
 
-def export_policy(run_dir: Path, out: Path | None = None, step: int | None = None) -> tuple[Path, dict[str, Any]]:
+def export_policy(run_dir: Path, out: Path | None = None, step: int | None = None,
+                  dtype: str = "float32") -> tuple[Path, dict[str, Any]]:
     """Write the policy (see the module docstring); returns its folder and what `evotui.json` says."""
     from backend.config import config_from_dict
+
+    if dtype not in DTYPES:
+        raise UsageError(f"--dtype expects one of {', '.join(DTYPES)}, got '{dtype}'")
 
     store = Store.open(run_dir, readonly=True)
     try:
@@ -47,7 +53,7 @@ def export_policy(run_dir: Path, out: Path | None = None, step: int | None = Non
                              "(pruned, or the run directory is incomplete)")
         cfg = config_from_dict(loads(store.run()["config_json"], {}))
         harness = store.harness_version(version["harness_version"]) if version["harness_version"] else None
-        meta = _meta(run_dir, version, cfg, store.evals_of_policy(version["id"]))
+        meta = _meta(run_dir, version, cfg, store.evals_of_policy(version["id"]), dtype)
     finally:
         store.close()
     out = Path(out) if out is not None else Path(run_dir) / "export" / f"policy-step-{version['step']}"
@@ -82,7 +88,7 @@ def _spans(steps: list[int]) -> str:
     return ", ".join(out)
 
 
-def _meta(run_dir: Path, version: Row, cfg, evals: list[Row]) -> dict[str, Any]:
+def _meta(run_dir: Path, version: Row, cfg, evals: list[Row], dtype: str) -> dict[str, Any]:
     from backend.evolve.stats import wilson_interval
 
     heldout = {}
@@ -97,15 +103,17 @@ def _meta(run_dir: Path, version: Row, cfg, evals: list[Row]) -> dict[str, Any]:
         "harness_version": version["harness_version"], "domain": cfg.domain, "seed": cfg.seed,
         "base_model": cfg.model.name, "lora": {"r": cfg.model.lora_r, "alpha": cfg.model.lora_alpha,
                                                "target_modules": list(cfg.model.target_modules)},
-        "dtype": "float32", "heldout": heldout,
+        "dtype": dtype, "heldout": heldout,
     }
 
 
 def _write(out: Path, cfg, ckpt: Path, harness_code: str | None, meta: dict[str, Any]) -> None:
+    import torch
+
     from backend.policy.model import load_policy
 
     lm = load_policy(dataclasses.replace(cfg.model, device="cpu", dtype="fp32", threads=0), adapter_dir=ckpt)
-    merged = lm.model.merge_and_unload()
+    merged = lm.model.merge_and_unload().to(getattr(torch, meta["dtype"]))
     tmp = out.with_name(f".{out.name}.tmp{os.getpid()}")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
