@@ -21,9 +21,12 @@ PROBE = [1, 5, 9, 2, 7, 3]
 LOGITS = """
 import json, sys, torch
 from transformers import AutoModelForCausalLM
-m = AutoModelForCausalLM.from_pretrained(sys.argv[1]).eval()
-with torch.no_grad():
-    print(json.dumps(m(torch.tensor([json.loads(sys.argv[2])])).logits[0].tolist()))
+out = []
+for folder in sys.argv[2:]:
+    m = AutoModelForCausalLM.from_pretrained(folder).eval()
+    with torch.no_grad():
+        out.append(m(torch.tensor([json.loads(sys.argv[1])])).logits[0].float().tolist())
+print(json.dumps(out))
 """
 
 
@@ -31,12 +34,12 @@ def evotui(*args) -> subprocess.CompletedProcess:
     return run_process([sys.executable, "-m", "evotui", *args], "evotui export")
 
 
-def fresh_logits(folder: Path) -> torch.Tensor:
-    """The exported model's logits on PROBE, in an interpreter that imports neither evotui nor peft."""
-    p = subprocess.run([sys.executable, "-c", LOGITS, str(folder), json.dumps(PROBE)], capture_output=True,
-                       text=True, timeout=300, cwd=folder)
+def fresh_logits(*folders: Path) -> list[torch.Tensor]:
+    """Each exported model's logits on PROBE, in an interpreter that imports neither evotui nor peft."""
+    p = subprocess.run([sys.executable, "-c", LOGITS, json.dumps(PROBE), *map(str, folders)], capture_output=True,
+                       text=True, timeout=300, cwd=folders[0])
     assert p.returncode == 0, p.stderr[-2000:]
-    return torch.tensor(json.loads(p.stdout))
+    return [torch.tensor(x) for x in json.loads(p.stdout)]
 
 
 def policy_logits(model_name: str, adapter: Path | None) -> torch.Tensor:
@@ -77,7 +80,7 @@ def test_the_exported_policy_is_the_runs_policy(trained_run, tiny_model):
     assert held["step"] == 2 and held["n"] == 2 and held["ci95"][0] <= held["accuracy"] <= held["ci95"][1]
     assert (out / "harness.py").read_text() == code
     assert not (out / "adapter_config.json").exists()  # merged: a plain model, no peft needed
-    exported = fresh_logits(out)
+    exported, = fresh_logits(out)
     assert torch.allclose(exported, policy_logits(tiny_model, checkpoint), atol=1e-4)
     assert (exported - policy_logits(tiny_model, None)).abs().max() > 1e-2  # the adapter is in it
 
@@ -89,11 +92,12 @@ def test_a_step_chooses_the_policy_and_nothing_is_replaced(trained_run, tmp_path
     two = trained_run / "export" / "policy-step-2"
     if not two.exists():
         assert evotui("export", trained_run, "--policy").returncode == 0
-    assert not torch.allclose(fresh_logits(tmp_path / "one"), fresh_logits(two), atol=1e-4)
     p = evotui("export", trained_run, "--policy", "--dtype", "bfloat16", "--out", tmp_path / "half")
     assert p.returncode == 0 and "bfloat16" in p.stdout, p.stderr
     assert json.loads((tmp_path / "half" / "config.json").read_text())["dtype"] == "bfloat16"
-    assert torch.allclose(fresh_logits(tmp_path / "half"), fresh_logits(two), atol=0.05)
+    one, full, half = fresh_logits(tmp_path / "one", two, tmp_path / "half")
+    assert not torch.allclose(one, full, atol=1e-4)  # step 1's policy, not step 2's
+    assert torch.allclose(half, full, atol=0.05)
     before = sorted(f.name for f in (tmp_path / "one").iterdir())
     one_line_error(evotui("export", trained_run, "--policy", "--step", "1", "--out", tmp_path / "one"),
                    "exists; remove it or name another folder with --out")
