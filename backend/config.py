@@ -686,15 +686,16 @@ def _with_profile(data: dict, provisional: bool = False) -> dict:
 
 
 RESUME_FIXED = (
-    "domain", "seed", "harness", "model.name", "model.gguf_file", "model.lora_r", "model.lora_alpha",
-    "model.target_modules", "math.datasets", "math.heldout_seed", "eval.seed", "eval.n_val", "eval.n_test",
-    "eval.n_ood", "eval.n_tasks", "eval.max_new_tokens", "code.source", "code.heldout_levels",
-    "code.heldout_fraction", "swe.n_tasks", "swe.heldout_fraction", "swe.levels", "swe.test_mix",
-    "swe.level_heldout_fraction", "swe.seeds_per_mutant",
+    "domain", "seed", "harness", "model.lora_r", "model.lora_alpha", "model.target_modules", "math.datasets",
+    "math.heldout_seed", "eval.seed", "eval.n_val", "eval.n_test", "eval.n_ood", "eval.n_tasks",
+    "eval.max_new_tokens", "code.source", "code.heldout_levels", "code.heldout_fraction", "swe.n_tasks",
+    "swe.heldout_fraction", "swe.levels", "swe.test_mix", "swe.level_heldout_fraction", "swe.seeds_per_mutant",
 )
-"""What a run's stored evidence is measured against: its model and adapter, its tasks and held-out
-sets, its seed and starting harness. `--resume` keeps them (`check_resume`): another model's
-checkpoint does not load, and a curve whose held-out set changes halfway compares two sets."""
+"""What a run's stored evidence is measured against: its adapter, its tasks and held-out sets, its
+seed and starting harness. `--resume` keeps them (`check_resume`): a curve whose held-out set
+changes halfway compares two sets. `model.name` may change, for a run moved to a host where its
+model lives at another path: the run's log says so (`backend.runs.resume`), and a model the
+checkpoint does not fit is refused when it loads (`backend.policy.model.load_policy`)."""
 
 
 def check_resume(stored: RunConfig, asked: RunConfig) -> None:
@@ -714,6 +715,12 @@ def check_resume(stored: RunConfig, asked: RunConfig) -> None:
 
 def config_from_dict(data: dict) -> RunConfig:
     return validate(_build(RunConfig, _aliases(data)))
+
+
+def stored_config(data: dict) -> RunConfig:
+    """A run's config as it was stored, not validated again: a path in it may be gone since (a
+    run moved to another host, whose `--resume` names the new one)."""
+    return _build(RunConfig, _aliases(data))
 
 
 def to_dict(cfg: RunConfig) -> dict:

@@ -166,12 +166,18 @@ def resume(run_dir: Path, steps: int | None = None, overrides: list[str] | None 
     store = Store.open(run_dir, create=False)
     run = store.run()
     data = loads(run["config_json"], {})
-    cfg = config_from_dict(data)
     if overrides:
-        from backend.config import apply_overrides, check_resume
+        from backend.config import apply_overrides, check_resume, stored_config
 
-        stored, cfg = cfg, config_from_dict(apply_overrides(data, overrides))
+        stored = stored_config(data)
+        cfg = config_from_dict(apply_overrides(data, overrides))
         check_resume(stored, cfg)
+        moved = [f"{k} '{getattr(cfg.model, k)}' (the run started with '{getattr(stored.model, k)}')"
+                 for k in ("name", "gguf_file") if getattr(cfg.model, k) != getattr(stored.model, k)]
+        if moved:
+            store.log("warn", f"resumed with model.{'; model.'.join(moved)}")
+    else:
+        cfg = config_from_dict(data)
     if steps is None and "steps" not in {o.split("=", 1)[0].strip() for o in overrides or []}:
         steps = run["steps_total"]  # the total it was last asked for: an earlier --resume --steps N stands
     if steps is not None:

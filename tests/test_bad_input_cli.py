@@ -352,12 +352,12 @@ def test_the_tui_refuses_to_start_without_a_terminal(tmp_path, monkeypatch):
 
 
 def test_resume_refuses_to_change_what_the_run_is_measured_against(tmp_path):
-    """`--resume` with a different model, domain, held-out set or seed is one line, exit 2,
+    """`--resume` with another adapter shape, domain, held-out set or seed is one line, exit 2,
     before any model loads (tests/test_config.py: what a resume may change)."""
     good = make_run(tmp_path / "good")
     before = counts(good)
     for args, needle in [
-        (["--set", "model.name='other-model'"], "model.name (this run: 'smollm2-135m', asked: 'other-model')"),
+        (["--set", "model.lora_r=4"], "model.lora_r (this run: 16, asked: 4)"),
         (["--set", "domain='code'"], "domain (this run: 'math', asked: 'code')"),
         (["--set", "eval.n_test=7"], "eval.n_test"),
         (["--seed", "5"], "seed (this run: 0, asked: 5)"),

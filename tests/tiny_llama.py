@@ -7,8 +7,9 @@ from __future__ import annotations
 from pathlib import Path
 
 
-def save_tiny_llama(path: Path) -> str:
-    """Write the model and tokenizer to `path`; returns it as a `model.name`."""
+def save_tiny_llama(path: Path, hidden: int = 32) -> str:
+    """Write the model and tokenizer to `path`; returns it as a `model.name`. `hidden`: its width
+    (another width makes a model no adapter of the default one fits)."""
     import torch
     from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
 
@@ -22,7 +23,7 @@ def save_tiny_llama(path: Path) -> str:
         tok = AutoTokenizer.from_pretrained(folder, gguf_file=gguf)
     tok.save_pretrained(path)
     torch.manual_seed(0)
-    cfg = LlamaConfig(vocab_size=len(tok), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+    cfg = LlamaConfig(vocab_size=len(tok), hidden_size=hidden, intermediate_size=2 * hidden, num_hidden_layers=2,
                       num_attention_heads=4, num_key_value_heads=2, eos_token_id=2, bos_token_id=1, pad_token_id=2)
     LlamaForCausalLM(cfg).save_pretrained(path)
     return str(path)

@@ -154,7 +154,13 @@ def load_policy(cfg: ModelConfig, adapter_dir: str | os.PathLike | None = None) 
         torch.set_num_threads(cfg.threads)
     base, tok, device, dtype = load_base(cfg)
     if adapter_dir:
-        model = PeftModel.from_pretrained(base, str(adapter_dir), is_trainable=True)
+        try:
+            model = PeftModel.from_pretrained(base, str(adapter_dir), is_trainable=True)
+        except RuntimeError as e:  # peft lists every tensor that does not fit: one line here
+            if "size mismatch" not in str(e):
+                raise
+            raise ModelLoadError(f"the adapter in {adapter_dir} does not fit model '{cfg.name}' (its tensors "
+                                 "have other shapes): resume with the model the run trained") from None
     else:
         lcfg = LoraConfig(r=cfg.lora_r, lora_alpha=cfg.lora_alpha, lora_dropout=cfg.lora_dropout,
                           target_modules=list(cfg.target_modules), task_type="CAUSAL_LM")
