@@ -39,7 +39,7 @@ DTYPES = ("float32", "bfloat16")
 def export_policy(run_dir: Path, out: Path | None = None, step: int | None = None,
                   dtype: str = "float32") -> tuple[Path, dict[str, Any]]:
     """Write the policy (see the module docstring); returns its folder and what `evotui.json` says."""
-    from backend.config import config_from_dict
+    from backend.config import stored_config
 
     if dtype not in DTYPES:
         raise UsageError(f"--dtype expects one of {', '.join(DTYPES)}, got '{dtype}'")
@@ -51,7 +51,7 @@ def export_policy(run_dir: Path, out: Path | None = None, step: int | None = Non
         if ckpt is None or not (ckpt / "adapter_model.safetensors").is_file():
             raise UsageError(f"the checkpoint of step {version['step']} is not in {run_dir / 'checkpoints'} "
                              "(pruned, or the run directory is incomplete)")
-        cfg = config_from_dict(loads(store.run()["config_json"], {}))
+        cfg = stored_config(loads(store.run()["config_json"], {}))
         harness = store.harness_version(version["harness_version"]) if version["harness_version"] else None
         meta = _meta(run_dir, version, cfg, store.evals_of_policy(version["id"]), dtype)
     finally:
