@@ -446,12 +446,25 @@ def _command(args) -> int:
             arg = {"id": args.id, "reason": args.reason} if args.cmd == "veto" else \
                 {"id": args.id, "inconclusive": args.inconclusive, "rebase": args.rebase}
         arg = check(args.cmd, arg, store.run(), row)  # CommandRefused: one line, exit 2
+        _engine_takes(args.cmd, store.run(), args.run_dir)
         cid = store.send_command(args.cmd, arg, source="cli")
     finally:
         store.close()
     when = "at its next checkpoint" if args.cmd in ("pause", "stop") else "between two steps"
     print(f"command {cid} queued: {args.cmd}; the engine applies it {when}")
     return 0
+
+
+def _engine_takes(verb: str, run: dict, run_dir: str) -> None:
+    """A pause, resume or stop is for a live engine: where the run's says it runs but its process
+    is gone (killed, crashed without a word), none would take it (the next start expires it)."""
+    from backend.commands import CONTROL_VERBS
+    from backend.runs import pid_alive
+
+    if verb in CONTROL_VERBS and run.get("status") in ("running", "paused") and run.get("pid") \
+            and not pid_alive(run["pid"]):
+        raise UsageError(f"the run's engine is not running (process {run['pid']} is gone: it crashed or was "
+                         f"killed); nothing to {verb}: evotui run --headless --resume {run_dir} starts it again")
 
 
 def _population_decision(args) -> int:

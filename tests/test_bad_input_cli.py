@@ -365,3 +365,27 @@ def test_resume_refuses_to_change_what_the_run_is_measured_against(tmp_path):
         one_line_error(evotui("run", "--headless", "--resume", good, "--steps", "9", *args),
                        "--resume cannot change", needle)
     assert counts(good) == before
+
+
+def test_a_stop_for_an_engine_that_is_gone_is_refused_and_a_restart_expires_one(tmp_path):
+    """`evotui stop|pause` where the run says it runs but its engine's process is gone: one line,
+    nothing queued. A stop that was queued anyway (the engine died before it took it) is expired
+    when the run starts again, so the resume is not stopped at once; an approval still waits."""
+    from backend.store import Store
+
+    good = make_run(tmp_path / "good")
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()  # a pid no process has now
+    store = Store.open(good, create=False)
+    store.set_run(status="running", pid=dead.pid)
+    before = counts(good)
+    for verb in ("stop", "pause"):
+        one_line_error(evotui(verb, good), "the run's engine is not running", f"process {dead.pid} is gone",
+                       f"evotui run --headless --resume {good}")
+    assert counts(good) == before
+    stop = store.send_command("stop", {}, source="cli")
+    approve = store.send_command("approve", {"id": 1}, source="cli")
+    store.fail_interrupted()  # what an engine does first when it starts
+    status = {c["id"]: c["status"] for c in store.rows("SELECT id, status FROM commands")}
+    assert status == {stop: "expired", approve: "pending"}
+    store.close()

@@ -237,6 +237,21 @@ def test_dead_engine_is_reported_and_can_be_resumed(tmp_path):
     run(go())
 
 
+@pytest.mark.parametrize("key", ["S", "P"])
+def test_a_dead_engine_takes_no_stop_or_pause(tmp_path, key):
+    """No engine would take it, and the next start would (before it expired them) have stopped at once."""
+    run_dir = build_run(tmp_path / "run", status="running", pid=424242)
+
+    async def go():
+        app = make_app(run_dir, alive=False)
+        async with app.run_test(size=SIZE) as pilot:
+            await settle(pilot)
+            await press(pilot, key)
+            assert isinstance(app.screen, RefusedModal) and commands(run_dir) == []
+            assert "R starts it again" in str(app.screen.query_one("#message").render())
+    run(go())
+
+
 def test_crashed_run_shows_its_error(tmp_path):
     run_dir = build_run(tmp_path / "run", status="crashed", pid=None, error="RuntimeError: CUDA out of memory")
 

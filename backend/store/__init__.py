@@ -269,12 +269,18 @@ class Store(EvolutionRecords, RolloutReads, ReportReads, SearchReads, Queries):
     def fail_interrupted(self) -> int:
         """On restart, what a stopped or killed engine left mid-flight says so: its interventions are
         marked failed, and a round it never finished says it was interrupted (a resume goes on
-        after the last committed step; it does not run that round again). Returns the interventions."""
+        after the last committed step; it does not run that round again). A pause, resume or stop
+        no engine took is expired: the resume that starts the run again is the operator's newer word
+        (a stop sent to an engine that had died would otherwise end the resumed run at once);
+        approvals and vetoes wait for the step as before. Returns the interventions."""
         with self.tx():
             cur = self.conn.execute(
                 "UPDATE interventions SET status = 'failed', reason = 'interrupted: the engine stopped during its "
                 "backtest', updated_at = ? WHERE status IN ('proposed', 'backtesting')", (now(),))
             self.conn.execute(f"UPDATE rounds SET summary = '{ROUND_INTERRUPTED}' WHERE summary = 'running'")
+            self.conn.execute(
+                "UPDATE commands SET status = 'expired', result = 'no engine took it: the run was started again "
+                "since', acked_at = ? WHERE status = 'pending' AND verb IN ('pause', 'resume', 'stop')", (now(),))
             return cur.rowcount
 
     # ------------------------------------------------------------ held-out evaluations

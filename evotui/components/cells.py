@@ -8,7 +8,7 @@ GOOD = {"correct", "pass", "ok", "applied", "promoted", "approved", "finished", 
 BAD = {"wrong", "failed", "fail", "error", "timeout", "rejected", "vetoed", "rolled_back", "crashed",
        "no_answer"}
 WAIT = {"pending", "proposed", "backtesting", "warning", "candidate", "paused", "stopped", "inconclusive"}
-PAST = {"superseded", "retired"}  # history, not a problem
+PAST = {"superseded", "retired", "expired"}  # history, not a problem
 
 
 def plain(value, width: int | None = None) -> Text:

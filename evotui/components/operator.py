@@ -16,12 +16,15 @@ from backend.commands import CommandRefused, check, stale_base
 from backend.store.reader import loads
 from evotui.components.confirm_modal import ConfirmModal, RefusedModal
 from evotui.components.run_state import RunState
+from evotui.engine_process import EngineHealth
 
 
 class OperatorMixin:
-    """Needs `state: RunState`, `send_command(verb, arg)` and `push_screen` (the app)."""
+    """Needs `state: RunState`, `health: EngineHealth`, `send_command(verb, arg)` and `push_screen`
+    (the app)."""
 
     state: RunState
+    health: EngineHealth
 
     def _init_operator(self) -> None:
         # sent, not yet seen as a row (CommandSent pops it): setting -> (verb, arg)
@@ -135,7 +138,16 @@ class OperatorMixin:
         self._confirm(f"Turn auto-promote {'on' if on else 'off'}?", message,
                       f"Auto-promote {'on' if on else 'off'}", lambda: self._send_checked("auto_promote", {"on": on}))
 
+    def _engine_gone(self) -> bool:
+        """A pause or stop needs a live engine: refused (and said) where it died."""
+        if self.health.dead:
+            self.refuse("The engine is not running (it crashed or was killed): nothing would take the command. "
+                        "R starts it again from the last finished step.")
+        return self.health.dead
+
     def request_pause(self) -> None:
+        if self._engine_gone():
+            return
         verb = "resume" if self.intended_paused() else "pause"
         message = ("Training goes on from where it paused." if verb == "resume" else
                    "The engine pauses at its next checkpoint (between generation batches, held-out batches "
@@ -144,6 +156,8 @@ class OperatorMixin:
                       lambda: self._send_checked(verb, {}))
 
     def request_stop(self) -> None:
+        if self._engine_gone():
+            return
         self._confirm("Stop the run?", "The engine stops at its next checkpoint with its state saved; "
                       "R (or evotui run --headless --resume RUN_DIR) goes on from the last finished step.",
                       "Stop", lambda: self._send_checked("stop", {}))
