@@ -18,6 +18,7 @@ from backend.config import ConfigError, RunConfig, config_from_dict, load_config
 from backend.disk import tree_bytes
 from backend.errors import RunStopped
 from backend.harness.loader import Harness, default_harness_path, sha
+from backend import run_lock
 from backend.store import Store, StoreError, loads
 
 
@@ -114,8 +115,7 @@ def start(cfg: RunConfig, run_dir: Path | None, quiet: bool = False,
     loop (`backend.heap`)."""
     code = harness_code(cfg)  # a broken harness file is reported before torch is imported
     from backend.ddp.launch import check as check_ranks
-    from backend.ddp.launch import ranks, world_size
-    from backend.loop import Engine
+    from backend.ddp.launch import world_size
     from backend.policy.load import load_fast_policy
     from backend.envs import make_env
 
@@ -125,6 +125,14 @@ def start(cfg: RunConfig, run_dir: Path | None, quiet: bool = False,
     lm = load_fast_policy(cfg.model, seed=cfg.seed)  # Unsloth where it can train here, else peft
     run_dir = Path(run_dir) if run_dir else new_run_dir(cfg)
     store = create_run(run_dir, cfg, code)
+    with run_lock.held(run_dir):  # one engine a run: a --resume of it now is refused
+        return _start(run_dir, store, cfg, lm, quiet, own_process)
+
+
+def _start(run_dir: Path, store: Store, cfg: RunConfig, lm, quiet: bool, own_process: bool) -> tuple[Path, dict]:
+    from backend.ddp.launch import ranks
+    from backend.loop import Engine
+
     if not quiet:
         print(f"run dir: {run_dir}", flush=True)
     store.set_run(device=device_label(cfg))
@@ -160,10 +168,16 @@ def resume(run_dir: Path, steps: int | None = None, overrides: list[str] | None 
 
     Settings in `overrides` that an operator may change while a run lives (LIVE_SETTINGS, e.g.
     `--auto-promote`) are written to the `runs` row, where the engine reads them."""
+    store = Store.open(run_dir, create=False)
+    with run_lock.held(run_dir):  # before anything is written: one engine a run
+        return _resume(Path(run_dir), store, steps, overrides, quiet, own_process)
+
+
+def _resume(run_dir: Path, store: Store, steps: int | None, overrides: list[str] | None, quiet: bool,
+            own_process: bool) -> tuple[Path, dict]:
     from backend.ddp.launch import ranks
     from backend.loop import Engine
 
-    store = Store.open(run_dir, create=False)
     run = store.run()
     data = loads(run["config_json"], {})
     if overrides:
