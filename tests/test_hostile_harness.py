@@ -84,7 +84,7 @@ ENGINE_MEMORY = 4 * 2**30
 """Address-space limit of the forked engine: keeps a runaway allocation off the shared machine."""
 DB_GROWTH_MAX = 20 * 2**20
 RUN_FILES = {"run.db", "run.db-wal", "run.db-shm", "run.db-journal", "harness.py", "config.toml",
-             "engine.log", "sentinel.txt", "checkpoints"}
+             "engine.log", "engine.lock", "sentinel.txt", "checkpoints"}
 """What a run dir legitimately holds (backend/runs.py)."""
 ENV_TOKEN = "envsecret-" + secrets.token_hex(12)
 HOME_TOKEN = "homesecret-" + secrets.token_hex(12)
