@@ -196,6 +196,10 @@ def _resume(run_dir: Path, store: Store, steps: int | None, overrides: list[str]
         steps = run["steps_total"]  # the total it was last asked for: an earlier --resume --steps N stands
     if steps is not None:
         cfg.steps = steps
+    done = store.last_step()
+    if cfg.steps < done:  # a total, not a count of more steps: below what is done it would rewrite the total
+        raise ConfigError(f"--steps is the run's total and it has {done} steps already, more than {cfg.steps}; "
+                          f"--steps {done + cfg.steps} trains {cfg.steps} more")
     if run["pid"] and run["status"] == "running" and pid_alive(run["pid"]) and run["pid"] != os.getpid():
         raise StoreError(f"{run_dir} is already running (pid {run['pid']})")
     check_proposer(cfg)

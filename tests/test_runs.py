@@ -158,3 +158,16 @@ def test_a_pid_is_alive_when_its_process_exists_whoever_owns_it(monkeypatch):
     assert pid_alive(os.getpid()) and not pid_alive(_dead_pid()) and not pid_alive(None)
     monkeypatch.setattr(os, "kill", refused)
     assert pid_alive(1)  # another user's process: a staging directory it is building stays
+
+
+def test_steps_below_what_is_done_are_refused_with_the_total_meant(stopped_run, capsys):
+    """`--steps` counts the run's total: asking 5 of a run at step 12 was taken as the new total
+    (the summary read "finished, 12 of 5 steps" and later resumes stopped at once)."""
+    assert main(["run", "--headless", "--resume", str(stopped_run), "--steps", "5", "--quiet"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == ("evotui: error: --steps is the run's total and it has 12 steps already, more than 5; "
+                   "--steps 17 trains 5 more"), err
+    store = Store.open(stopped_run, readonly=True)
+    assert store.run()["steps_total"] == 20 and IdleEngine.seen == []
+    store.close()
+    assert main(["run", "--headless", "--resume", str(stopped_run), "--steps", "12", "--quiet"]) == 0  # done already
