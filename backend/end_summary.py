@@ -69,16 +69,23 @@ def held_out_lines(store: Store) -> list[str]:
             continue
         first, last = evs[0], evs[-1]
         out.append(KEY.format(f"{split}:", f"{first['accuracy']:.3f} at step {first['step']} -> "
-                              f"{last['accuracy']:.3f} at step {last['step']} ({_count(last)}; {role})"))
+                              f"{last['accuracy']:.3f} at step {last['step']} ({count_line(last)}; {role})"))
     return out
 
 
-def _count(ev: dict) -> str:
+def eval_interval(ev: dict) -> tuple[int, int, float, float]:
+    """(k, n, low, high) of an evaluation's accuracy (its row's `accuracy` and `n`): the correct
+    count and the 95% Wilson interval."""
     from backend.evolve.stats import wilson_interval
 
     n = int(ev["n"] or 0)
     k = round(ev["accuracy"] * n)
-    lo, hi = wilson_interval(k, n)
+    return (k, n, *wilson_interval(k, n))
+
+
+def count_line(ev: dict) -> str:
+    """'k of n, 95% CI low-high' of an evaluation (`eval_interval`)."""
+    k, n, lo, hi = eval_interval(ev)
     return f"{k} of {n}, 95% CI {lo:.3f}-{hi:.3f}"
 
 

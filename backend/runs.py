@@ -205,7 +205,7 @@ def _resume(run_dir: Path, store: Store, steps: int | None, overrides: list[str]
     check_proposer(cfg)
     store.set_run(steps_total=cfg.steps, **live_settings(cfg, overrides))
     if not quiet:
-        print(f"resuming {run_dir} after step {store.last_step()}", flush=True)
+        print(f"resuming {run_dir} after step {done}", flush=True)
     store.set_run(device=device_label(cfg))
     pv = store.current_policy_version()  # the Engine loads the same one
     adapter = store.checkpoint_of(pv)

@@ -591,6 +591,7 @@ def _export(args) -> int:
 
 
 def _export_policy(args, out: Path | None) -> int:
+    from backend.end_summary import count_line
     from backend.tools.export_policy import export_policy
 
     if args.format:
@@ -599,8 +600,6 @@ def _export_policy(args, out: Path | None) -> int:
     print(f"the policy of step {meta['step']} (version {meta['policy_version']}, {meta['base_model']} with its "
           f"LoRA adapter merged, {meta['dtype']}) written to {path}")
     for split, ev in sorted(meta["heldout"].items()):
-        lo, hi = ev["ci95"]
-        print(f"  {split}: {ev['accuracy']:.3f} at step {ev['step']} ({ev['correct']} of {ev['n']}, "
-              f"95% CI {lo:.3f}-{hi:.3f})")
+        print(f"  {split}: {ev['accuracy']:.3f} at step {ev['step']} ({count_line(ev)})")
     print(f"load it with: AutoModelForCausalLM.from_pretrained({str(path)!r})")
     return 0

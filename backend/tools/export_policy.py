@@ -89,13 +89,11 @@ def _spans(steps: list[int]) -> str:
 
 
 def _meta(run_dir: Path, version: Row, cfg, evals: list[Row], dtype: str) -> dict[str, Any]:
-    from backend.evolve.stats import wilson_interval
+    from backend.end_summary import eval_interval
 
     heldout = {}
     for ev in evals:  # the newest of each split
-        n = int(ev["n"] or 0)
-        k = round(ev["accuracy"] * n)
-        lo, hi = wilson_interval(k, n)
+        k, n, lo, hi = eval_interval(ev)
         heldout[ev["split"]] = {"step": ev["step"], "accuracy": ev["accuracy"], "correct": k, "n": n,
                                 "ci95": [round(lo, 4), round(hi, 4)]}
     return {
